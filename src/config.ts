@@ -1,0 +1,119 @@
+/**
+ * Configuration (DESIGN §2), read and validated once at start. A missing or malformed value stops
+ * the process with one line naming the variable; nothing else in the code reads process.env.
+ */
+
+export const DEV_JWT_SECRET = "dev-only-jwt-secret-do-not-use-in-production";
+
+export interface Config {
+  nodeEnv: string;
+  isProduction: boolean;
+  port: number;
+  publicBaseUrl: string;
+  databaseUrl: string;
+  redisUrl: string;
+  redisPrefix: string;
+  jwtSecret: string;
+  /** Provider base URL without the Graph version, e.g. https://graph.facebook.com. */
+  whatsappGraphUrl: string;
+  /** True when WHATSAPP_GRAPH_URL was unset and the built-in simulator serves as provider. */
+  useSimulator: boolean;
+  whatsappAppSecret: string;
+  whatsappVerifyToken: string;
+  simulatorPort: number;
+  /** Delay before the simulator posts each status webhook. */
+  simulatorStatusDelayMs: number;
+  dailySendQuota: number;
+  logLevel: string;
+  opsUser: string | undefined;
+  opsPassword: string | undefined;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
+}
+
+function url(env: Env, name: string, fallback: string, protocols: string[]): string {
+  const raw = env[name] || fallback;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be a URL, got ${JSON.stringify(raw)}`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.join(" or ")}, got ${JSON.stringify(raw)}`);
+  }
+  return raw.replace(/\/+$/, "");
+}
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+export function loadConfig(env: Env = process.env): Config {
+  const nodeEnv = env.NODE_ENV || "development";
+  const isProduction = nodeEnv === "production";
+  const port = integer(env, "PORT", 3000, 0, 65535);
+  const simulatorPort = integer(env, "SIMULATOR_PORT", 3001, 0, 65535);
+
+  const jwtSecret = env.JWT_SECRET || "";
+  if (!jwtSecret && isProduction) throw new ConfigError("JWT_SECRET is required when NODE_ENV=production");
+  if (jwtSecret && jwtSecret.length < 32) throw new ConfigError("JWT_SECRET must be at least 32 characters");
+
+  const redisPrefix = env.REDIS_PREFIX || "msg";
+  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(redisPrefix)) {
+    throw new ConfigError("REDIS_PREFIX must be 1-64 characters of A-Z a-z 0-9 _ . : -");
+  }
+  const logLevel = env.LOG_LEVEL || "info";
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}`);
+
+  const opsUser = env.OPS_USER || undefined;
+  const opsPassword = env.OPS_PASSWORD || undefined;
+  if (Boolean(opsUser) !== Boolean(opsPassword)) throw new ConfigError("OPS_USER and OPS_PASSWORD go together");
+
+  const useSimulator = !env.WHATSAPP_GRAPH_URL;
+  return {
+    nodeEnv,
+    isProduction,
+    port,
+    publicBaseUrl: url(env, "PUBLIC_BASE_URL", `http://localhost:${port}/v2`, ["http:", "https:"]),
+    databaseUrl: url(env, "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/messaging", [
+      "postgres:",
+      "postgresql:",
+    ]),
+    redisUrl: url(env, "REDIS_URL", "redis://127.0.0.1:6379/0", ["redis:", "rediss:"]),
+    redisPrefix,
+    jwtSecret: jwtSecret || DEV_JWT_SECRET,
+    whatsappGraphUrl: url(env, "WHATSAPP_GRAPH_URL", `http://127.0.0.1:${simulatorPort}`, ["http:", "https:"]),
+    useSimulator,
+    whatsappAppSecret: env.WHATSAPP_APP_SECRET || "dev-app-secret",
+    whatsappVerifyToken: env.WHATSAPP_VERIFY_TOKEN || "dev-verify-token",
+    simulatorPort,
+    simulatorStatusDelayMs: integer(env, "SIMULATOR_STATUS_DELAY_MS", 200, 0, 600_000),
+    dailySendQuota: integer(env, "DAILY_SEND_QUOTA", 10_000, 0, 1_000_000_000),
+    logLevel,
+    opsUser,
+    opsPassword,
+  };
+}
+
+/** For process entrypoints: one clear line and exit 1 on a bad value. */
+export function loadConfigOrExit(env: Env = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`configuration error: ${error.message}`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}
