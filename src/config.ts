@@ -27,6 +27,8 @@ export interface Config {
   logLevel: string;
   opsUser: string | undefined;
   opsPassword: string | undefined;
+  /** Take the client IP from X-Forwarded-For (only behind a proxy you control). */
+  trustProxy: boolean;
 }
 
 export class ConfigError extends Error {}
@@ -102,6 +104,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     opsUser,
     opsPassword,
+    trustProxy: env.TRUST_PROXY === "1" || env.TRUST_PROXY === "true",
   };
 }
 

@@ -1,0 +1,192 @@
+/**
+ * `bun run start`: the whole service on one machine. Makes sure local Postgres and Redis are up
+ * (starting installed-but-stopped local servers), migrates, then starts the processes in order,
+ * each ready before the next, with prefixed readable logs. Ctrl-C / SIGTERM stops all of them.
+ */
+import { existsSync, readdirSync } from "node:fs";
+import type { Subprocess } from "bun";
+import { Redis } from "ioredis";
+import pg from "pg";
+import { loadConfigOrExit } from "../src/config.ts";
+import { createDb, ensureDatabase } from "../src/db/connect.ts";
+import { migrate } from "../src/db/migrate.ts";
+
+const config = loadConfigOrExit();
+const ROOT = new URL("..", import.meta.url).pathname;
+
+function say(message: string) {
+  console.log(`${new Date().toISOString().slice(11, 19)} [start] ${message}`);
+}
+
+function isLocal(url: string) {
+  return ["127.0.0.1", "localhost", "::1", "[::1]"].includes(new URL(url).hostname);
+}
+
+async function postgresAnswers(): Promise<boolean> {
+  const url = new URL(config.databaseUrl);
+  url.pathname = "/postgres";
+  const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function redisAnswers(): Promise<boolean> {
+  const redis = new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on("error", () => {});
+  try {
+    await redis.connect();
+    await redis.ping();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function waitFor(check: () => Promise<boolean>, seconds: number): Promise<boolean> {
+  for (let i = 0; i < seconds * 4; i++) {
+    if (await check()) return true;
+    await Bun.sleep(250);
+  }
+  return false;
+}
+
+async function ensurePostgres() {
+  if (await postgresAnswers()) return;
+  if (!isLocal(config.databaseUrl) || !Bun.which("pg_ctlcluster") || !existsSync("/etc/postgresql")) {
+    throw new Error(`PostgreSQL does not answer at DATABASE_URL and cannot be started here. Install it (apt-get install postgresql) or set DATABASE_URL.`);
+  }
+  const version = readdirSync("/etc/postgresql")[0];
+  say(`PostgreSQL is not running; starting the local cluster ${version}/main`);
+  Bun.spawnSync(["pg_ctlcluster", "--skip-systemctl-redirect", String(version), "main", "start"], { stdio: ["ignore", "inherit", "inherit"] });
+  if (!(await waitFor(postgresAnswers, 20))) throw new Error("PostgreSQL did not come up");
+}
+
+async function ensureRedis() {
+  if (await redisAnswers()) return;
+  if (!isLocal(config.redisUrl) || !Bun.which("redis-server")) {
+    throw new Error("Redis does not answer at REDIS_URL and cannot be started here. Install it (apt-get install redis-server) or set REDIS_URL.");
+  }
+  say("Redis is not running; starting a local redis-server");
+  const dir = existsSync("/var/lib/redis") ? "/var/lib/redis" : "/tmp";
+  const port = new URL(config.redisUrl).port || "6379";
+  Bun.spawnSync(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir], {
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  if (!(await waitFor(redisAnswers, 10))) throw new Error("Redis did not come up");
+}
+
+/** JSON log lines become `12:00:01 [api] info request method=GET status=200 ...`; other lines pass. */
+function formatLine(name: string, line: string): string {
+  let text = line;
+  try {
+    const entry = JSON.parse(line);
+    if (entry && typeof entry === "object" && "msg" in entry) {
+      const { level, time, pid: _pid, name: _name, msg, hostname: _h, ...rest } = entry;
+      const levelName = typeof level === "number" ? ({ 10: "trace", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal" } as Record<number, string>)[level] : level;
+      const fields = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
+      text = [levelName, msg, ...fields].join(" ");
+      return `${String(time ?? new Date().toISOString()).slice(11, 19)} [${name}] ${text}`;
+    }
+  } catch {}
+  return `${new Date().toISOString().slice(11, 19)} [${name}] ${text}`;
+}
+
+async function pipe(name: string, stream: ReadableStream<Uint8Array>, out: NodeJS.WriteStream) {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for await (const chunk of stream) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let newline = buffered.indexOf("\n");
+    while (newline >= 0) {
+      out.write(`${formatLine(name, buffered.slice(0, newline))}\n`);
+      buffered = buffered.slice(newline + 1);
+      newline = buffered.indexOf("\n");
+    }
+  }
+  if (buffered) out.write(`${formatLine(name, buffered)}\n`);
+}
+
+interface ProcessSpec {
+  name: string;
+  command: string[];
+  /** Resolves when the process is ready to serve. */
+  ready: () => Promise<boolean>;
+}
+
+const httpOk = (url: string) => async () => {
+  try {
+    return (await fetch(url, { signal: AbortSignal.timeout(1000) })).ok;
+  } catch {
+    return false;
+  }
+};
+
+/** In start order. Later parts of the service add their processes here. */
+export const PROCESSES: ProcessSpec[] = [
+  ...(config.useSimulator
+    ? [
+        {
+          name: "simulator",
+          command: ["bun", "src/simulator/server.ts"],
+          ready: httpOk(`http://127.0.0.1:${config.simulatorPort}/_sim/health`),
+        },
+      ]
+    : []),
+  { name: "api", command: ["bun", "src/server.ts"], ready: httpOk(`http://127.0.0.1:${config.port}/healthz`) },
+];
+
+const running: { name: string; proc: Subprocess }[] = [];
+let stopping = false;
+
+async function stopAll(code: number) {
+  if (stopping) return;
+  stopping = true;
+  say("stopping");
+  for (const { proc } of [...running].reverse()) proc.kill("SIGTERM");
+  const deadline = Bun.sleep(15_000).then(() => "timeout");
+  const all = Promise.all(running.map(({ proc }) => proc.exited)).then(() => "done");
+  if ((await Promise.race([all, deadline])) === "timeout") {
+    for (const { proc } of running) proc.kill("SIGKILL");
+  }
+  say("stopped");
+  process.exit(code);
+}
+
+process.on("SIGINT", () => void stopAll(0));
+process.on("SIGTERM", () => void stopAll(0));
+
+try {
+  await ensurePostgres();
+  await ensureRedis();
+  await ensureDatabase(config.databaseUrl);
+  const db = createDb(config.databaseUrl, { max: 1 });
+  const applied = await migrate(db);
+  await db.destroy();
+  say(applied.length ? `migrations applied: ${applied.join(", ")}` : "database up to date");
+
+  for (const spec of PROCESSES) {
+    const proc = Bun.spawn(spec.command, { cwd: ROOT, stdout: "pipe", stderr: "pipe", env: process.env });
+    running.push({ name: spec.name, proc });
+    void pipe(spec.name, proc.stdout, process.stdout);
+    void pipe(spec.name, proc.stderr, process.stderr);
+    void proc.exited.then((code) => {
+      if (!stopping) {
+        say(`${spec.name} exited with code ${code}; stopping everything`);
+        void stopAll(1);
+      }
+    });
+    if (!(await waitFor(spec.ready, 30))) throw new Error(`${spec.name} did not become ready`);
+    say(`${spec.name} is up`);
+  }
+  say(`ready: ${config.publicBaseUrl} (errors: ${config.publicBaseUrl}/docs, reference: ${config.publicBaseUrl}/reference)`);
+} catch (error) {
+  console.error(`[start] ${(error as Error).message}`);
+  await stopAll(1);
+}

@@ -1,0 +1,78 @@
+import { openapi } from "@elysiajs/openapi";
+import { Elysia } from "elysia";
+import type { Clock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import type { Db } from "./db/connect.ts";
+import { docsRoutes } from "./docs/routes.ts";
+import { healthRoutes } from "./health/routes.ts";
+import { API_PREFIX, MEDIA_BODY_LIMIT, requestPipeline } from "./http/pipeline.ts";
+import type { Logger } from "./logger.ts";
+import { oauthRoutes } from "./oauth/routes.ts";
+import type { TokenService } from "./oauth/tokens.ts";
+import type { RedisClient, RedisKeys } from "./redis/connect.ts";
+
+/** Everything the HTTP app uses, built by the caller (server, tests) and passed in once. */
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  redis: RedisClient;
+  keys: RedisKeys;
+  clock: Clock;
+  logger: Logger;
+  tokens: TokenService;
+  /** Per-second limits that are not per application (those live on the application). */
+  limits: { anonymous: number; token: number };
+}
+
+export function createApp(deps: AppDeps) {
+  const api = new Elysia({ prefix: API_PREFIX })
+    .use(
+      openapi({
+        path: "/reference",
+        specPath: "/openapi.json",
+        documentation: {
+          info: {
+            title: "Messaging Notification API",
+            version: "2.0.0",
+            description: "Send notifications to customers over WhatsApp and read their replies.",
+          },
+          servers: [{ url: deps.config.publicBaseUrl.replace(/\/v2$/, "") }],
+          components: {
+            securitySchemes: { bearerAuth: { type: "http", scheme: "bearer", bearerFormat: "JWT" } },
+          },
+          security: [{ bearerAuth: [] }],
+        },
+      }),
+    )
+    .use(oauthRoutes(deps))
+    .use(docsRoutes(deps));
+
+  const routes: { method: string; path: string }[] = [];
+  const app = new Elysia({
+    // Closed schemas reject unknown fields instead of silently dropping them.
+    normalize: false,
+    serve: { maxRequestBodySize: MEDIA_BODY_LIMIT * 2 },
+  })
+    .decorate("deps", deps)
+    .use(
+      requestPipeline(
+        {
+          publicBaseUrl: deps.config.publicBaseUrl,
+          trustProxy: deps.config.trustProxy,
+          redis: deps.redis,
+          keys: deps.keys,
+          tokens: deps.tokens,
+          logger: deps.logger,
+          anonymousLimit: deps.limits.anonymous,
+        },
+        () => routes,
+      ),
+    )
+    .use(healthRoutes(deps))
+    .use(api);
+  // Read by the pipeline for 405 answers; filled once the app is whole.
+  routes.push(...app.routes.map((route) => ({ method: route.method, path: route.path })));
+  return app;
+}
+
+export type App = ReturnType<typeof createApp>;

@@ -1,0 +1,110 @@
+import type { Db } from "../db/connect.ts";
+import type { Scope } from "../http/request-state.ts";
+
+export interface ApplicationRecord {
+  clientId: string;
+  tenantId: string;
+  name: string;
+  secretDigest: Buffer;
+  scopes: Scope[];
+  readLimit: number;
+  sendLimit: number;
+  revokedAt: Date | null;
+  lastTokenAt: Date | null;
+  createdAt: Date;
+}
+
+const COLUMNS = [
+  "client_id",
+  "tenant_id",
+  "name",
+  "secret_digest",
+  "scopes",
+  "read_limit",
+  "send_limit",
+  "revoked_at",
+  "last_token_at",
+  "created_at",
+] as const;
+
+type Row = {
+  client_id: string;
+  tenant_id: string;
+  name: string;
+  secret_digest: Buffer;
+  scopes: string[];
+  read_limit: number;
+  send_limit: number;
+  revoked_at: Date | null;
+  last_token_at: Date | null;
+  created_at: Date;
+};
+
+function toRecord(row: Row): ApplicationRecord {
+  return {
+    clientId: row.client_id,
+    tenantId: row.tenant_id,
+    name: row.name,
+    secretDigest: row.secret_digest,
+    scopes: row.scopes as Scope[],
+    readLimit: row.read_limit,
+    sendLimit: row.send_limit,
+    revokedAt: row.revoked_at,
+    lastTokenAt: row.last_token_at,
+    createdAt: row.created_at,
+  };
+}
+
+export async function insertApplication(
+  db: Db,
+  input: Omit<ApplicationRecord, "revokedAt" | "lastTokenAt" | "createdAt">,
+): Promise<ApplicationRecord> {
+  const row = await db
+    .insertInto("applications")
+    .values({
+      client_id: input.clientId,
+      tenant_id: input.tenantId,
+      name: input.name,
+      secret_digest: input.secretDigest,
+      scopes: input.scopes,
+      read_limit: input.readLimit,
+      send_limit: input.sendLimit,
+    })
+    .returning(COLUMNS)
+    .executeTakeFirstOrThrow();
+  return toRecord(row);
+}
+
+/** By client_id alone: the token endpoint does not know the tenant yet. */
+export async function findApplicationByClientId(db: Db, clientId: string): Promise<ApplicationRecord | undefined> {
+  const row = await db.selectFrom("applications").select(COLUMNS).where("client_id", "=", clientId).executeTakeFirst();
+  return row && toRecord(row);
+}
+
+export async function listApplications(db: Db, tenantId: string): Promise<ApplicationRecord[]> {
+  const rows = await db
+    .selectFrom("applications")
+    .select(COLUMNS)
+    .where("tenant_id", "=", tenantId)
+    .orderBy("created_at", "desc")
+    .execute();
+  return rows.map(toRecord);
+}
+
+export async function updateApplication(
+  db: Db,
+  clientId: string,
+  changes: { secretDigest?: Buffer; revokedAt?: Date; lastTokenAt?: Date },
+): Promise<ApplicationRecord | undefined> {
+  const row = await db
+    .updateTable("applications")
+    .set({
+      ...(changes.secretDigest && { secret_digest: changes.secretDigest }),
+      ...(changes.revokedAt && { revoked_at: changes.revokedAt }),
+      ...(changes.lastTokenAt && { last_token_at: changes.lastTokenAt }),
+    })
+    .where("client_id", "=", clientId)
+    .returning(COLUMNS)
+    .executeTakeFirst();
+  return row && toRecord(row);
+}

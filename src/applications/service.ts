@@ -1,0 +1,70 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { Clock } from "../clock.ts";
+import type { Db } from "../db/connect.ts";
+import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
+import { ALL_SCOPES, type Scope } from "../http/request-state.ts";
+import { newId } from "../ids.ts";
+import {
+  type ApplicationRecord,
+  findApplicationByClientId,
+  insertApplication,
+  updateApplication,
+} from "./repository.ts";
+
+/** 40 base62 characters is ~238 bits: far beyond guessing, so a plain SHA-256 digest is a safe store. */
+const SECRET_LENGTH = 40;
+
+function digestSecret(secret: string): Buffer {
+  return createHash("sha256").update(secret, "utf8").digest();
+}
+
+// Compared against when the client_id is unknown, so timing does not reveal which ids exist.
+const DECOY_DIGEST = digestSecret(newId("csec", SECRET_LENGTH));
+
+export function parseScopes(value: string): Scope[] | undefined {
+  const scopes = value.split(/\s+/).filter(Boolean);
+  if (scopes.length === 0 || !scopes.every((s) => (ALL_SCOPES as readonly string[]).includes(s))) return undefined;
+  return [...new Set(scopes)] as Scope[];
+}
+
+export async function createApplication(
+  db: Db,
+  input: { tenantId: string; name: string; scopes?: Scope[]; readLimit?: number; sendLimit?: number },
+): Promise<{ application: ApplicationRecord; clientSecret: string }> {
+  const clientSecret = newId("csec", SECRET_LENGTH);
+  const application = await insertApplication(db, {
+    clientId: newId("cid"),
+    tenantId: input.tenantId,
+    name: input.name,
+    secretDigest: digestSecret(clientSecret),
+    scopes: input.scopes ?? [...ALL_SCOPES],
+    readLimit: input.readLimit ?? DEFAULT_LIMITS.read,
+    sendLimit: input.sendLimit ?? DEFAULT_LIMITS.send,
+  });
+  return { application, clientSecret };
+}
+
+export async function rotateApplicationSecret(
+  db: Db,
+  clientId: string,
+): Promise<{ application: ApplicationRecord; clientSecret: string } | undefined> {
+  const clientSecret = newId("csec", SECRET_LENGTH);
+  const application = await updateApplication(db, clientId, { secretDigest: digestSecret(clientSecret) });
+  return application && { application, clientSecret };
+}
+
+export async function revokeApplication(db: Db, clientId: string, clock: Clock) {
+  return updateApplication(db, clientId, { revokedAt: clock.now() });
+}
+
+/** The application when the credentials are right and it is not revoked; constant-time compare. */
+export async function authenticateClient(
+  db: Db,
+  clientId: string,
+  clientSecret: string,
+): Promise<ApplicationRecord | undefined> {
+  const application = clientId.length <= 128 ? await findApplicationByClientId(db, clientId) : undefined;
+  const matches = timingSafeEqual(application?.secretDigest ?? DECOY_DIGEST, digestSecret(clientSecret));
+  if (!application || !matches || application.revokedAt) return undefined;
+  return application;
+}

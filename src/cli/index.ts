@@ -1,0 +1,197 @@
+import { parseArgs } from "node:util";
+import { createApplication, parseScopes, revokeApplication, rotateApplicationSecret } from "../applications/service.ts";
+import type { ApplicationRecord } from "../applications/repository.ts";
+import { systemClock } from "../clock.ts";
+import { type Config, ConfigError, loadConfig } from "../config.ts";
+import { createDb, type Db, ensureDatabase } from "../db/connect.ts";
+import { migrate } from "../db/migrate.ts";
+import { findTenant, insertTenant } from "../tenants/repository.ts";
+
+/**
+ * Operator CLI (DESIGN §5): `bun run cli <group> <action> [--flags]`. Prints exactly one JSON object
+ * on stdout and exits 0; on failure a JSON error on stderr and a non-zero exit.
+ */
+
+export class CliError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface CliContext {
+  config: Config;
+  db: Db;
+}
+
+type Flags = Record<string, string | undefined>;
+export type CliCommand = (ctx: CliContext, flags: Flags) => Promise<unknown>;
+
+function required(flags: Flags, name: string): string {
+  const value = flags[name];
+  if (!value) throw new CliError("missing_flag", `--${name} is required`);
+  return value;
+}
+
+function optionalInteger(flags: Flags, name: string, min: number): number | undefined {
+  const value = flags[name];
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || Number(value) < min) {
+    throw new CliError("invalid_flag", `--${name} must be an integer of at least ${min}`);
+  }
+  return Number(value);
+}
+
+export function presentApplication(application: ApplicationRecord, clientSecret?: string) {
+  return {
+    object: "application",
+    client_id: application.clientId,
+    ...(clientSecret && { client_secret: clientSecret }),
+    name: application.name,
+    scopes: application.scopes.join(" "),
+    tenant: application.tenantId,
+    read_limit: application.readLimit,
+    send_limit: application.sendLimit,
+    revoked: application.revokedAt !== null,
+    created: Math.floor(application.createdAt.getTime() / 1000),
+  };
+}
+
+async function requireTenant(db: Db, tenantId: string) {
+  const tenant = await findTenant(db, tenantId);
+  if (!tenant) throw new CliError("tenant_not_found", `No tenant ${tenantId}`);
+  return tenant;
+}
+
+/** Extended by later parts (senders, users, feed); `seed` runs the steps in SEED_STEPS. */
+export const COMMANDS: Record<string, CliCommand> = {
+  "db migrate": async ({ db }) => ({ object: "migrations", applied: await migrate(db) }),
+
+  "tenant create": async ({ db, config }, flags) => {
+    const tenant = await insertTenant(db, {
+      name: required(flags, "name"),
+      dailyQuota: optionalInteger(flags, "daily-quota", 0),
+    });
+    return { object: "tenant", id: tenant.id, name: tenant.name, daily_quota: tenant.dailyQuota ?? config.dailySendQuota };
+  },
+
+  "app create": async ({ db }, flags) => {
+    const tenant = await requireTenant(db, required(flags, "tenant"));
+    const scopes = flags.scopes === undefined ? undefined : parseScopes(flags.scopes);
+    if (flags.scopes !== undefined && !scopes) {
+      throw new CliError("invalid_flag", "--scopes takes messaging:send and/or messaging:read, space-separated");
+    }
+    const { application, clientSecret } = await createApplication(db, {
+      tenantId: tenant.id,
+      name: required(flags, "name"),
+      scopes,
+      readLimit: optionalInteger(flags, "read-limit", 1),
+      sendLimit: optionalInteger(flags, "send-limit", 1),
+    });
+    return presentApplication(application, clientSecret);
+  },
+
+  "app revoke": async ({ db }, flags) => {
+    const application = await revokeApplication(db, required(flags, "client-id"), systemClock);
+    if (!application) throw new CliError("application_not_found", `No application ${flags["client-id"]}`);
+    return presentApplication(application);
+  },
+
+  "app rotate-secret": async ({ db }, flags) => {
+    const rotated = await rotateApplicationSecret(db, required(flags, "client-id"));
+    if (!rotated) throw new CliError("application_not_found", `No application ${flags["client-id"]}`);
+    return presentApplication(rotated.application, rotated.clientSecret);
+  },
+};
+
+/** Steps of `seed`, each returning the part of the seed it made; later parts push theirs. */
+export const SEED_STEPS: ((ctx: CliContext, seed: Record<string, unknown>) => Promise<Record<string, unknown>>)[] = [
+  async ({ db, config }) => {
+    const tenant = await insertTenant(db, { name: "Demo Shop" });
+    return { tenant: { object: "tenant", id: tenant.id, name: tenant.name, daily_quota: config.dailySendQuota } };
+  },
+  async ({ db }, seed) => {
+    const tenantId = (seed.tenant as { id: string }).id;
+    const { application, clientSecret } = await createApplication(db, { tenantId, name: "Demo application" });
+    return { application: presentApplication(application, clientSecret) };
+  },
+];
+
+COMMANDS.seed = async (ctx) => {
+  // Once: a second seed would make a second demo tenant, which is never what anyone wants.
+  const existing = await ctx.db.selectFrom("tenants").select("id").where("name", "=", "Demo Shop").executeTakeFirst();
+  if (existing) throw new CliError("already_seeded", `The demo tenant exists already (${existing.id})`);
+  const seed: Record<string, unknown> = {};
+  for (const step of SEED_STEPS) Object.assign(seed, await step(ctx, seed));
+  return { object: "seed", ...seed };
+};
+
+const FLAG_NAMES = [
+  "name",
+  "daily-quota",
+  "tenant",
+  "scopes",
+  "read-limit",
+  "send-limit",
+  "client-id",
+  "phone",
+  "phone-number-id",
+  "waba-id",
+  "access-token",
+  "sender",
+  "email",
+  "password",
+];
+
+export async function runCli(argv: string[], env = process.env): Promise<{ code: number; out: string }> {
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: Object.fromEntries(FLAG_NAMES.map((name) => [name, { type: "string" as const }])),
+    });
+  } catch (error) {
+    return fail("invalid_arguments", (error as Error).message);
+  }
+  const name = parsed.positionals.join(" ");
+  const command = COMMANDS[name];
+  if (!command) {
+    return fail("unknown_command", `Unknown command "${name}". Commands: ${Object.keys(COMMANDS).join(", ")}`);
+  }
+  let config: Config;
+  try {
+    config = loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return fail("configuration_error", error.message);
+    throw error;
+  }
+  let db: Db | undefined;
+  try {
+    await ensureDatabase(config.databaseUrl);
+    db = createDb(config.databaseUrl, { max: 2, applicationName: "messaging-cli" });
+    if (name !== "db migrate") await migrate(db);
+    const result = await command({ config, db }, parsed.values as Flags);
+    return { code: 0, out: JSON.stringify(result) };
+  } catch (error) {
+    if (error instanceof CliError) return fail(error.code, error.message);
+    return fail("failed", error instanceof Error ? error.message : String(error));
+  } finally {
+    await db?.destroy();
+  }
+}
+
+function fail(code: string, message: string) {
+  return { code: 1, out: JSON.stringify({ error: { code, message } }) };
+}
+
+if (import.meta.main) {
+  const { code, out } = await runCli(process.argv.slice(2));
+  const stream = code === 0 ? process.stdout : process.stderr;
+  // Flush before exiting: a write to a pipe is asynchronous and exit would cut it off.
+  await new Promise<void>((resolve) => stream.write(`${out}\n`, () => resolve()));
+  process.exit(code);
+}

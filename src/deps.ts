@@ -1,0 +1,30 @@
+import type { AppDeps } from "./app.ts";
+import { type Clock, systemClock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import { createDb, type DbOptions } from "./db/connect.ts";
+import { DEFAULT_LIMITS } from "./http/rate-limit.ts";
+import { createLogger, type Logger } from "./logger.ts";
+import { createTokenService } from "./oauth/tokens.ts";
+import { createRedis, redisKeys } from "./redis/connect.ts";
+
+/** Builds the dependencies from configuration; callers may swap the clock, logger or limits. */
+export function buildDeps(
+  config: Config,
+  overrides: { clock?: Clock; logger?: Logger; limits?: Partial<AppDeps["limits"]>; db?: DbOptions } = {},
+): AppDeps {
+  const clock = overrides.clock ?? systemClock;
+  return {
+    config,
+    db: createDb(config.databaseUrl, { applicationName: "messaging-api", ...overrides.db }),
+    redis: createRedis(config.redisUrl, { connectionName: "messaging-api" }),
+    keys: redisKeys(config.redisPrefix),
+    clock,
+    logger: overrides.logger ?? createLogger(config.logLevel, "api"),
+    tokens: createTokenService(config.jwtSecret, clock),
+    limits: { anonymous: DEFAULT_LIMITS.read, token: DEFAULT_LIMITS.token, ...overrides.limits },
+  };
+}
+
+export async function closeDeps(deps: AppDeps): Promise<void> {
+  await Promise.allSettled([deps.db.destroy(), deps.redis.quit()]);
+}

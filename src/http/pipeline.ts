@@ -1,0 +1,257 @@
+import { Elysia } from "elysia";
+import { newId } from "../ids.ts";
+import type { Logger } from "../logger.ts";
+import type { TokenService } from "../oauth/tokens.ts";
+import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+import { ApiError, apiErrorBody, OAuthError, oauthErrorBody } from "./errors.ts";
+import { consumeRateLimit, rateLimitHeaders, retryAfterSeconds } from "./rate-limit.ts";
+import { requestState, setRequestState } from "./request-state.ts";
+import { validationToApiError } from "./validation.ts";
+
+export const API_PREFIX = "/v2";
+export const TOKEN_PATH = `${API_PREFIX}/oauth/token`;
+/** JSON and form bodies; files go through POST /media with its own limit. */
+export const JSON_BODY_LIMIT = 1024 * 1024;
+export const MEDIA_BODY_LIMIT = 16 * 1024 * 1024 + 64 * 1024;
+const SEND_ROUTES = new Set([`${API_PREFIX}/messages`, `${API_PREFIX}/media`]);
+
+export interface PipelineDeps {
+  publicBaseUrl: string;
+  trustProxy: boolean;
+  redis: RedisClient;
+  keys: RedisKeys;
+  tokens: TokenService;
+  logger: Logger;
+  /** Requests per second for callers without a valid token, per IP. */
+  anonymousLimit: number;
+}
+
+interface RouteInfo {
+  method: string;
+  path: string;
+}
+
+/**
+ * The shared HTTP concerns, once for every route: request id, body parsing with a size cap,
+ * authentication and rate limiting before routing (so 404s and 401s are limited and carry the
+ * headers too), one error renderer, and the access log.
+ */
+export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
+  const allowedMethods = methodIndex(routes);
+
+  return new Elysia()
+    .onRequest(async ({ request, set, server }) => {
+      const state = { requestId: newId("req"), startedAt: performance.now(), tokenGiven: false };
+      setRequestState(request, state);
+      set.headers["request-id"] = state.requestId;
+
+      const path = pathOf(request.url);
+      if (!path.startsWith(`${API_PREFIX}/`)) return;
+
+      const declared = Number(request.headers.get("content-length") ?? 0);
+      if (declared > (path === `${API_PREFIX}/media` ? MEDIA_BODY_LIMIT : JSON_BODY_LIMIT)) {
+        throw path === `${API_PREFIX}/media`
+          ? new ApiError("file_too_large", "Files may be at most 16 MB.", { param: "file" })
+          : new ApiError("request_too_large", "The request body may be at most 1 MB.");
+      }
+      // The token endpoint limits itself: its key is the client_id, which is inside the body.
+      if (path === TOKEN_PATH) return;
+
+      const header = request.headers.get("authorization");
+      let auth: Awaited<ReturnType<TokenService["check"]>> | undefined;
+      if (header !== null) {
+        state.tokenGiven = true;
+        const bearer = /^Bearer +([^\s]+) *$/i.exec(header);
+        auth = bearer?.[1] ? await deps.tokens.check(bearer[1]) : { ok: false, problem: "malformed" };
+        Object.assign(state, auth.ok ? { auth: auth.auth } : { authProblem: auth.problem });
+      }
+
+      const outcome =
+        auth?.ok === true
+          ? SEND_ROUTES.has(path) && request.method === "POST"
+            ? await consumeRateLimit(
+                deps.redis,
+                deps.keys.applicationRate(auth.auth.tenantId, auth.auth.clientId, "send"),
+                auth.auth.sendLimit,
+              )
+            : await consumeRateLimit(
+                deps.redis,
+                deps.keys.applicationRate(auth.auth.tenantId, auth.auth.clientId, "read"),
+                auth.auth.readLimit,
+              )
+          : await consumeRateLimit(
+              deps.redis,
+              deps.keys.ipRate(clientIpOf(request, server, deps.trustProxy), "read"),
+              deps.anonymousLimit,
+            );
+      Object.assign(set.headers, rateLimitHeaders(outcome));
+      if (!outcome.allowed) {
+        throw new ApiError("rate_limit_exceeded", `Too many requests: the limit is ${outcome.limit} per second.`, {
+          headers: { "retry-after": retryAfterSeconds(outcome) },
+        });
+      }
+    })
+
+    .onParse({ as: "global" }, async ({ request }) => {
+      const type = mediaType(request.headers.get("content-type"));
+      if (type === "multipart/form-data") return; // Elysia's own streaming form parser
+      const text = await readBodyCapped(request, JSON_BODY_LIMIT);
+      if (type === "application/json" || type.endsWith("+json")) {
+        if (text.trim() === "") return null;
+        try {
+          return JSON.parse(text);
+        } catch {
+          throw new ApiError("invalid_json", "The request body is not valid JSON.");
+        }
+      }
+      if (type === "application/x-www-form-urlencoded") return formToObject(text);
+      if (text.length === 0) return null;
+      throw new ApiError(
+        "invalid_content_type",
+        `Content-Type ${type || "(none)"} is not accepted here; send application/json.`,
+      );
+    })
+
+    .onError({ as: "global" }, ({ code, error, request, set, path }) => {
+      const state = requestState(request);
+      const requestId = state?.requestId ?? newId("req");
+      set.headers["request-id"] = requestId;
+
+      // Elysia wraps what a parse hook throws in a ParseError; ours is the cause.
+      const cause = code === "PARSE" ? (error as { cause?: unknown }).cause : undefined;
+      let failure: ApiError | OAuthError;
+      if (error instanceof ApiError || error instanceof OAuthError) failure = error;
+      else if (cause instanceof ApiError) failure = cause;
+      else if (code === "VALIDATION") failure = validationToApiError(error as never);
+      else if (code === "PARSE") failure = new ApiError("parameter_invalid", "The request body could not be parsed.");
+      else if (code === "NOT_FOUND") {
+        const allowed = allowedMethods(path);
+        failure =
+          allowed.length > 0 && !allowed.includes(request.method)
+            ? new ApiError("method_not_allowed", `${request.method} is not allowed on ${path}.`, {
+                headers: { allow: allowed.join(", ") },
+              })
+            : new ApiError("resource_missing", `Unknown path: ${request.method} ${path}.`);
+      } else if (isDependencyDown(error)) {
+        deps.logger.warn({ request_id: requestId, err: errorSummary(error) }, "dependency unavailable");
+        failure = new ApiError("service_unavailable", "The service is briefly unavailable. Retry shortly.", {
+          headers: { "retry-after": "2" },
+        });
+      } else {
+        deps.logger.error({ request_id: requestId, err: error, path }, "unhandled error");
+        failure = new ApiError("internal_error", "An internal error occurred. It has been logged.");
+      }
+
+      if (path === TOKEN_PATH && failure instanceof ApiError) failure = toOAuthError(failure);
+      if (state) state.status = failure.status;
+      set.status = failure.status;
+      Object.assign(set.headers, failure.headers);
+      if (failure instanceof OAuthError) {
+        set.headers["cache-control"] = "no-store";
+        return oauthErrorBody(failure, requestId);
+      }
+      return apiErrorBody(failure, requestId, deps.publicBaseUrl);
+    })
+
+    .onAfterResponse({ as: "global" }, ({ request, set, path }) => {
+      const state = requestState(request);
+      if (!state) return;
+      deps.logger.info(
+        {
+          request_id: state.requestId,
+          method: request.method,
+          path,
+          status: state.status ?? (typeof set.status === "number" ? set.status : 200),
+          duration_ms: Math.round((performance.now() - state.startedAt) * 100) / 100,
+          tenant: state.auth?.tenantId,
+          application: state.auth?.clientId,
+        },
+        "request",
+      );
+    });
+}
+
+function toOAuthError(error: ApiError): OAuthError {
+  if (error.code === "rate_limit_exceeded") return new OAuthError("rate_limit_exceeded", error.message, error.headers);
+  if (error.status >= 500) return new OAuthError("server_error", error.message, error.headers);
+  // Keeps 405/413 honest while speaking the token endpoint's error shape.
+  return new OAuthError("invalid_request", error.message, error.headers, error.status);
+}
+
+export function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return "/";
+  const end = url.search(/[?#]/);
+  return end < 0 ? url.slice(start) : url.slice(start, end);
+}
+
+function mediaType(header: string | null): string {
+  return (header ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
+function formToObject(text: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [key, value] of new URLSearchParams(text)) {
+    const prior = out[key];
+    out[key] = prior === undefined ? value : Array.isArray(prior) ? [...prior, value] : [prior, value];
+  }
+  return out;
+}
+
+/** Reads a body without ever holding more than `limit` bytes (chunked bodies have no Content-Length). */
+async function readBodyCapped(request: Request, limit: number): Promise<string> {
+  if (!request.body) return "";
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel();
+      throw new ApiError("request_too_large", "The request body may be at most 1 MB.");
+    }
+    chunks.push(value);
+  }
+  return new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(chunks));
+}
+
+export function clientIpOf(
+  request: Request,
+  server: { requestIP(request: Request): { address: string } | null } | null,
+  trustProxy: boolean,
+): string {
+  if (trustProxy) {
+    const forwarded = request.headers.get("x-forwarded-for")?.split(",")[0]?.trim();
+    if (forwarded) return forwarded.slice(0, 64);
+  }
+  return server?.requestIP(request)?.address ?? "local";
+}
+
+function methodIndex(routes: () => RouteInfo[]) {
+  let patterns: { regex: RegExp; method: string }[] | undefined;
+  return (path: string): string[] => {
+    patterns ??= routes().map((route) => ({
+      method: route.method,
+      regex: new RegExp(`^${route.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+")}/?$`),
+    }));
+    return [...new Set(patterns.filter((p) => p.regex.test(path)).map((p) => p.method))];
+  };
+}
+
+const DOWN_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "57P01", "57P03", "08001", "08006"]);
+
+/** Postgres or Redis unreachable (as opposed to a bug): answered with 503 and Retry-After. */
+export function isDependencyDown(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: string }).code;
+  if (code && DOWN_CODES.has(code)) return true;
+  return /Connection terminated|timeout exceeded when trying to connect|Connection is closed|Stream isn't writeable|connect ECONNREFUSED/i.test(
+    error.message,
+  );
+}
+
+function errorSummary(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

@@ -1,0 +1,47 @@
+import type { RedisClient } from "../redis/connect.ts";
+import { ApiError } from "./errors.ts";
+
+/** SPEC §8 defaults, per second. */
+export const DEFAULT_LIMITS = { read: 5, send: 3, token: 2 } as const;
+
+export interface RateLimitOutcome {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Milliseconds until the current one-second window ends. */
+  resetMs: number;
+  /** Unix epoch second at which the next window starts. */
+  resetEpoch: number;
+}
+
+/** One round trip: scripts/rate_limit.lua. Redis unreachable -> 503, never a silent pass. */
+export async function consumeRateLimit(redis: RedisClient, key: string, limit: number): Promise<RateLimitOutcome> {
+  let reply: [number, number, number, number, number];
+  try {
+    reply = await redis.rateLimit(key, limit);
+  } catch {
+    throw new ApiError("service_unavailable", "The service is briefly unavailable. Retry shortly.", {
+      headers: { "retry-after": "1" },
+    });
+  }
+  const [allowed, max, remaining, resetMs, resetEpoch] = reply;
+  return { allowed: allowed === 1, limit: max, remaining, resetMs, resetEpoch };
+}
+
+/** Both header families (SPEC §8): RateLimit-Reset is seconds to go, X-RateLimit-Reset an epoch second. */
+export function rateLimitHeaders(outcome: RateLimitOutcome): Record<string, string> {
+  const limit = String(outcome.limit);
+  const remaining = String(outcome.remaining);
+  return {
+    "ratelimit-limit": limit,
+    "ratelimit-remaining": remaining,
+    "ratelimit-reset": String(Math.max(1, Math.ceil(outcome.resetMs / 1000))),
+    "x-ratelimit-limit": limit,
+    "x-ratelimit-remaining": remaining,
+    "x-ratelimit-reset": String(outcome.resetEpoch),
+  };
+}
+
+export function retryAfterSeconds(outcome: RateLimitOutcome): string {
+  return String(Math.max(1, Math.ceil(outcome.resetMs / 1000)));
+}

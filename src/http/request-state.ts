@@ -1,0 +1,59 @@
+import { ApiError } from "./errors.ts";
+
+export type Scope = "messaging:send" | "messaging:read";
+export const ALL_SCOPES: readonly Scope[] = ["messaging:send", "messaging:read"];
+
+/** Who is calling, from a verified access token. The tenant comes from here only, never from input. */
+export interface AuthContext {
+  clientId: string;
+  tenantId: string;
+  scopes: readonly Scope[];
+  readLimit: number;
+  sendLimit: number;
+}
+
+/** What the pipeline learns about one request before routing; read by hooks and handlers. */
+export interface RequestState {
+  requestId: string;
+  startedAt: number;
+  auth?: AuthContext;
+  /** Why authentication failed, when a token was given but not accepted. */
+  authProblem?: "malformed" | "invalid" | "expired";
+  tokenGiven: boolean;
+  /** Final HTTP status, recorded where the response is made (for the access log). */
+  status?: number;
+}
+
+const states = new WeakMap<Request, RequestState>();
+
+export function setRequestState(request: Request, state: RequestState): void {
+  states.set(request, state);
+}
+
+export function requestState(request: Request): RequestState | undefined {
+  return states.get(request);
+}
+
+/** 401 or 403 exactly as SPEC §5 and RFC 6750; returns the caller when it may proceed. */
+export function authorize(request: Request, needed: Scope): AuthContext {
+  const state = requestState(request);
+  const auth = state?.auth;
+  if (!auth) {
+    const given = state?.tokenGiven ?? false;
+    const message = !given
+      ? "No access token. Send `Authorization: Bearer <token>` (get one from POST /oauth/token)."
+      : state?.authProblem === "expired"
+        ? "The access token has expired. Get a new one from POST /oauth/token."
+        : "The access token is invalid.";
+    const challenge = given
+      ? `Bearer realm="messaging", error="invalid_token", error_description="${message.replaceAll('"', "'")}"`
+      : `Bearer realm="messaging"`;
+    throw new ApiError("unauthorized", message, { headers: { "www-authenticate": challenge } });
+  }
+  if (!auth.scopes.includes(needed)) {
+    throw new ApiError("insufficient_scope", `This endpoint needs the scope ${needed}.`, {
+      headers: { "www-authenticate": `Bearer realm="messaging", error="insufficient_scope", scope="${needed}"` },
+    });
+  }
+  return auth;
+}

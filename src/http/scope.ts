@@ -1,0 +1,24 @@
+import { Elysia } from "elysia";
+import { authorize, type Scope } from "./request-state.ts";
+
+/**
+ * `{ scope: "messaging:read" }` on a route: 401/403 before the body is validated (transform runs
+ * ahead of validation), `auth` handed to the handler, and the requirement recorded in the route's
+ * OpenAPI detail (`x-scope`), which is also how tests enumerate every protected route.
+ */
+export const scopeGuard = new Elysia({ name: "scope-guard" }).macro({
+  scope: (needed: Scope) => ({
+    detail: { "x-scope": needed, security: [{ bearerAuth: [needed] }] } as Record<string, unknown>,
+    transform({ request }: { request: Request }) {
+      authorize(request, needed);
+    },
+    resolve({ request }: { request: Request }) {
+      return { auth: authorize(request, needed) };
+    },
+  }),
+});
+
+/** The scope a route needs, read back from its OpenAPI detail. */
+export function routeScope(route: { hooks?: { detail?: unknown } }): Scope | undefined {
+  return (route.hooks?.detail as { "x-scope"?: Scope } | undefined)?.["x-scope"];
+}

@@ -1,0 +1,95 @@
+import { t } from "elysia";
+import { ApiError } from "./errors.ts";
+
+/**
+ * TypeBox schemas validate; this file turns their failures into SPEC §7 envelopes with a dotted
+ * `param` path and a sentence a person can act on.
+ */
+
+// TypeBox ValueErrorType numbers we treat specially (typebox/errors).
+const REQUIRED_PROPERTY = 45;
+const UNEXPECTED_PROPERTY = 42;
+
+interface ValueErrorLike {
+  type: number;
+  path: string;
+  message: string;
+  schema: Record<string, unknown>;
+  value?: unknown;
+}
+
+interface ValidationErrorLike {
+  type: string;
+  value: unknown;
+  valueError?: ValueErrorLike;
+  all: ValueErrorLike[];
+}
+
+/** A query integer that names itself, so errors from Elysia's per-property coercion keep their param. */
+export function queryInteger(name: string, options: { minimum: number; maximum: number; default?: number }) {
+  return t.Integer({ ...options, "x-param": name, description: `${options.minimum} to ${options.maximum}` });
+}
+
+function describeSchema(schema: Record<string, unknown>): string {
+  const anyOf = schema.anyOf as Record<string, unknown>[] | undefined;
+  if (anyOf) {
+    const literals = anyOf.map((s) => s.const).filter((v) => v !== undefined);
+    if (literals.length === anyOf.length) return `one of ${literals.map((v) => JSON.stringify(v)).join(", ")}`;
+    const typed = anyOf.find((s) => s.type === "integer" || s.type === "number");
+    if (typed) return describeSchema(typed);
+    return "a value of another type";
+  }
+  if (schema.const !== undefined) return JSON.stringify(schema.const);
+  const type = schema.type;
+  if (type === "integer" || type === "number") {
+    const noun = type === "integer" ? "an integer" : "a number";
+    if (schema.minimum !== undefined && schema.maximum !== undefined) {
+      return `${noun} from ${schema.minimum} to ${schema.maximum}`;
+    }
+    if (schema.minimum !== undefined) return `${noun} of at least ${schema.minimum}`;
+    return noun;
+  }
+  if (type === "string") {
+    const parts: string[] = ["a string"];
+    if (schema.minLength !== undefined && schema.maxLength !== undefined) {
+      parts.push(`of ${schema.minLength} to ${schema.maxLength} characters`);
+    } else if (schema.maxLength !== undefined) parts.push(`of at most ${schema.maxLength} characters`);
+    else if (schema.minLength) parts.push(`of at least ${schema.minLength} characters`);
+    if (typeof schema.description === "string") parts.push(`(${schema.description})`);
+    return parts.join(" ");
+  }
+  if (type === "object") return "an object";
+  if (type === "array") return "an array";
+  if (type === "boolean") return "a boolean";
+  return "a valid value";
+}
+
+function dotted(path: string): string {
+  return path.replace(/^\//, "").replaceAll("/", ".");
+}
+
+export function validationToApiError(error: ValidationErrorLike): ApiError {
+  const where = error.type;
+  if (where === "body" && (error.value === undefined || error.value === null || typeof error.value !== "object")) {
+    return new ApiError(
+      error.value === undefined || error.value === null ? "parameter_missing" : "parameter_invalid",
+      "The request body must be a JSON object.",
+    );
+  }
+  const all = error.all.length > 0 ? error.all : error.valueError ? [error.valueError] : [];
+  // The most useful error first: missing, then unknown, then the rest in schema order.
+  const first =
+    all.find((e) => e.type === REQUIRED_PROPERTY) ?? all.find((e) => e.type === UNEXPECTED_PROPERTY) ?? all[0];
+  if (!first) return new ApiError("parameter_invalid", "The request is invalid.");
+  const param = dotted(first.path) || (first.schema?.["x-param"] as string | undefined) || null;
+  const named = param ?? where;
+  if (first.type === REQUIRED_PROPERTY) {
+    return new ApiError("parameter_missing", `Missing required parameter: ${named}.`, { param });
+  }
+  if (first.type === UNEXPECTED_PROPERTY) {
+    return new ApiError("parameter_unknown", `Received unknown parameter: ${named}.`, { param });
+  }
+  return new ApiError("parameter_invalid", `Invalid ${named}: expected ${describeSchema(first.schema ?? {})}.`, {
+    param,
+  });
+}

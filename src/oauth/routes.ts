@@ -1,0 +1,47 @@
+import { Elysia } from "elysia";
+import type { AppDeps } from "../app.ts";
+import { OAuthError } from "../http/errors.ts";
+import { clientIpOf } from "../http/pipeline.ts";
+import { consumeRateLimit, rateLimitHeaders, retryAfterSeconds } from "../http/rate-limit.ts";
+import { OAuthErrorResponse, TokenRequest, TokenResponse } from "./schemas.ts";
+import { issueAccessToken, readClientCredentials } from "./service.ts";
+
+export function oauthRoutes(deps: AppDeps) {
+  return new Elysia().post(
+    "/oauth/token",
+    async ({ body, request, set, server }) => {
+      set.headers["cache-control"] = "no-store";
+      set.headers.pragma = "no-cache";
+      const input = { body: body as Record<string, unknown> | null, authorization: request.headers.get("authorization") };
+      // Limit before anything else, keyed by the client_id when one can be read (DESIGN §3).
+      let clientId: string | undefined;
+      try {
+        clientId = readClientCredentials(input).clientId;
+      } catch {
+        clientId = undefined;
+      }
+      const key = clientId
+        ? deps.keys.clientRate(clientId.slice(0, 128))
+        : deps.keys.ipRate(clientIpOf(request, server, deps.config.trustProxy), "token");
+      const outcome = await consumeRateLimit(deps.redis, key, deps.limits.token);
+      Object.assign(set.headers, rateLimitHeaders(outcome));
+      if (!outcome.allowed) {
+        throw new OAuthError("rate_limit_exceeded", `Too many token requests: the limit is ${outcome.limit} per second.`, {
+          "retry-after": retryAfterSeconds(outcome),
+        });
+      }
+      return issueAccessToken(deps, input.body, readClientCredentials(input));
+    },
+    {
+      body: TokenRequest,
+      response: { 200: TokenResponse, 400: OAuthErrorResponse, 401: OAuthErrorResponse, 429: OAuthErrorResponse },
+      detail: {
+        summary: "Get an access token",
+        description:
+          "OAuth 2.0 client credentials. Send JSON or form fields, or the credentials as HTTP Basic. Tokens live 3600 s; several may be valid at once.",
+        tags: ["Authentication"],
+        security: [],
+      },
+    },
+  );
+}

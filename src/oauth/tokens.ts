@@ -1,0 +1,93 @@
+import { jwt } from "@elysiajs/jwt";
+import { type Clock, epochSeconds } from "../clock.ts";
+import type { AuthContext, Scope } from "../http/request-state.ts";
+
+/** SPEC §5: fixed lifetime, stateless (no revocation list). */
+export const TOKEN_LIFETIME_SECONDS = 3600;
+const ISSUER = "messaging-notification-service";
+const AUDIENCE = "v2";
+
+interface TokenClaims {
+  sub: string;
+  ten: string;
+  scope: string;
+  /** [read, send] requests per second, fixed when the application is created. */
+  lim: [number, number];
+}
+
+export type TokenCheck = { ok: true; auth: AuthContext } | { ok: false; problem: "malformed" | "invalid" | "expired" };
+
+export interface TokenService {
+  issue(input: AuthContext): Promise<{ token: string; expiresIn: number }>;
+  check(token: string): Promise<TokenCheck>;
+}
+
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+export function createTokenService(secret: string, clock: Clock): TokenService {
+  // The @elysiajs/jwt plugin's signer/verifier, used outside a request so every process shares it.
+  const plugin = jwt({ name: "tokens", secret, alg: "HS256", iss: ISSUER, aud: AUDIENCE });
+  const signer = (plugin as unknown as { singleton: { decorator: { tokens: JwtSigner } } }).singleton.decorator
+    .tokens;
+  const verifyAt = (token: string, at: Date) =>
+    signer.verify(token, { algorithms: ["HS256"], issuer: ISSUER, audience: AUDIENCE, currentDate: at });
+
+  return {
+    async issue(auth) {
+      const claims: TokenClaims = {
+        sub: auth.clientId,
+        ten: auth.tenantId,
+        scope: auth.scopes.join(" "),
+        lim: [auth.readLimit, auth.sendLimit],
+      };
+      const token = await signer.sign({
+        ...claims,
+        exp: epochSeconds(clock.now()) + TOKEN_LIFETIME_SECONDS,
+        iat: false,
+      });
+      return { token, expiresIn: TOKEN_LIFETIME_SECONDS };
+    },
+
+    async check(token) {
+      if (!JWT_SHAPE.test(token) || token.length > 4096) return { ok: false, problem: "malformed" };
+      const now = clock.now();
+      const payload = await verifyAt(token, now);
+      if (payload) {
+        const claims = payload as unknown as TokenClaims;
+        if (typeof claims.sub !== "string" || typeof claims.ten !== "string" || !Array.isArray(claims.lim)) {
+          return { ok: false, problem: "invalid" };
+        }
+        return {
+          ok: true,
+          auth: {
+            clientId: claims.sub,
+            tenantId: claims.ten,
+            scopes: String(claims.scope ?? "").split(" ").filter(Boolean) as Scope[],
+            readLimit: Number(claims.lim[0]),
+            sendLimit: Number(claims.lim[1]),
+          },
+        };
+      }
+      // Tell "expired" from "forged": a token that verifies just before its exp was genuine.
+      const exp = readExpiry(token);
+      if (exp !== undefined && exp <= epochSeconds(now) && (await verifyAt(token, new Date((exp - 1) * 1000)))) {
+        return { ok: false, problem: "expired" };
+      }
+      return { ok: false, problem: "invalid" };
+    },
+  };
+}
+
+interface JwtSigner {
+  sign(claims: Record<string, unknown>): Promise<string>;
+  verify(token: string, options: Record<string, unknown>): Promise<Record<string, unknown> | false>;
+}
+
+function readExpiry(token: string): number | undefined {
+  try {
+    const payload = JSON.parse(Buffer.from(token.split(".")[1] ?? "", "base64url").toString("utf8"));
+    return typeof payload.exp === "number" ? payload.exp : undefined;
+  } catch {
+    return undefined;
+  }
+}

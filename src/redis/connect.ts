@@ -1,0 +1,59 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { Redis, type RedisOptions } from "ioredis";
+
+/** Our Lua commands, registered with defineCommand on every connection we create. */
+export interface ScriptCommands {
+  /** See scripts/rate_limit.lua. */
+  rateLimit(key: string, limit: number): Promise<[number, number, number, number, number]>;
+}
+
+export type RedisClient = Redis & ScriptCommands;
+
+const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
+  { name: "rateLimit", file: "rate_limit.lua", keys: 1 },
+];
+
+const scriptSource = new Map(
+  SCRIPTS.map((s) => [s.name, readFileSync(join(import.meta.dir, "scripts", s.file), "utf8")]),
+);
+
+export interface RedisClientOptions {
+  /** BullMQ's blocking connections need this to be null. */
+  forQueues?: boolean;
+  connectionName?: string;
+}
+
+export function createRedis(redisUrl: string, options: RedisClientOptions = {}): RedisClient {
+  const settings: RedisOptions = {
+    connectionName: options.connectionName,
+    // While Redis is away a command waits for one reconnect attempt, then fails (the api answers
+    // 503) instead of queueing forever; BullMQ's blocking connections must wait instead.
+    maxRetriesPerRequest: options.forQueues ? null : 1,
+    connectTimeout: 3000,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+    lazyConnect: false,
+  };
+  const redis = new Redis(redisUrl, settings) as RedisClient;
+  // Errors surface on the commands that fail; an unhandled 'error' event would kill the process.
+  redis.on("error", () => {});
+  for (const script of SCRIPTS) {
+    redis.defineCommand(script.name, { numberOfKeys: script.keys, lua: scriptSource.get(script.name) ?? "" });
+  }
+  return redis;
+}
+
+/**
+ * Key names. Every key starts with REDIS_PREFIX and carries a {hash tag} naming the owner whose
+ * keys must live in one Redis Cluster slot (a tenant's rate-limit and quota counters are touched
+ * by one script call, so both are tagged with the tenant).
+ */
+export function redisKeys(prefix: string) {
+  return {
+    applicationRate: (tenantId: string, clientId: string, kind: "read" | "send") =>
+      `${prefix}:{t:${tenantId}}:rate:${clientId}:${kind}`,
+    clientRate: (clientId: string) => `${prefix}:{c:${clientId}}:rate:token`,
+    ipRate: (ip: string, kind: "read" | "token") => `${prefix}:{ip:${ip}}:rate:${kind}`,
+  };
+}
+export type RedisKeys = ReturnType<typeof redisKeys>;

@@ -1,0 +1,27 @@
+import { createApp } from "./app.ts";
+import { loadConfigOrExit } from "./config.ts";
+import { ensureDatabase } from "./db/connect.ts";
+import { migrate } from "./db/migrate.ts";
+import { buildDeps, closeDeps } from "./deps.ts";
+
+/** The api process: migrate (idempotent, safe beside other starters), then serve. */
+const config = loadConfigOrExit();
+await ensureDatabase(config.databaseUrl);
+const deps = buildDeps(config);
+const applied = await migrate(deps.db);
+if (applied.length > 0) deps.logger.info({ applied }, "migrations applied");
+
+const app = createApp(deps).listen({ port: config.port, hostname: "0.0.0.0" });
+deps.logger.info({ port: config.port, base_url: config.publicBaseUrl }, "api listening");
+
+let stopping = false;
+async function shutdown(signal: string) {
+  if (stopping) return;
+  stopping = true;
+  deps.logger.info({ signal }, "api stopping: finishing in-flight requests");
+  await app.stop(false);
+  await closeDeps(deps);
+  process.exit(0);
+}
+process.on("SIGTERM", () => void shutdown("SIGTERM"));
+process.on("SIGINT", () => void shutdown("SIGINT"));

@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createDb, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
+import { migrate } from "../src/db/migrate.ts";
+import { randomBase62 } from "../src/ids.ts";
+
+const DATABASE_URL = `postgres://postgres@127.0.0.1:5432/test_cli_${randomBase62(8).toLowerCase()}`;
+const env = { ...process.env, DATABASE_URL, REDIS_PREFIX: "test-cli", LOG_LEVEL: "silent" };
+
+/** Runs the CLI as an operator would, as a process. */
+async function cli(...args: string[]) {
+  const proc = Bun.spawn(["bun", "src/cli/index.ts", ...args], { env, stdout: "pipe", stderr: "pipe" });
+  const [code, stdout, stderr] = await Promise.all([
+    proc.exited,
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+  ]);
+  return { code, stdout: stdout.trim(), stderr: stderr.trim() };
+}
+
+beforeAll(() => ensureDatabase(DATABASE_URL));
+afterAll(() => dropDatabase(DATABASE_URL));
+
+describe("operator CLI", () => {
+  test("db migrate prints one JSON object; a second run applies nothing", async () => {
+    const first = await cli("db", "migrate");
+    expect(first.code).toBe(0);
+    const parsed = JSON.parse(first.stdout);
+    expect(parsed.object).toBe("migrations");
+    expect(parsed.applied).toContain("001_tenants_applications.sql");
+    const second = await cli("db", "migrate");
+    expect(JSON.parse(second.stdout)).toEqual({ object: "migrations", applied: [] });
+  });
+
+  test("tenant create, app create, rotate-secret, revoke", async () => {
+    const tenant = JSON.parse((await cli("tenant", "create", "--name", "Shop", "--daily-quota", "50")).stdout);
+    expect(tenant).toEqual({ object: "tenant", id: expect.stringMatching(/^ten_[0-9A-Za-z]{22}$/), name: "Shop", daily_quota: 50 });
+
+    const created = await cli("app", "create", "--tenant", tenant.id, "--name", "Shop backend", "--scopes", "messaging:read", "--read-limit", "50");
+    expect(created.code).toBe(0);
+    const app = JSON.parse(created.stdout);
+    expect({ ...app }).toMatchObject({
+      object: "application",
+      client_id: expect.stringMatching(/^cid_[0-9A-Za-z]{22}$/),
+      client_secret: expect.stringMatching(/^csec_[0-9A-Za-z]{40}$/),
+      scopes: "messaging:read",
+      tenant: tenant.id,
+      read_limit: 50,
+      send_limit: 3,
+      revoked: false,
+    });
+
+    const rotation = await cli("app", "rotate-secret", "--client-id", app.client_id);
+    expect(rotation.stderr).toBe("");
+    const rotated = JSON.parse(rotation.stdout);
+    expect(rotated.client_secret).toMatch(/^csec_/);
+    expect(rotated.client_secret).not.toBe(app.client_secret);
+
+    const revoked = JSON.parse((await cli("app", "revoke", "--client-id", app.client_id)).stdout);
+    expect(revoked.revoked).toBe(true);
+    expect(revoked.client_secret).toBeUndefined();
+  });
+
+  test("failures print a JSON error on stderr and exit non-zero", async () => {
+    const cases = [
+      await cli("tenant", "create"),
+      await cli("app", "create", "--tenant", "ten_missing", "--name", "x"),
+      await cli("app", "revoke", "--client-id", "cid_missing"),
+      await cli("no", "such", "command"),
+      await cli("tenant", "create", "--name", "x", "--bogus-flag", "1"),
+    ];
+    for (const result of cases) {
+      expect(result.code).not.toBe(0);
+      expect(result.stdout).toBe("");
+      expect(JSON.parse(result.stderr.split("\n").at(-1)!).error.code).toEqual(expect.any(String));
+    }
+  });
+
+  test("seed creates the demo tenant once", async () => {
+    const seeded = await cli("seed");
+    expect(seeded.code).toBe(0);
+    const seed = JSON.parse(seeded.stdout);
+    expect(seed.object).toBe("seed");
+    expect(seed.tenant.name).toBe("Demo Shop");
+    expect(seed.application.client_secret).toMatch(/^csec_/);
+    const again = await cli("seed");
+    expect(again.code).toBe(1);
+    expect(JSON.parse(again.stderr).error.code).toBe("already_seeded");
+  });
+});
+
+describe("migrations", () => {
+  test("several processes migrating at once apply each file exactly once", async () => {
+    const url = `postgres://postgres@127.0.0.1:5432/test_mig_${randomBase62(8).toLowerCase()}`;
+    await Promise.all([ensureDatabase(url), ensureDatabase(url), ensureDatabase(url)]);
+    const dbs = [createDb(url), createDb(url), createDb(url), createDb(url)];
+    try {
+      const results = await Promise.all(dbs.map((db) => migrate(db)));
+      const applied = results.flat();
+      expect(new Set(applied).size).toBe(applied.length);
+      expect(applied).toContain("001_tenants_applications.sql");
+    } finally {
+      await Promise.all(dbs.map((db) => db.destroy()));
+      await dropDatabase(url);
+    }
+  });
+});

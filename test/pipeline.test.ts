@@ -1,0 +1,147 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createApp } from "../src/app.ts";
+import { API_ERRORS } from "../src/http/errors.ts";
+import { call, createTenantWithApp, createTestEnv, getToken, nextSecond, type TestEnv } from "./support.ts";
+
+let env: TestEnv;
+let token: string;
+
+beforeAll(async () => {
+  env = await createTestEnv({ limits: { token: 1000, anonymous: 1000 } });
+  const creds = await createTenantWithApp(env.deps, { readLimit: 5, sendLimit: 3 });
+  token = await getToken(env.app, creds.clientId, creds.clientSecret);
+});
+afterAll(() => env.close());
+
+const REQUEST_ID = /^req_[0-9A-Za-z]{22}$/;
+
+function expectEnvelope(result: Awaited<ReturnType<typeof call>>, status: number, code: string) {
+  expect(result.status).toBe(status);
+  const requestId = result.headers.get("request-id");
+  expect(requestId).toMatch(REQUEST_ID);
+  expect(result.body).toEqual({
+    error: {
+      type: API_ERRORS[code as keyof typeof API_ERRORS].type,
+      code,
+      message: expect.any(String),
+      param: result.body?.error?.param ?? null,
+      request_id: requestId,
+      doc_url: `http://localhost/v2/docs#${code}`,
+    },
+  });
+}
+
+function rateHeaders(result: Awaited<ReturnType<typeof call>>) {
+  const h = (name: string) => result.headers.get(name);
+  return {
+    limit: h("ratelimit-limit"),
+    remaining: h("ratelimit-remaining"),
+    reset: h("ratelimit-reset"),
+    xLimit: h("x-ratelimit-limit"),
+    xRemaining: h("x-ratelimit-remaining"),
+    xReset: h("x-ratelimit-reset"),
+  };
+}
+
+function expectConsistentRateHeaders(result: Awaited<ReturnType<typeof call>>, limit: number) {
+  const r = rateHeaders(result);
+  expect(r.limit).toBe(String(limit));
+  expect(r.xLimit).toBe(r.limit);
+  expect(r.xRemaining).toBe(r.remaining);
+  expect(Number(r.reset)).toBe(1);
+  const nowEpoch = Math.floor(Date.now() / 1000);
+  expect(Number(r.xReset)).toBeGreaterThanOrEqual(nowEpoch);
+  expect(Number(r.xReset)).toBeLessThanOrEqual(nowEpoch + 2);
+}
+
+describe("request pipeline", () => {
+  test("Request-Id on success, unique per request", async () => {
+    const a = await call(env.app, "GET", "/v2/docs");
+    const b = await call(env.app, "GET", "/healthz");
+    expect(a.status).toBe(200);
+    expect(a.headers.get("request-id")).toMatch(REQUEST_ID);
+    expect(b.headers.get("request-id")).toMatch(REQUEST_ID);
+    expect(a.headers.get("request-id")).not.toBe(b.headers.get("request-id"));
+  });
+
+  test("unknown path: 404 resource_missing envelope with rate-limit headers", async () => {
+    const result = await call(env.app, "GET", "/v2/no-such-thing", { token });
+    expectEnvelope(result, 404, "resource_missing");
+    expectConsistentRateHeaders(result, 5);
+  });
+
+  test("known path, wrong method: 405 with Allow", async () => {
+    const result = await call(env.app, "DELETE", "/v2/docs", { token });
+    expectEnvelope(result, 405, "method_not_allowed");
+    expect(result.headers.get("allow")).toBe("GET");
+  });
+
+  test("unauthenticated requests are limited per IP and carry both header families", async () => {
+    const strict = createApp({ ...env.deps, limits: { anonymous: 5, token: 2 } });
+    await nextSecond();
+    const results = [];
+    for (let i = 0; i < 6; i++) results.push(await call(strict, "GET", "/v2/nope"));
+    expect(results.map((r) => r.status)).toEqual([404, 404, 404, 404, 404, 429]);
+    expect(results.map((r) => r.headers.get("ratelimit-remaining"))).toEqual(["4", "3", "2", "1", "0", "0"]);
+    for (const r of results) expectConsistentRateHeaders(r, 5);
+    expectEnvelope(results[5]!, 429, "rate_limit_exceeded");
+    expect(results[5]!.headers.get("retry-after")).toBe("1");
+  });
+
+  test("429 after the application's limit inside one second, and recovery in the next", async () => {
+    await nextSecond();
+    const statuses = [];
+    for (let i = 0; i < 6; i++) statuses.push((await call(env.app, "GET", "/v2/nope", { token })).status);
+    expect(statuses).toEqual([404, 404, 404, 404, 404, 429]);
+    await nextSecond();
+    const recovered = await call(env.app, "GET", "/v2/nope", { token });
+    expect(recovered.status).toBe(404);
+    expect(recovered.headers.get("ratelimit-remaining")).toBe("4");
+  });
+
+  test("two app instances sharing one Redis share one limit", async () => {
+    const second = createApp(env.deps);
+    await nextSecond();
+    const statuses = [];
+    for (let i = 0; i < 6; i++) {
+      statuses.push((await call(i % 2 === 0 ? env.app : second, "GET", "/v2/nope", { token })).status);
+    }
+    expect(statuses).toEqual([404, 404, 404, 404, 404, 429]);
+  });
+
+  test("a huge body is refused with 413 before it is read", async () => {
+    await nextSecond();
+    const result = await call(env.app, "POST", "/v2/oauth/token", {
+      rawBody: "x".repeat(2 * 1024 * 1024),
+      headers: { "content-type": "application/json" },
+    });
+    expect(result.status).toBe(413);
+    expect(result.body.error).toBe("invalid_request");
+  });
+
+  test("very long header values do not break the pipeline", async () => {
+    await nextSecond();
+    const result = await call(env.app, "GET", "/v2/nope", { headers: { authorization: `Bearer ${"a".repeat(20_000)}` } });
+    expectEnvelope(result, 404, "resource_missing");
+    const noisy = await call(env.app, "GET", "/v2/docs", { headers: { "x-custom": "ü".repeat(1).normalize() && "x".repeat(30_000) } });
+    expect(noisy.status).toBe(200);
+  });
+
+  test("/docs has an anchor for every error code; openapi.json is served", async () => {
+    await nextSecond();
+    const docs = await call(env.app, "GET", "/v2/docs");
+    expect(docs.headers.get("content-type")).toContain("text/html");
+    for (const code of Object.keys(API_ERRORS)) expect(docs.text).toContain(`id="${code}"`);
+    for (const code of ["invalid_request", "invalid_client", "unsupported_grant_type", "invalid_scope", "server_error"]) {
+      expect(docs.text).toContain(`id="oauth-${code}"`);
+    }
+    const spec = await call(env.app, "GET", "/v2/openapi.json");
+    expect(spec.status).toBe(200);
+    expect(spec.body.paths["/v2/oauth/token"].post).toBeDefined();
+  });
+
+  test("/healthz and /readyz", async () => {
+    expect((await call(env.app, "GET", "/healthz")).body).toEqual({ status: "ok" });
+    expect((await call(env.app, "GET", "/readyz")).body).toEqual({ status: "ready", postgres: "ok", redis: "ok" });
+  });
+});

@@ -1,0 +1,131 @@
+import { type App, type AppDeps, createApp } from "../src/app.ts";
+import { createApplication } from "../src/applications/service.ts";
+import { ManualClock } from "../src/clock.ts";
+import { type Config, loadConfig } from "../src/config.ts";
+import { dropDatabase, ensureDatabase } from "../src/db/connect.ts";
+import { migrate } from "../src/db/migrate.ts";
+import { buildDeps, closeDeps } from "../src/deps.ts";
+import type { Scope } from "../src/http/request-state.ts";
+import { randomBase62 } from "../src/ids.ts";
+import { createLogger } from "../src/logger.ts";
+import { createRedis } from "../src/redis/connect.ts";
+import { insertTenant } from "../src/tenants/repository.ts";
+
+const PG_BASE = process.env.TEST_DATABASE_BASE ?? "postgres://postgres@127.0.0.1:5432";
+const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379/0";
+
+/** A database and a Redis prefix of their own for one test file, dropped at the end. */
+export interface TestEnv {
+  config: Config;
+  clock: ManualClock;
+  deps: AppDeps;
+  app: App;
+  close(): Promise<void>;
+}
+
+export async function createTestEnv(
+  options: { env?: Record<string, string>; limits?: Partial<AppDeps["limits"]> } = {},
+): Promise<TestEnv> {
+  const suffix = randomBase62(10).toLowerCase();
+  const config = loadConfig({
+    DATABASE_URL: `${PG_BASE}/test_${suffix}`,
+    REDIS_URL,
+    REDIS_PREFIX: `test-${suffix}`,
+    PUBLIC_BASE_URL: "http://localhost/v2",
+    LOG_LEVEL: "silent",
+    ...options.env,
+  });
+  await ensureDatabase(config.databaseUrl);
+  const clock = new ManualClock();
+  const deps = buildDeps(config, { clock, logger: createLogger("silent"), limits: options.limits });
+  await migrate(deps.db);
+  const app = createApp(deps);
+  return {
+    config,
+    clock,
+    deps,
+    app,
+    async close() {
+      await deleteRedisPrefix(config.redisPrefix);
+      await closeDeps(deps);
+      await dropDatabase(config.databaseUrl);
+    },
+  };
+}
+
+export async function deleteRedisPrefix(prefix: string): Promise<void> {
+  const redis = createRedis(REDIS_URL);
+  try {
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000);
+      cursor = next;
+      if (keys.length > 0) await redis.del(...keys);
+    } while (cursor !== "0");
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export interface CallOptions {
+  body?: unknown;
+  rawBody?: BodyInit;
+  headers?: Record<string, string>;
+  token?: string;
+}
+
+export interface CallResult {
+  status: number;
+  headers: Headers;
+  // biome-ignore lint/suspicious/noExplicitAny: tests assert on arbitrary JSON shapes
+  body: any;
+  text: string;
+}
+
+/** One HTTP request through the real app (routing, hooks, validation), as a client sees it. */
+export async function call(app: App, method: string, path: string, options: CallOptions = {}): Promise<CallResult> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  let body: BodyInit | undefined = options.rawBody;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const response = await app.handle(new Request(`http://localhost${path}`, { method, headers, body }));
+  const text = await response.text();
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  return { status: response.status, headers: response.headers, body: parsed, text };
+}
+
+export async function createTenantWithApp(
+  deps: AppDeps,
+  options: { scopes?: Scope[]; readLimit?: number; sendLimit?: number; name?: string } = {},
+) {
+  const tenant = await insertTenant(deps.db, { name: options.name ?? "Acme" });
+  const { application, clientSecret } = await createApplication(deps.db, {
+    tenantId: tenant.id,
+    name: "Test app",
+    scopes: options.scopes,
+    readLimit: options.readLimit ?? 1000,
+    sendLimit: options.sendLimit ?? 1000,
+  });
+  return { tenant, application, clientId: application.clientId, clientSecret };
+}
+
+export async function getToken(app: App, clientId: string, clientSecret: string, scope?: string): Promise<string> {
+  const result = await call(app, "POST", "/v2/oauth/token", {
+    body: { grant_type: "client_credentials", client_id: clientId, client_secret: clientSecret, scope },
+  });
+  if (result.status !== 200) throw new Error(`token request failed: ${result.status} ${result.text}`);
+  return result.body.access_token;
+}
+
+/** Waits for the next one-second rate-limit window, so a test starts with a full allowance. */
+export async function nextSecond(): Promise<void> {
+  await Bun.sleep(1000 - (Date.now() % 1000) + 20);
+}
