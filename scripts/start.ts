@@ -3,83 +3,17 @@
  * (starting installed-but-stopped local servers), migrates, then starts the processes in order,
  * each ready before the next, with prefixed readable logs. Ctrl-C / SIGTERM stops all of them.
  */
-import { existsSync, readdirSync } from "node:fs";
 import type { Subprocess } from "bun";
-import { Redis } from "ioredis";
-import pg from "pg";
 import { loadConfigOrExit } from "../src/config.ts";
 import { createDb, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
+import { ensureServices, waitFor } from "./services.ts";
 
 const config = loadConfigOrExit();
 const ROOT = new URL("..", import.meta.url).pathname;
 
 function say(message: string) {
   console.log(`${new Date().toISOString().slice(11, 19)} [start] ${message}`);
-}
-
-function isLocal(url: string) {
-  return ["127.0.0.1", "localhost", "::1", "[::1]"].includes(new URL(url).hostname);
-}
-
-async function postgresAnswers(): Promise<boolean> {
-  const url = new URL(config.databaseUrl);
-  url.pathname = "/postgres";
-  const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 2000 });
-  try {
-    await client.connect();
-    await client.end();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function redisAnswers(): Promise<boolean> {
-  const redis = new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  redis.on("error", () => {});
-  try {
-    await redis.connect();
-    await redis.ping();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    redis.disconnect();
-  }
-}
-
-async function waitFor(check: () => Promise<boolean>, seconds: number): Promise<boolean> {
-  for (let i = 0; i < seconds * 4; i++) {
-    if (await check()) return true;
-    await Bun.sleep(250);
-  }
-  return false;
-}
-
-async function ensurePostgres() {
-  if (await postgresAnswers()) return;
-  if (!isLocal(config.databaseUrl) || !Bun.which("pg_ctlcluster") || !existsSync("/etc/postgresql")) {
-    throw new Error(`PostgreSQL does not answer at DATABASE_URL and cannot be started here. Install it (apt-get install postgresql) or set DATABASE_URL.`);
-  }
-  const version = readdirSync("/etc/postgresql")[0];
-  say(`PostgreSQL is not running; starting the local cluster ${version}/main`);
-  Bun.spawnSync(["pg_ctlcluster", "--skip-systemctl-redirect", String(version), "main", "start"], { stdio: ["ignore", "inherit", "inherit"] });
-  if (!(await waitFor(postgresAnswers, 20))) throw new Error("PostgreSQL did not come up");
-}
-
-async function ensureRedis() {
-  if (await redisAnswers()) return;
-  if (!isLocal(config.redisUrl) || !Bun.which("redis-server")) {
-    throw new Error("Redis does not answer at REDIS_URL and cannot be started here. Install it (apt-get install redis-server) or set REDIS_URL.");
-  }
-  say("Redis is not running; starting a local redis-server");
-  const dir = existsSync("/var/lib/redis") ? "/var/lib/redis" : "/tmp";
-  const port = new URL(config.redisUrl).port || "6379";
-  Bun.spawnSync(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir], {
-    stdio: ["ignore", "inherit", "inherit"],
-  });
-  if (!(await waitFor(redisAnswers, 10))) throw new Error("Redis did not come up");
 }
 
 /** JSON log lines become `12:00:01 [api] info request method=GET status=200 ...`; other lines pass. */
@@ -89,8 +23,18 @@ function formatLine(name: string, line: string): string {
     const entry = JSON.parse(line);
     if (entry && typeof entry === "object" && "msg" in entry) {
       const { level, time, pid: _pid, name: _name, msg, hostname: _h, ...rest } = entry;
-      const levelName = typeof level === "number" ? ({ 10: "trace", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal" } as Record<number, string>)[level] : level;
-      const fields = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
+      const levelName =
+        typeof level === "number"
+          ? (
+              { 10: "trace", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal" } as Record<
+                number,
+                string
+              >
+            )[level]
+          : level;
+      const fields = Object.entries(rest).map(
+        ([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`,
+      );
       text = [levelName, msg, ...fields].join(" ");
       return `${String(time ?? new Date().toISOString()).slice(11, 19)} [${name}] ${text}`;
     }
@@ -139,7 +83,11 @@ export const PROCESSES: ProcessSpec[] = [
         },
       ]
     : []),
-  { name: "api", command: ["bun", "src/server.ts"], ready: httpOk(`http://127.0.0.1:${config.port}/healthz`) },
+  {
+    name: "api",
+    command: ["bun", "src/server.ts"],
+    ready: httpOk(`http://127.0.0.1:${config.port}/healthz`),
+  },
 ];
 
 const running: { name: string; proc: Subprocess }[] = [];
@@ -163,8 +111,7 @@ process.on("SIGINT", () => void stopAll(0));
 process.on("SIGTERM", () => void stopAll(0));
 
 try {
-  await ensurePostgres();
-  await ensureRedis();
+  await ensureServices(config, say);
   await ensureDatabase(config.databaseUrl);
   const db = createDb(config.databaseUrl, { max: 1 });
   const applied = await migrate(db);
@@ -185,7 +132,9 @@ try {
     if (!(await waitFor(spec.ready, 30))) throw new Error(`${spec.name} did not become ready`);
     say(`${spec.name} is up`);
   }
-  say(`ready: ${config.publicBaseUrl} (errors: ${config.publicBaseUrl}/docs, reference: ${config.publicBaseUrl}/reference)`);
+  say(
+    `ready: ${config.publicBaseUrl} (errors: ${config.publicBaseUrl}/docs, reference: ${config.publicBaseUrl}/reference)`,
+  );
 } catch (error) {
   console.error(`[start] ${(error as Error).message}`);
   await stopAll(1);

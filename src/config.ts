@@ -75,11 +75,13 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("REDIS_PREFIX must be 1-64 characters of A-Z a-z 0-9 _ . : -");
   }
   const logLevel = env.LOG_LEVEL || "info";
-  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}`);
+  if (!LOG_LEVELS.includes(logLevel))
+    throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}`);
 
   const opsUser = env.OPS_USER || undefined;
   const opsPassword = env.OPS_PASSWORD || undefined;
-  if (Boolean(opsUser) !== Boolean(opsPassword)) throw new ConfigError("OPS_USER and OPS_PASSWORD go together");
+  if (Boolean(opsUser) !== Boolean(opsPassword))
+    throw new ConfigError("OPS_USER and OPS_PASSWORD go together");
 
   const useSimulator = !env.WHATSAPP_GRAPH_URL;
   return {
@@ -94,7 +96,10 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: url(env, "REDIS_URL", "redis://127.0.0.1:6379/0", ["redis:", "rediss:"]),
     redisPrefix,
     jwtSecret: jwtSecret || DEV_JWT_SECRET,
-    whatsappGraphUrl: url(env, "WHATSAPP_GRAPH_URL", `http://127.0.0.1:${simulatorPort}`, ["http:", "https:"]),
+    whatsappGraphUrl: url(env, "WHATSAPP_GRAPH_URL", `http://127.0.0.1:${simulatorPort}`, [
+      "http:",
+      "https:",
+    ]),
     useSimulator,
     whatsappAppSecret: env.WHATSAPP_APP_SECRET || "dev-app-secret",
     whatsappVerifyToken: env.WHATSAPP_VERIFY_TOKEN || "dev-verify-token",

@@ -1,10 +1,12 @@
 import type { AppDeps } from "./app.ts";
+import { createWhatsAppProvider } from "./channel/whatsapp.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createDb, type DbOptions } from "./db/connect.ts";
 import { DEFAULT_LIMITS } from "./http/rate-limit.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createTokenService } from "./oauth/tokens.ts";
+import { createQueues } from "./queues/index.ts";
 import { createRedis, redisKeys } from "./redis/connect.ts";
 
 /** Builds the dependencies from configuration; callers may swap the clock, logger or limits. */
@@ -13,10 +15,13 @@ export function buildDeps(
   overrides: { clock?: Clock; logger?: Logger; limits?: Partial<AppDeps["limits"]>; db?: DbOptions } = {},
 ): AppDeps {
   const clock = overrides.clock ?? systemClock;
+  const redis = createRedis(config.redisUrl, { connectionName: "messaging-api" });
   return {
     config,
     db: createDb(config.databaseUrl, { applicationName: "messaging-api", ...overrides.db }),
-    redis: createRedis(config.redisUrl, { connectionName: "messaging-api" }),
+    redis,
+    queues: createQueues(redis, config.redisPrefix),
+    provider: createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }),
     keys: redisKeys(config.redisPrefix),
     clock,
     logger: overrides.logger ?? createLogger(config.logLevel, "api"),
@@ -26,5 +31,6 @@ export function buildDeps(
 }
 
 export async function closeDeps(deps: AppDeps): Promise<void> {
+  await deps.queues.close();
   await Promise.allSettled([deps.db.destroy(), deps.redis.quit()]);
 }

@@ -10,7 +10,14 @@ export function createLogger(level: string, name?: string): Logger {
     base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: {
-      paths: ["client_secret", "access_token", "authorization", "*.client_secret", "*.access_token", "*.authorization"],
+      paths: [
+        "client_secret",
+        "access_token",
+        "authorization",
+        "*.client_secret",
+        "*.access_token",
+        "*.authorization",
+      ],
       censor: "[redacted]",
     },
   });

@@ -32,10 +32,28 @@ describe("operator CLI", () => {
   });
 
   test("tenant create, app create, rotate-secret, revoke", async () => {
-    const tenant = JSON.parse((await cli("tenant", "create", "--name", "Shop", "--daily-quota", "50")).stdout);
-    expect(tenant).toEqual({ object: "tenant", id: expect.stringMatching(/^ten_[0-9A-Za-z]{22}$/), name: "Shop", daily_quota: 50 });
+    const tenant = JSON.parse(
+      (await cli("tenant", "create", "--name", "Shop", "--daily-quota", "50")).stdout,
+    );
+    expect(tenant).toEqual({
+      object: "tenant",
+      id: expect.stringMatching(/^ten_[0-9A-Za-z]{22}$/),
+      name: "Shop",
+      daily_quota: 50,
+    });
 
-    const created = await cli("app", "create", "--tenant", tenant.id, "--name", "Shop backend", "--scopes", "messaging:read", "--read-limit", "50");
+    const created = await cli(
+      "app",
+      "create",
+      "--tenant",
+      tenant.id,
+      "--name",
+      "Shop backend",
+      "--scopes",
+      "messaging:read",
+      "--read-limit",
+      "50",
+    );
     expect(created.code).toBe(0);
     const app = JSON.parse(created.stdout);
     expect({ ...app }).toMatchObject({

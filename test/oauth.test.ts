@@ -34,7 +34,11 @@ function expectOAuthError(result: Awaited<ReturnType<typeof call>>, status: numb
 describe("POST /oauth/token", () => {
   test("JSON body issues a Bearer token for an hour with the application's scopes", async () => {
     const result = await tokenCall({
-      body: { grant_type: "client_credentials", client_id: creds.clientId, client_secret: creds.clientSecret },
+      body: {
+        grant_type: "client_credentials",
+        client_id: creds.clientId,
+        client_secret: creds.clientSecret,
+      },
     });
     expect(result.status).toBe(200);
     expect(result.body).toEqual({
@@ -110,14 +114,27 @@ describe("POST /oauth/token", () => {
     });
     expectOAuthError(widened, 400, "invalid_scope");
     const unknown = await tokenCall({
-      body: { grant_type: "client_credentials", client_id: creds.clientId, client_secret: creds.clientSecret, scope: "admin" },
+      body: {
+        grant_type: "client_credentials",
+        client_id: creds.clientId,
+        client_secret: creds.clientSecret,
+        scope: "admin",
+      },
     });
     expectOAuthError(unknown, 400, "invalid_scope");
   });
 
   test("every OAuth error has the RFC 6749 shape", async () => {
-    const good = { grant_type: "client_credentials", client_id: creds.clientId, client_secret: creds.clientSecret };
-    expectOAuthError(await tokenCall({ body: { ...good, grant_type: "password" } }), 400, "unsupported_grant_type");
+    const good = {
+      grant_type: "client_credentials",
+      client_id: creds.clientId,
+      client_secret: creds.clientSecret,
+    };
+    expectOAuthError(
+      await tokenCall({ body: { ...good, grant_type: "password" } }),
+      400,
+      "unsupported_grant_type",
+    );
     expectOAuthError(
       await tokenCall({ body: { client_id: creds.clientId, client_secret: creds.clientSecret } }),
       400,
@@ -142,7 +159,10 @@ describe("POST /oauth/token", () => {
       "invalid_request",
     );
     expectOAuthError(
-      await tokenCall({ rawBody: "grant_type=client_credentials", headers: { "content-type": "text/plain" } }),
+      await tokenCall({
+        rawBody: "grant_type=client_credentials",
+        headers: { "content-type": "text/plain" },
+      }),
       400,
       "invalid_request",
     );
@@ -166,7 +186,11 @@ describe("POST /oauth/token", () => {
   test("429 with Retry-After once 2 requests were made in one second, per client_id", async () => {
     const strict = createApp({ ...env.deps, limits: { anonymous: 5, token: 2 } });
     await nextSecond();
-    const body = { grant_type: "client_credentials", client_id: creds.clientId, client_secret: creds.clientSecret };
+    const body = {
+      grant_type: "client_credentials",
+      client_id: creds.clientId,
+      client_secret: creds.clientSecret,
+    };
     const results = [];
     for (let i = 0; i < 3; i++) results.push(await call(strict, "POST", TOKEN, { body }));
     expect(results.map((r) => r.status)).toEqual([200, 200, 429]);

@@ -121,9 +121,13 @@ describe("request pipeline", () => {
 
   test("very long header values do not break the pipeline", async () => {
     await nextSecond();
-    const result = await call(env.app, "GET", "/v2/nope", { headers: { authorization: `Bearer ${"a".repeat(20_000)}` } });
+    const result = await call(env.app, "GET", "/v2/nope", {
+      headers: { authorization: `Bearer ${"a".repeat(20_000)}` },
+    });
     expectEnvelope(result, 404, "resource_missing");
-    const noisy = await call(env.app, "GET", "/v2/docs", { headers: { "x-custom": "ü".repeat(1).normalize() && "x".repeat(30_000) } });
+    const noisy = await call(env.app, "GET", "/v2/docs", {
+      headers: { "x-custom": "ü".repeat(1).normalize() && "x".repeat(30_000) },
+    });
     expect(noisy.status).toBe(200);
   });
 
@@ -132,7 +136,13 @@ describe("request pipeline", () => {
     const docs = await call(env.app, "GET", "/v2/docs");
     expect(docs.headers.get("content-type")).toContain("text/html");
     for (const code of Object.keys(API_ERRORS)) expect(docs.text).toContain(`id="${code}"`);
-    for (const code of ["invalid_request", "invalid_client", "unsupported_grant_type", "invalid_scope", "server_error"]) {
+    for (const code of [
+      "invalid_request",
+      "invalid_client",
+      "unsupported_grant_type",
+      "invalid_scope",
+      "server_error",
+    ]) {
       expect(docs.text).toContain(`id="oauth-${code}"`);
     }
     const spec = await call(env.app, "GET", "/v2/openapi.json");
@@ -142,6 +152,10 @@ describe("request pipeline", () => {
 
   test("/healthz and /readyz", async () => {
     expect((await call(env.app, "GET", "/healthz")).body).toEqual({ status: "ok" });
-    expect((await call(env.app, "GET", "/readyz")).body).toEqual({ status: "ready", postgres: "ok", redis: "ok" });
+    expect((await call(env.app, "GET", "/readyz")).body).toEqual({
+      status: "ready",
+      postgres: "ok",
+      redis: "ok",
+    });
   });
 });

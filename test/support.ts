@@ -20,19 +20,32 @@ export interface TestEnv {
   clock: ManualClock;
   deps: AppDeps;
   app: App;
+  /** With `simulator: true`: the simulator's base URL (its Graph API and `/_sim` control API). */
+  simulatorUrl: string;
+  /** With `simulator: true`: the api's own base URL (it listens so the simulator can post webhooks). */
+  apiUrl: string;
   close(): Promise<void>;
 }
 
-export async function createTestEnv(
-  options: { env?: Record<string, string>; limits?: Partial<AppDeps["limits"]> } = {},
-): Promise<TestEnv> {
+export interface TestEnvOptions {
+  env?: Record<string, string>;
+  limits?: Partial<AppDeps["limits"]>;
+  /** Start a provider simulator on an ephemeral port, and make the app listen for its webhooks. */
+  simulator?: boolean;
+  /** Simulator delay before each status webhook. */
+  statusDelayMs?: number;
+}
+
+export async function createTestEnv(options: TestEnvOptions = {}): Promise<TestEnv> {
   const suffix = randomBase62(10).toLowerCase();
+  const simulator = options.simulator ? await startTestSimulator(options.statusDelayMs ?? 10) : undefined;
   const config = loadConfig({
     DATABASE_URL: `${PG_BASE}/test_${suffix}`,
     REDIS_URL,
     REDIS_PREFIX: `test-${suffix}`,
     PUBLIC_BASE_URL: "http://localhost/v2",
     LOG_LEVEL: "silent",
+    ...(simulator && { WHATSAPP_GRAPH_URL: simulator.url }),
     ...options.env,
   });
   await ensureDatabase(config.databaseUrl);
@@ -40,12 +53,22 @@ export async function createTestEnv(
   const deps = buildDeps(config, { clock, logger: createLogger("silent"), limits: options.limits });
   await migrate(deps.db);
   const app = createApp(deps);
+  let apiUrl = "";
+  if (simulator) {
+    app.listen({ port: 0, hostname: "127.0.0.1" });
+    apiUrl = `http://127.0.0.1:${app.server?.port}`;
+    simulator.setWebhookUrl(`${apiUrl}/webhooks/whatsapp`);
+  }
   return {
     config,
     clock,
     deps,
     app,
+    simulatorUrl: simulator?.url ?? "",
+    apiUrl,
     async close() {
+      await simulator?.close();
+      if (apiUrl) await app.stop(true);
       await deleteRedisPrefix(config.redisPrefix);
       await closeDeps(deps);
       await dropDatabase(config.databaseUrl);
@@ -53,15 +76,57 @@ export async function createTestEnv(
   };
 }
 
+export interface TestSimulator {
+  url: string;
+  setWebhookUrl(url: string): void;
+  close(): Promise<void>;
+}
+
+/** The real simulator, over HTTP on an ephemeral port, posting signed webhooks where it is told. */
+export async function startTestSimulator(statusDelayMs = 10): Promise<TestSimulator> {
+  const { createSimulator } = await import("../src/simulator/app.ts");
+  let webhookUrl = "http://127.0.0.1:9/unset";
+  const simulator = createSimulator({
+    webhookUrl: () => webhookUrl,
+    appSecret: "dev-app-secret",
+    statusDelayMs,
+  });
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: simulator.app.fetch });
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    setWebhookUrl(url) {
+      webhookUrl = url;
+    },
+    async close() {
+      simulator.stop();
+      await server.stop(true);
+    },
+  };
+}
+
+/** Polls until `check` returns a value (not undefined/false), or fails after `timeoutMs`. */
+export async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await Bun.sleep(25);
+  }
+}
+
 export async function deleteRedisPrefix(prefix: string): Promise<void> {
   const redis = createRedis(REDIS_URL);
   try {
-    let cursor = "0";
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000);
-      cursor = next;
-      if (keys.length > 0) await redis.del(...keys);
-    } while (cursor !== "0");
+    // Our keys are `prefix:...`; BullMQ's are `{prefix}:...` (hash-tagged, src/queues).
+    for (const pattern of [`${prefix}:*`, `{${prefix}}:*`]) {
+      let cursor = "0";
+      do {
+        const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+        cursor = next;
+        if (keys.length > 0) await redis.del(...keys);
+      } while (cursor !== "0");
+    }
   } finally {
     redis.disconnect();
   }
@@ -83,7 +148,12 @@ export interface CallResult {
 }
 
 /** One HTTP request through the real app (routing, hooks, validation), as a client sees it. */
-export async function call(app: App, method: string, path: string, options: CallOptions = {}): Promise<CallResult> {
+export async function call(
+  app: App,
+  method: string,
+  path: string,
+  options: CallOptions = {},
+): Promise<CallResult> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.token) headers.authorization = `Bearer ${options.token}`;
   let body: BodyInit | undefined = options.rawBody;
@@ -117,7 +187,12 @@ export async function createTenantWithApp(
   return { tenant, application, clientId: application.clientId, clientSecret };
 }
 
-export async function getToken(app: App, clientId: string, clientSecret: string, scope?: string): Promise<string> {
+export async function getToken(
+  app: App,
+  clientId: string,
+  clientSecret: string,
+  scope?: string,
+): Promise<string> {
   const result = await call(app, "POST", "/v2/oauth/token", {
     body: { grant_type: "client_credentials", client_id: clientId, client_secret: clientSecret, scope },
   });
@@ -128,4 +203,36 @@ export async function getToken(app: App, clientId: string, clientSecret: string,
 /** Waits for the next one-second rate-limit window, so a test starts with a full allowance. */
 export async function nextSecond(): Promise<void> {
   await Bun.sleep(1000 - (Date.now() % 1000) + 20);
+}
+
+export interface WorkerProcess {
+  name: string;
+  proc: ReturnType<typeof Bun.spawn>;
+  /** SIGTERM (graceful) by default; SIGKILL simulates a crash. */
+  stop(signal?: "SIGTERM" | "SIGKILL"): Promise<number>;
+}
+
+/** Runs a real worker entrypoint (workers/<name>.ts) as its own process against the test env. */
+export function spawnWorker(env: TestEnv, name: string, extraEnv: Record<string, string> = {}): WorkerProcess {
+  const proc = Bun.spawn(["bun", `workers/${name}.ts`], {
+    env: {
+      ...process.env,
+      DATABASE_URL: env.config.databaseUrl,
+      REDIS_URL: env.config.redisUrl,
+      REDIS_PREFIX: env.config.redisPrefix,
+      WHATSAPP_GRAPH_URL: env.config.whatsappGraphUrl,
+      LOG_LEVEL: process.env.TEST_WORKER_LOG_LEVEL ?? "silent",
+      ...extraEnv,
+    },
+    stdout: "inherit",
+    stderr: "inherit",
+  });
+  return {
+    name,
+    proc,
+    async stop(signal = "SIGTERM") {
+      proc.kill(signal);
+      return proc.exited;
+    },
+  };
 }

@@ -76,8 +76,15 @@ export async function insertApplication(
 }
 
 /** By client_id alone: the token endpoint does not know the tenant yet. */
-export async function findApplicationByClientId(db: Db, clientId: string): Promise<ApplicationRecord | undefined> {
-  const row = await db.selectFrom("applications").select(COLUMNS).where("client_id", "=", clientId).executeTakeFirst();
+export async function findApplicationByClientId(
+  db: Db,
+  clientId: string,
+): Promise<ApplicationRecord | undefined> {
+  const row = await db
+    .selectFrom("applications")
+    .select(COLUMNS)
+    .where("client_id", "=", clientId)
+    .executeTakeFirst();
   return row && toRecord(row);
 }
 

@@ -23,7 +23,8 @@ const DECOY_DIGEST = digestSecret(newId("csec", SECRET_LENGTH));
 
 export function parseScopes(value: string): Scope[] | undefined {
   const scopes = value.split(/\s+/).filter(Boolean);
-  if (scopes.length === 0 || !scopes.every((s) => (ALL_SCOPES as readonly string[]).includes(s))) return undefined;
+  if (scopes.length === 0 || !scopes.every((s) => (ALL_SCOPES as readonly string[]).includes(s)))
+    return undefined;
   return [...new Set(scopes)] as Scope[];
 }
 

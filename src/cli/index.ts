@@ -1,10 +1,26 @@
 import { parseArgs } from "node:util";
-import { createApplication, parseScopes, revokeApplication, rotateApplicationSecret } from "../applications/service.ts";
 import type { ApplicationRecord } from "../applications/repository.ts";
+import {
+  createApplication,
+  parseScopes,
+  revokeApplication,
+  rotateApplicationSecret,
+} from "../applications/service.ts";
+import { createWhatsAppProvider } from "../channel/whatsapp.ts";
 import { systemClock } from "../clock.ts";
 import { type Config, ConfigError, loadConfig } from "../config.ts";
+import { toE164 } from "../contacts/phone.ts";
 import { createDb, type Db, ensureDatabase } from "../db/connect.ts";
 import { migrate } from "../db/migrate.ts";
+import { presentSenderForOperator } from "../senders/presenter.ts";
+import { findSenderById, findSenderByProviderPhoneNumberId, setSenderActive } from "../senders/repository.ts";
+import {
+  approvedTemplateCount,
+  type NewSender,
+  registerSender,
+  trySyncSenderTemplates,
+} from "../senders/service.ts";
+import { presentTemplateWithStatus } from "../templates/presenter.ts";
 import { findTenant, insertTenant } from "../tenants/repository.ts";
 
 /**
@@ -65,6 +81,42 @@ async function requireTenant(db: Db, tenantId: string) {
   return tenant;
 }
 
+/** What the simulator accepts; a real number needs its own token (--access-token). */
+const SIMULATOR_ACCESS_TOKEN = "sim-access-token";
+
+function templateSyncDeps({ db, config }: CliContext) {
+  return { db, clock: systemClock, provider: createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }) };
+}
+
+/**
+ * `sender create` and the seed. The sender is created even when the provider cannot be reached (the
+ * maintenance worker syncs every active sender later); the output then says so in `warning`.
+ */
+async function createSender(ctx: CliContext, input: NewSender) {
+  const duplicate = () =>
+    new CliError(
+      "duplicate_sender",
+      `Provider phone-number id ${input.providerPhoneNumberId} belongs to a sender already; each number can be connected once`,
+    );
+  const taken = await findSenderByProviderPhoneNumberId(ctx.db, input.providerPhoneNumberId);
+  if (taken) throw duplicate();
+  let registered: Awaited<ReturnType<typeof registerSender>>;
+  try {
+    registered = await registerSender(templateSyncDeps(ctx), input);
+  } catch (error) {
+    // 23505 unique_violation: another process connected the same number just now.
+    if ((error as { code?: string }).code === "23505") throw duplicate();
+    throw error;
+  }
+  const { sender, sync } = registered;
+  return {
+    ...presentSenderForOperator(sender, await approvedTemplateCount(ctx.db, sender)),
+    ...(!sync.ok && {
+      warning: `Templates were not synced (${sync.reason}); the maintenance worker will sync them later.`,
+    }),
+  };
+}
+
 /** Extended by later parts (senders, users, feed); `seed` runs the steps in SEED_STEPS. */
 export const COMMANDS: Record<string, CliCommand> = {
   "db migrate": async ({ db }) => ({ object: "migrations", applied: await migrate(db) }),
@@ -74,14 +126,22 @@ export const COMMANDS: Record<string, CliCommand> = {
       name: required(flags, "name"),
       dailyQuota: optionalInteger(flags, "daily-quota", 0),
     });
-    return { object: "tenant", id: tenant.id, name: tenant.name, daily_quota: tenant.dailyQuota ?? config.dailySendQuota };
+    return {
+      object: "tenant",
+      id: tenant.id,
+      name: tenant.name,
+      daily_quota: tenant.dailyQuota ?? config.dailySendQuota,
+    };
   },
 
   "app create": async ({ db }, flags) => {
     const tenant = await requireTenant(db, required(flags, "tenant"));
     const scopes = flags.scopes === undefined ? undefined : parseScopes(flags.scopes);
     if (flags.scopes !== undefined && !scopes) {
-      throw new CliError("invalid_flag", "--scopes takes messaging:send and/or messaging:read, space-separated");
+      throw new CliError(
+        "invalid_flag",
+        "--scopes takes messaging:send and/or messaging:read, space-separated",
+      );
     }
     const { application, clientSecret } = await createApplication(db, {
       tenantId: tenant.id,
@@ -104,24 +164,75 @@ export const COMMANDS: Record<string, CliCommand> = {
     if (!rotated) throw new CliError("application_not_found", `No application ${flags["client-id"]}`);
     return presentApplication(rotated.application, rotated.clientSecret);
   },
+
+  "sender create": async (ctx, flags) => {
+    const tenant = await requireTenant(ctx.db, required(flags, "tenant"));
+    const phoneNumber = toE164(required(flags, "phone"));
+    if (!phoneNumber) {
+      throw new CliError("invalid_flag", "--phone must be a phone number in E.164 form, e.g. +15550100001");
+    }
+    return createSender(ctx, {
+      tenantId: tenant.id,
+      phoneNumber,
+      providerPhoneNumberId: required(flags, "phone-number-id"),
+      wabaId: required(flags, "waba-id"),
+      accessToken: flags["access-token"] || SIMULATOR_ACCESS_TOKEN,
+      name: flags.name || null,
+    });
+  },
+
+  "sender deactivate": async ({ db }, flags) => {
+    const sender = await setSenderActive(db, required(flags, "sender"), false);
+    if (!sender) throw new CliError("sender_not_found", `No sender ${flags.sender}`);
+    return presentSenderForOperator(sender, await approvedTemplateCount(db, sender));
+  },
+
+  "templates sync": async (ctx, flags) => {
+    const sender = await findSenderById(ctx.db, required(flags, "sender"));
+    if (!sender) throw new CliError("sender_not_found", `No sender ${flags.sender}`);
+    const sync = await trySyncSenderTemplates(templateSyncDeps(ctx), sender);
+    if (!sync.ok) throw new CliError("provider_unavailable", `Templates were not synced: ${sync.reason}`);
+    return { object: "list", data: sync.templates.map(presentTemplateWithStatus) };
+  },
 };
 
 /** Steps of `seed`, each returning the part of the seed it made; later parts push theirs. */
-export const SEED_STEPS: ((ctx: CliContext, seed: Record<string, unknown>) => Promise<Record<string, unknown>>)[] = [
+export const SEED_STEPS: ((
+  ctx: CliContext,
+  seed: Record<string, unknown>,
+) => Promise<Record<string, unknown>>)[] = [
   async ({ db, config }) => {
     const tenant = await insertTenant(db, { name: "Demo Shop" });
-    return { tenant: { object: "tenant", id: tenant.id, name: tenant.name, daily_quota: config.dailySendQuota } };
+    return {
+      tenant: { object: "tenant", id: tenant.id, name: tenant.name, daily_quota: config.dailySendQuota },
+    };
   },
   async ({ db }, seed) => {
     const tenantId = (seed.tenant as { id: string }).id;
     const { application, clientSecret } = await createApplication(db, { tenantId, name: "Demo application" });
     return { application: presentApplication(application, clientSecret) };
   },
+  async (ctx, seed) => {
+    const tenantId = (seed.tenant as { id: string }).id;
+    const sender = await createSender(ctx, {
+      tenantId,
+      name: "Demo Shop",
+      phoneNumber: "+15550100001",
+      providerPhoneNumberId: "100000000000001",
+      wabaId: "200000000000001",
+      accessToken: SIMULATOR_ACCESS_TOKEN,
+    });
+    return { sender };
+  },
 ];
 
 COMMANDS.seed = async (ctx) => {
   // Once: a second seed would make a second demo tenant, which is never what anyone wants.
-  const existing = await ctx.db.selectFrom("tenants").select("id").where("name", "=", "Demo Shop").executeTakeFirst();
+  const existing = await ctx.db
+    .selectFrom("tenants")
+    .select("id")
+    .where("name", "=", "Demo Shop")
+    .executeTakeFirst();
   if (existing) throw new CliError("already_seeded", `The demo tenant exists already (${existing.id})`);
   const seed: Record<string, unknown> = {};
   for (const step of SEED_STEPS) Object.assign(seed, await step(ctx, seed));
@@ -160,7 +271,10 @@ export async function runCli(argv: string[], env = process.env): Promise<{ code:
   const name = parsed.positionals.join(" ");
   const command = COMMANDS[name];
   if (!command) {
-    return fail("unknown_command", `Unknown command "${name}". Commands: ${Object.keys(COMMANDS).join(", ")}`);
+    return fail(
+      "unknown_command",
+      `Unknown command "${name}". Commands: ${Object.keys(COMMANDS).join(", ")}`,
+    );
   }
   let config: Config;
   try {

@@ -18,7 +18,9 @@ export async function migrate(db: Db): Promise<string[]> {
     try {
       await sql`CREATE TABLE IF NOT EXISTS schema_migrations (
         name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`.execute(conn);
-      const done = new Set((await conn.selectFrom("schema_migrations").select("name").execute()).map((r) => r.name));
+      const done = new Set(
+        (await conn.selectFrom("schema_migrations").select("name").execute()).map((r) => r.name),
+      );
       const applied: string[] = [];
       for (const file of files) {
         if (done.has(file)) continue;

@@ -5,6 +5,19 @@ export interface Database {
   tenants: TenantsTable;
   applications: ApplicationsTable;
   schema_migrations: SchemaMigrationsTable;
+  senders: SendersTable;
+  templates: TemplatesTable;
+  contacts: ContactsTable;
+  messages: MessagesTable;
+  inbound_events: InboundEventsTable;
+  status_events: StatusEventsTable;
+  media: MediaTable;
+  conversations: ConversationsTable;
+  feed_pending: FeedPendingTable;
+  feed_heads: FeedHeadsTable;
+  feed_entries: FeedEntriesTable;
+  feed_epoch: FeedEpochTable;
+  idempotency_keys: IdempotencyKeysTable;
 }
 
 type CreatedAt = ColumnType<Date, Date | undefined, never>;
@@ -32,4 +45,158 @@ export interface ApplicationsTable {
 export interface SchemaMigrationsTable {
   name: string;
   applied_at: ColumnType<Date, Date | undefined, never>;
+}
+
+export interface SendersTable {
+  id: string;
+  tenant_id: string;
+  channel: Generated<string>;
+  name: string | null;
+  phone_number: string;
+  provider_phone_number_id: string;
+  waba_id: string;
+  access_token: string;
+  active: Generated<boolean>;
+  templates_synced_at: Date | null;
+  created_at: CreatedAt;
+}
+
+export interface TemplateVariables {
+  body: string[];
+  header: string[];
+  buttons: string[];
+}
+
+export interface TemplatesTable {
+  id: string;
+  tenant_id: string;
+  sender_id: string;
+  provider_template_id: string | null;
+  name: string;
+  language: string;
+  category: string;
+  status: string;
+  components: ColumnType<unknown[], string, string>;
+  variables: ColumnType<TemplateVariables, string, string>;
+  preview: string;
+  header_format: string | null;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+export interface ContactsTable {
+  id: string;
+  tenant_id: string;
+  channel: Generated<string>;
+  phone: string;
+  name: string | null;
+  last_inbound_at: Date | null;
+  created_at: CreatedAt;
+}
+
+export interface MessageFailure {
+  code: string;
+  message: string;
+  retryable: boolean;
+}
+
+export interface MessagesTable {
+  seq: Generated<number>;
+  id: string | null;
+  tenant_id: string;
+  contact_id: string;
+  sender_id: string | null;
+  direction: "inbound" | "outbound";
+  type: string;
+  preview: string;
+  text: string | null;
+  media_type: string | null;
+  media_filename: string | null;
+  status: string | null;
+  failure: ColumnType<MessageFailure | null, string | null, string | null>;
+  application_id: string | null;
+  content: ColumnType<Record<string, unknown> | null, string | null, string | null>;
+  provider_message_id: string | null;
+  send_attempts: Generated<number>;
+  send_started_at: Date | null;
+  created_at: Date;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+export interface InboundEventsTable {
+  provider_message_id: string;
+  tenant_id: string;
+  sender_id: string;
+  payload: ColumnType<
+    { message: Record<string, unknown>; contact: Record<string, unknown> | null },
+    string,
+    string
+  >;
+  received_at: CreatedAt;
+  finalized_at: Date | null;
+  message_id: string | null;
+}
+
+export interface StatusEventsTable {
+  id: Generated<number>;
+  provider_message_id: string;
+  status: string;
+  provider_timestamp: Date;
+  errors: ColumnType<unknown[] | null, string | null, string | null>;
+  client_reference: string | null;
+  received_at: CreatedAt;
+  applied_at: Date | null;
+}
+
+export interface MediaTable {
+  id: string;
+  tenant_id: string;
+  sender_id: string;
+  type: "image" | "video" | "document";
+  mime_type: string;
+  filename: string | null;
+  size_bytes: number;
+  provider_media_id: string;
+  created_at: Date;
+  expires_at: Date;
+}
+
+export interface ConversationsTable {
+  contact_id: string;
+  tenant_id: string;
+  last_message_seq: number;
+  last_message_at: Date;
+  last_outbound_at: Date | null;
+  panel_read_at: Date | null;
+  unread: Generated<number>;
+}
+
+export interface FeedPendingTable {
+  message_id: string;
+  tenant_id: string;
+  queued_at: CreatedAt;
+}
+
+export interface FeedHeadsTable {
+  tenant_id: string;
+  last_seq: number;
+}
+
+export interface FeedEntriesTable {
+  tenant_id: string;
+  seq: number;
+  message_id: string;
+}
+
+export interface FeedEpochTable {
+  singleton: Generated<boolean>;
+  epoch: number;
+}
+
+export interface IdempotencyKeysTable {
+  application_id: string;
+  key: string;
+  tenant_id: string;
+  request_hash: Buffer;
+  message_id: string;
+  created_at: Date;
 }

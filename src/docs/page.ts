@@ -17,7 +17,10 @@ export function renderDocsPage(baseUrl: string): string {
     .join("\n");
   const oauthRows = Object.entries(OAUTH_ERRORS)
     .map(
-      ([code, e]) => `<section id="oauth-${code}"><h3><a href="#oauth-${code}">${code}</a> <small>(token endpoint)</small></h3>
+      ([
+        code,
+        e,
+      ]) => `<section id="oauth-${code}"><h3><a href="#oauth-${code}">${code}</a> <small>(token endpoint)</small></h3>
 <p class="meta">HTTP ${e.status}</p><p>${prose(e.meaning)}</p><p><strong>What to do:</strong> ${prose(e.action)}</p></section>`,
     )
     .join("\n");

@@ -3,7 +3,10 @@ import { sql } from "kysely";
 import type { AppDeps } from "../app.ts";
 
 const withTimeout = <T>(promise: Promise<T>, ms: number) =>
-  Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error("timeout")), ms))]);
+  Promise.race([
+    promise,
+    new Promise<never>((_, reject) => setTimeout(() => reject(new Error("timeout")), ms)),
+  ]);
 
 /** /healthz: the process answers. /readyz: Postgres and Redis answer too (503 otherwise). */
 export function healthRoutes(deps: AppDeps) {

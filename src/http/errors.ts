@@ -23,13 +23,15 @@ export const API_ERRORS = {
   parameter_conflict: {
     status: 400,
     type: "invalid_request_error",
-    meaning: "Parameters that exclude each other were given together, or neither of a required pair was given (for example both or neither of `template` and `body`).",
+    meaning:
+      "Parameters that exclude each other were given together, or neither of a required pair was given (for example both or neither of `template` and `body`).",
     action: "Send exactly one of the parameters named in `param`.",
   },
   parameter_missing: {
     status: 400,
     type: "invalid_request_error",
-    meaning: "A required parameter is missing, or is ambiguous without it (for example `sender` when several senders are active).",
+    meaning:
+      "A required parameter is missing, or is ambiguous without it (for example `sender` when several senders are active).",
     action: "Add the parameter named in `param`.",
   },
   parameter_invalid: {
@@ -83,7 +85,8 @@ export const API_ERRORS = {
   unsupported_media_type: {
     status: 400,
     type: "invalid_request_error",
-    meaning: "The uploaded file is not a supported PDF, JPEG, PNG, MP4 or 3GPP file (judged by its content, not its name).",
+    meaning:
+      "The uploaded file is not a supported PDF, JPEG, PNG, MP4 or 3GPP file (judged by its content, not its name).",
     action: "Upload a supported file type.",
   },
   file_too_large: {
@@ -108,7 +111,8 @@ export const API_ERRORS = {
     status: 403,
     type: "permission_error",
     meaning: "The access token is valid but lacks the scope this endpoint needs.",
-    action: "Request a token with the scope named in the `WWW-Authenticate` header (the application must have it).",
+    action:
+      "Request a token with the scope named in the `WWW-Authenticate` header (the application must have it).",
   },
   resource_missing: {
     status: 404,
@@ -125,7 +129,8 @@ export const API_ERRORS = {
   messaging_window_closed: {
     status: 409,
     type: "invalid_request_error",
-    meaning: "Free text can only be sent within 24 hours of the customer's last message, and only through an active sender.",
+    meaning:
+      "Free text can only be sent within 24 hours of the customer's last message, and only through an active sender.",
     action: "Send an approved template instead; `messaging_state` shows the contact's window.",
   },
   rate_limit_exceeded: {
@@ -160,8 +165,10 @@ export type ApiErrorCode = keyof typeof API_ERRORS;
 export const OAUTH_ERRORS = {
   invalid_request: {
     status: 400,
-    meaning: "The token request is malformed: a required field is missing or repeated, or the body is not JSON or form data.",
-    action: "Send `grant_type`, `client_id` and `client_secret` as JSON, form fields, or HTTP Basic credentials.",
+    meaning:
+      "The token request is malformed: a required field is missing or repeated, or the body is not JSON or form data.",
+    action:
+      "Send `grant_type`, `client_id` and `client_secret` as JSON, form fields, or HTTP Basic credentials.",
   },
   invalid_client: {
     status: 401,
@@ -176,7 +183,8 @@ export const OAUTH_ERRORS = {
   invalid_scope: {
     status: 400,
     meaning: "The requested `scope` is unknown or not granted to this application.",
-    action: "Request a subset of the application's scopes (`messaging:send`, `messaging:read`), or omit `scope`.",
+    action:
+      "Request a subset of the application's scopes (`messaging:send`, `messaging:read`), or omit `scope`.",
   },
   rate_limit_exceeded: {
     status: 429,
@@ -225,7 +233,12 @@ export class OAuthError extends Error {
   readonly status: number;
   readonly headers: Record<string, string>;
 
-  constructor(code: OAuthErrorCode, description: string, headers: Record<string, string> = {}, status?: number) {
+  constructor(
+    code: OAuthErrorCode,
+    description: string,
+    headers: Record<string, string> = {},
+    status?: number,
+  ) {
     super(description);
     this.code = code;
     this.status = status ?? OAUTH_ERRORS[code].status;

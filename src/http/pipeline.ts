@@ -1,11 +1,12 @@
 import { Elysia } from "elysia";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
+import type { AdmitSend } from "../messages/admission.ts";
 import type { TokenService } from "../oauth/tokens.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { ApiError, apiErrorBody, OAuthError, oauthErrorBody } from "./errors.ts";
-import { consumeRateLimit, rateLimitHeaders, retryAfterSeconds } from "./rate-limit.ts";
-import { requestState, setRequestState } from "./request-state.ts";
+import { consumeRateLimit, type RateLimitOutcome, rateLimitHeaders, retryAfterSeconds } from "./rate-limit.ts";
+import { type RequestState, requestState, setRequestState } from "./request-state.ts";
 import { validationToApiError } from "./validation.ts";
 
 export const API_PREFIX = "/v2";
@@ -13,7 +14,8 @@ export const TOKEN_PATH = `${API_PREFIX}/oauth/token`;
 /** JSON and form bodies; files go through POST /media with its own limit. */
 export const JSON_BODY_LIMIT = 1024 * 1024;
 export const MEDIA_BODY_LIMIT = 16 * 1024 * 1024 + 64 * 1024;
-const SEND_ROUTES = new Set([`${API_PREFIX}/messages`, `${API_PREFIX}/media`]);
+export const MESSAGES_PATH = `${API_PREFIX}/messages`;
+const SEND_ROUTES = new Set([MESSAGES_PATH, `${API_PREFIX}/media`]);
 
 export interface PipelineDeps {
   publicBaseUrl: string;
@@ -24,6 +26,8 @@ export interface PipelineDeps {
   logger: Logger;
   /** Requests per second for callers without a valid token, per IP. */
   anonymousLimit: number;
+  /** Rate limit and daily quota of POST /messages, in one Redis call. */
+  admitSend: AdmitSend;
 }
 
 interface RouteInfo {
@@ -41,7 +45,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
 
   return new Elysia()
     .onRequest(async ({ request, set, server }) => {
-      const state = { requestId: newId("req"), startedAt: performance.now(), tokenGiven: false };
+      const state: RequestState = { requestId: newId("req"), startedAt: performance.now(), tokenGiven: false };
       setRequestState(request, state);
       set.headers["request-id"] = state.requestId;
 
@@ -66,6 +70,14 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
         Object.assign(state, auth.ok ? { auth: auth.auth } : { authProblem: auth.problem });
       }
 
+      if (auth?.ok === true && path === MESSAGES_PATH && request.method === "POST") {
+        const admission = await deps.admitSend(auth.auth);
+        Object.assign(set.headers, rateLimitHeaders(admission.rate));
+        if (!admission.rate.allowed) throw rateLimited(admission.rate);
+        if (admission.refusal) throw admission.refusal;
+        state.reservedQuotaKey = admission.reservedQuotaKey;
+        return;
+      }
       const outcome =
         auth?.ok === true
           ? SEND_ROUTES.has(path) && request.method === "POST"
@@ -85,17 +97,16 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
               deps.anonymousLimit,
             );
       Object.assign(set.headers, rateLimitHeaders(outcome));
-      if (!outcome.allowed) {
-        throw new ApiError("rate_limit_exceeded", `Too many requests: the limit is ${outcome.limit} per second.`, {
-          headers: { "retry-after": retryAfterSeconds(outcome) },
-        });
-      }
+      if (!outcome.allowed) throw rateLimited(outcome);
     })
 
     .onParse({ as: "global" }, async ({ request }) => {
       const type = mediaType(request.headers.get("content-type"));
       if (type === "multipart/form-data") return; // Elysia's own streaming form parser
-      const text = await readBodyCapped(request, JSON_BODY_LIMIT);
+      const raw = await readBodyCapped(request, JSON_BODY_LIMIT);
+      const state = requestState(request);
+      if (state) state.rawBody = raw;
+      const text = new TextDecoder().decode(raw);
       if (type === "application/json" || type.endsWith("+json")) {
         if (text.trim() === "") return null;
         try {
@@ -123,7 +134,8 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
       if (error instanceof ApiError || error instanceof OAuthError) failure = error;
       else if (cause instanceof ApiError) failure = cause;
       else if (code === "VALIDATION") failure = validationToApiError(error as never);
-      else if (code === "PARSE") failure = new ApiError("parameter_invalid", "The request body could not be parsed.");
+      else if (code === "PARSE")
+        failure = new ApiError("parameter_invalid", "The request body could not be parsed.");
       else if (code === "NOT_FOUND") {
         const allowed = allowedMethods(path);
         failure =
@@ -156,6 +168,10 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
     .onAfterResponse({ as: "global" }, ({ request, set, path }) => {
       const state = requestState(request);
       if (!state) return;
+      if (state.reservedQuotaKey && !state.accepted) {
+        // Only accepted sends count against the quota (errors and replays do not).
+        deps.redis.decr(state.reservedQuotaKey).catch(() => {});
+      }
       deps.logger.info(
         {
           request_id: state.requestId,
@@ -171,8 +187,15 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
     });
 }
 
+function rateLimited(outcome: RateLimitOutcome): ApiError {
+  return new ApiError("rate_limit_exceeded", `Too many requests: the limit is ${outcome.limit} per second.`, {
+    headers: { "retry-after": retryAfterSeconds(outcome) },
+  });
+}
+
 function toOAuthError(error: ApiError): OAuthError {
-  if (error.code === "rate_limit_exceeded") return new OAuthError("rate_limit_exceeded", error.message, error.headers);
+  if (error.code === "rate_limit_exceeded")
+    return new OAuthError("rate_limit_exceeded", error.message, error.headers);
   if (error.status >= 500) return new OAuthError("server_error", error.message, error.headers);
   // Keeps 405/413 honest while speaking the token endpoint's error shape.
   return new OAuthError("invalid_request", error.message, error.headers, error.status);
@@ -199,8 +222,8 @@ function formToObject(text: string): Record<string, string | string[]> {
 }
 
 /** Reads a body without ever holding more than `limit` bytes (chunked bodies have no Content-Length). */
-async function readBodyCapped(request: Request, limit: number): Promise<string> {
-  if (!request.body) return "";
+async function readBodyCapped(request: Request, limit: number): Promise<Uint8Array> {
+  if (!request.body) return new Uint8Array();
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -214,7 +237,7 @@ async function readBodyCapped(request: Request, limit: number): Promise<string> 
     }
     chunks.push(value);
   }
-  return new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(chunks));
+  return Buffer.concat(chunks);
 }
 
 export function clientIpOf(
@@ -234,13 +257,24 @@ function methodIndex(routes: () => RouteInfo[]) {
   return (path: string): string[] => {
     patterns ??= routes().map((route) => ({
       method: route.method,
-      regex: new RegExp(`^${route.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+")}/?$`),
+      regex: new RegExp(
+        `^${route.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+")}/?$`,
+      ),
     }));
     return [...new Set(patterns.filter((p) => p.regex.test(path)).map((p) => p.method))];
   };
 }
 
-const DOWN_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "57P01", "57P03", "08001", "08006"]);
+const DOWN_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "57P01",
+  "57P03",
+  "08001",
+  "08006",
+]);
 
 /** Postgres or Redis unreachable (as opposed to a bug): answered with 503 and Retry-After. */
 export function isDependencyDown(error: unknown): boolean {

@@ -15,7 +15,11 @@ export interface RateLimitOutcome {
 }
 
 /** One round trip: scripts/rate_limit.lua. Redis unreachable -> 503, never a silent pass. */
-export async function consumeRateLimit(redis: RedisClient, key: string, limit: number): Promise<RateLimitOutcome> {
+export async function consumeRateLimit(
+  redis: RedisClient,
+  key: string,
+  limit: number,
+): Promise<RateLimitOutcome> {
   let reply: [number, number, number, number, number];
   try {
     reply = await redis.rateLimit(key, limit);

@@ -22,6 +22,12 @@ export interface RequestState {
   tokenGiven: boolean;
   /** Final HTTP status, recorded where the response is made (for the access log). */
   status?: number;
+  /** The body's exact bytes, kept by the parser for signature checks (webhooks). */
+  rawBody?: Uint8Array;
+  /** A daily-quota unit reserved for this send; returned unless `accepted` is set. */
+  reservedQuotaKey?: string;
+  /** Set by the send route when this request created a new accepted message. */
+  accepted?: boolean;
 }
 
 const states = new WeakMap<Request, RequestState>();
@@ -52,7 +58,9 @@ export function authorize(request: Request, needed: Scope): AuthContext {
   }
   if (!auth.scopes.includes(needed)) {
     throw new ApiError("insufficient_scope", `This endpoint needs the scope ${needed}.`, {
-      headers: { "www-authenticate": `Bearer realm="messaging", error="insufficient_scope", scope="${needed}"` },
+      headers: {
+        "www-authenticate": `Bearer realm="messaging", error="insufficient_scope", scope="${needed}"`,
+      },
     });
   }
   return auth;

@@ -34,7 +34,8 @@ function describeSchema(schema: Record<string, unknown>): string {
   const anyOf = schema.anyOf as Record<string, unknown>[] | undefined;
   if (anyOf) {
     const literals = anyOf.map((s) => s.const).filter((v) => v !== undefined);
-    if (literals.length === anyOf.length) return `one of ${literals.map((v) => JSON.stringify(v)).join(", ")}`;
+    if (literals.length === anyOf.length)
+      return `one of ${literals.map((v) => JSON.stringify(v)).join(", ")}`;
     const typed = anyOf.find((s) => s.type === "integer" || s.type === "number");
     if (typed) return describeSchema(typed);
     return "a value of another type";
@@ -70,7 +71,10 @@ function dotted(path: string): string {
 
 export function validationToApiError(error: ValidationErrorLike): ApiError {
   const where = error.type;
-  if (where === "body" && (error.value === undefined || error.value === null || typeof error.value !== "object")) {
+  if (
+    where === "body" &&
+    (error.value === undefined || error.value === null || typeof error.value !== "object")
+  ) {
     return new ApiError(
       error.value === undefined || error.value === null ? "parameter_missing" : "parameter_invalid",
       "The request body must be a JSON object.",
@@ -79,7 +83,9 @@ export function validationToApiError(error: ValidationErrorLike): ApiError {
   const all = error.all.length > 0 ? error.all : error.valueError ? [error.valueError] : [];
   // The most useful error first: missing, then unknown, then the rest in schema order.
   const first =
-    all.find((e) => e.type === REQUIRED_PROPERTY) ?? all.find((e) => e.type === UNEXPECTED_PROPERTY) ?? all[0];
+    all.find((e) => e.type === REQUIRED_PROPERTY) ??
+    all.find((e) => e.type === UNEXPECTED_PROPERTY) ??
+    all[0];
   if (!first) return new ApiError("parameter_invalid", "The request is invalid.");
   const param = dotted(first.path) || (first.schema?.["x-param"] as string | undefined) || null;
   const named = param ?? where;
@@ -89,7 +95,11 @@ export function validationToApiError(error: ValidationErrorLike): ApiError {
   if (first.type === UNEXPECTED_PROPERTY) {
     return new ApiError("parameter_unknown", `Received unknown parameter: ${named}.`, { param });
   }
-  return new ApiError("parameter_invalid", `Invalid ${named}: expected ${describeSchema(first.schema ?? {})}.`, {
-    param,
-  });
+  return new ApiError(
+    "parameter_invalid",
+    `Invalid ${named}: expected ${describeSchema(first.schema ?? {})}.`,
+    {
+      param,
+    },
+  );
 }

@@ -12,7 +12,10 @@ export function oauthRoutes(deps: AppDeps) {
     async ({ body, request, set, server }) => {
       set.headers["cache-control"] = "no-store";
       set.headers.pragma = "no-cache";
-      const input = { body: body as Record<string, unknown> | null, authorization: request.headers.get("authorization") };
+      const input = {
+        body: body as Record<string, unknown> | null,
+        authorization: request.headers.get("authorization"),
+      };
       // Limit before anything else, keyed by the client_id when one can be read (DESIGN §3).
       let clientId: string | undefined;
       try {
@@ -26,15 +29,24 @@ export function oauthRoutes(deps: AppDeps) {
       const outcome = await consumeRateLimit(deps.redis, key, deps.limits.token);
       Object.assign(set.headers, rateLimitHeaders(outcome));
       if (!outcome.allowed) {
-        throw new OAuthError("rate_limit_exceeded", `Too many token requests: the limit is ${outcome.limit} per second.`, {
-          "retry-after": retryAfterSeconds(outcome),
-        });
+        throw new OAuthError(
+          "rate_limit_exceeded",
+          `Too many token requests: the limit is ${outcome.limit} per second.`,
+          {
+            "retry-after": retryAfterSeconds(outcome),
+          },
+        );
       }
       return issueAccessToken(deps, input.body, readClientCredentials(input));
     },
     {
       body: TokenRequest,
-      response: { 200: TokenResponse, 400: OAuthErrorResponse, 401: OAuthErrorResponse, 429: OAuthErrorResponse },
+      response: {
+        200: TokenResponse,
+        400: OAuthErrorResponse,
+        401: OAuthErrorResponse,
+        429: OAuthErrorResponse,
+      },
       detail: {
         summary: "Get an access token",
         description:

@@ -1,7 +1,7 @@
+import { updateApplication } from "../applications/repository.ts";
 import { authenticateClient, parseScopes } from "../applications/service.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
-import { updateApplication } from "../applications/repository.ts";
 import { OAuthError } from "../http/errors.ts";
 import type { TokenService } from "./tokens.ts";
 
@@ -19,23 +19,34 @@ export interface ClientCredentials {
 export function readClientCredentials(input: TokenRequestInput): ClientCredentials {
   const body = input.body ?? {};
   for (const [key, value] of Object.entries(body)) {
-    if (Array.isArray(value)) throw new OAuthError("invalid_request", `The parameter ${key} was given more than once.`);
+    if (Array.isArray(value))
+      throw new OAuthError("invalid_request", `The parameter ${key} was given more than once.`);
   }
   const bodyId = optionalString(body.client_id, "client_id");
   const bodySecret = optionalString(body.client_secret, "client_secret");
   const basic = /^Basic +([A-Za-z0-9+/=]+) *$/i.exec(input.authorization ?? "");
   if (input.authorization && !basic) {
-    throw new OAuthError("invalid_client", "Only HTTP Basic client authentication is accepted in the Authorization header.", {
-      "www-authenticate": 'Basic realm="oauth"',
-    });
+    throw new OAuthError(
+      "invalid_client",
+      "Only HTTP Basic client authentication is accepted in the Authorization header.",
+      {
+        "www-authenticate": 'Basic realm="oauth"',
+      },
+    );
   }
   if (basic?.[1]) {
     if (bodyId !== undefined || bodySecret !== undefined) {
-      throw new OAuthError("invalid_request", "Send client credentials either as HTTP Basic or in the body, not both.");
+      throw new OAuthError(
+        "invalid_request",
+        "Send client credentials either as HTTP Basic or in the body, not both.",
+      );
     }
     const decoded = Buffer.from(basic[1], "base64").toString("utf8");
     const colon = decoded.indexOf(":");
-    if (colon < 0) throw new OAuthError("invalid_client", "Malformed HTTP Basic credentials.", { "www-authenticate": 'Basic realm="oauth"' });
+    if (colon < 0)
+      throw new OAuthError("invalid_client", "Malformed HTTP Basic credentials.", {
+        "www-authenticate": 'Basic realm="oauth"',
+      });
     // RFC 6749 §2.3.1: both parts are form-urlencoded before Base64.
     return {
       clientId: safeDecode(decoded.slice(0, colon)),
@@ -73,15 +84,20 @@ export async function issueAccessToken(
   credentials: ClientCredentials,
 ): Promise<IssuedToken> {
   const grantType = optionalString(body?.grant_type, "grant_type");
-  if (grantType === undefined) throw new OAuthError("invalid_request", "Missing required parameter: grant_type.");
+  if (grantType === undefined)
+    throw new OAuthError("invalid_request", "Missing required parameter: grant_type.");
   if (grantType !== "client_credentials") {
     throw new OAuthError("unsupported_grant_type", "Only grant_type=client_credentials is supported.");
   }
   const requestedScope = optionalString(body?.scope, "scope");
   if (!credentials.clientId || !credentials.clientSecret) {
-    throw new OAuthError("invalid_client", "Client authentication is required: client_id and client_secret.", {
-      "www-authenticate": 'Basic realm="oauth"',
-    });
+    throw new OAuthError(
+      "invalid_client",
+      "Client authentication is required: client_id and client_secret.",
+      {
+        "www-authenticate": 'Basic realm="oauth"',
+      },
+    );
   }
   const application = await authenticateClient(deps.db, credentials.clientId, credentials.clientSecret);
   if (!application) {
@@ -92,8 +108,11 @@ export async function issueAccessToken(
   let scopes = application.scopes;
   if (requestedScope !== undefined) {
     const requested = parseScopes(requestedScope);
-    if (!requested || !requested.every((s) => application.scopes.includes(s))) {
-      throw new OAuthError("invalid_scope", `The scope must be a subset of: ${application.scopes.join(" ")}.`);
+    if (!requested?.every((s) => application.scopes.includes(s))) {
+      throw new OAuthError(
+        "invalid_scope",
+        `The scope must be a subset of: ${application.scopes.join(" ")}.`,
+      );
     }
     scopes = requested;
   }

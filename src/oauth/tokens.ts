@@ -15,7 +15,9 @@ interface TokenClaims {
   lim: [number, number];
 }
 
-export type TokenCheck = { ok: true; auth: AuthContext } | { ok: false; problem: "malformed" | "invalid" | "expired" };
+export type TokenCheck =
+  | { ok: true; auth: AuthContext }
+  | { ok: false; problem: "malformed" | "invalid" | "expired" };
 
 export interface TokenService {
   issue(input: AuthContext): Promise<{ token: string; expiresIn: number }>;
@@ -27,8 +29,8 @@ const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 export function createTokenService(secret: string, clock: Clock): TokenService {
   // The @elysiajs/jwt plugin's signer/verifier, used outside a request so every process shares it.
   const plugin = jwt({ name: "tokens", secret, alg: "HS256", iss: ISSUER, aud: AUDIENCE });
-  const signer = (plugin as unknown as { singleton: { decorator: { tokens: JwtSigner } } }).singleton.decorator
-    .tokens;
+  const signer = (plugin as unknown as { singleton: { decorator: { tokens: JwtSigner } } }).singleton
+    .decorator.tokens;
   const verifyAt = (token: string, at: Date) =>
     signer.verify(token, { algorithms: ["HS256"], issuer: ISSUER, audience: AUDIENCE, currentDate: at });
 
@@ -62,7 +64,9 @@ export function createTokenService(secret: string, clock: Clock): TokenService {
           auth: {
             clientId: claims.sub,
             tenantId: claims.ten,
-            scopes: String(claims.scope ?? "").split(" ").filter(Boolean) as Scope[],
+            scopes: String(claims.scope ?? "")
+              .split(" ")
+              .filter(Boolean) as Scope[],
             readLimit: Number(claims.lim[0]),
             sendLimit: Number(claims.lim[1]),
           },
@@ -70,7 +74,11 @@ export function createTokenService(secret: string, clock: Clock): TokenService {
       }
       // Tell "expired" from "forged": a token that verifies just before its exp was genuine.
       const exp = readExpiry(token);
-      if (exp !== undefined && exp <= epochSeconds(now) && (await verifyAt(token, new Date((exp - 1) * 1000)))) {
+      if (
+        exp !== undefined &&
+        exp <= epochSeconds(now) &&
+        (await verifyAt(token, new Date((exp - 1) * 1000)))
+      ) {
         return { ok: false, problem: "expired" };
       }
       return { ok: false, problem: "invalid" };

@@ -6,12 +6,22 @@ import { Redis, type RedisOptions } from "ioredis";
 export interface ScriptCommands {
   /** See scripts/rate_limit.lua. */
   rateLimit(key: string, limit: number): Promise<[number, number, number, number, number]>;
+  /** See scripts/send_admission.lua. */
+  sendAdmission(
+    rateKey: string,
+    quotaKey: string,
+    limit: number,
+    quota: number,
+    quotaTtlSeconds: number,
+    seed: number,
+  ): Promise<[number, number, number, number, number, number]>;
 }
 
 export type RedisClient = Redis & ScriptCommands;
 
 const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
   { name: "rateLimit", file: "rate_limit.lua", keys: 1 },
+  { name: "sendAdmission", file: "send_admission.lua", keys: 2 },
 ];
 
 const scriptSource = new Map(
@@ -54,6 +64,11 @@ export function redisKeys(prefix: string) {
       `${prefix}:{t:${tenantId}}:rate:${clientId}:${kind}`,
     clientRate: (clientId: string) => `${prefix}:{c:${clientId}}:rate:token`,
     ipRate: (ip: string, kind: "read" | "token") => `${prefix}:{ip:${ip}}:rate:${kind}`,
+    /** Accepted sends of one tenant, channel and UTC day (YYYYMMDD). */
+    dailyQuota: (tenantId: string, channel: string, day: string) => `${prefix}:{t:${tenantId}}:quota:${channel}:${day}`,
+    /** Idempotency fast path; the key itself is hashed (it is client-chosen, up to 255 chars). */
+    idempotency: (tenantId: string, clientId: string, keyDigest: string) =>
+      `${prefix}:{t:${tenantId}}:idem:${clientId}:${keyDigest}`,
   };
 }
 export type RedisKeys = ReturnType<typeof redisKeys>;

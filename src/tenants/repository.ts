@@ -7,7 +7,10 @@ export interface Tenant {
   dailyQuota: number | null;
 }
 
-export async function insertTenant(db: Db, input: { name: string; dailyQuota?: number | null }): Promise<Tenant> {
+export async function insertTenant(
+  db: Db,
+  input: { name: string; dailyQuota?: number | null },
+): Promise<Tenant> {
   const row = await db
     .insertInto("tenants")
     .values({ id: newId("ten"), name: input.name, daily_quota: input.dailyQuota ?? null })

@@ -1,0 +1,104 @@
+/**
+ * Local PostgreSQL and Redis for `bun run start` and `bun run test`: when a URL points at this
+ * machine and nothing answers there, start the installed server; otherwise say clearly what is missing.
+ */
+import { existsSync, readdirSync } from "node:fs";
+import { Redis } from "ioredis";
+import pg from "pg";
+import type { Config } from "../src/config.ts";
+
+function isLocal(url: string) {
+  return ["127.0.0.1", "localhost", "::1", "[::1]"].includes(new URL(url).hostname);
+}
+
+async function postgresAnswers(config: Config): Promise<boolean> {
+  const url = new URL(config.databaseUrl);
+  url.pathname = "/postgres";
+  const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function redisAnswers(config: Config): Promise<boolean> {
+  const redis = new Redis(config.redisUrl, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  redis.on("error", () => {});
+  try {
+    await redis.connect();
+    await redis.ping();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export async function waitFor(check: () => Promise<boolean>, seconds: number): Promise<boolean> {
+  for (let i = 0; i < seconds * 4; i++) {
+    if (await check()) return true;
+    await Bun.sleep(250);
+  }
+  return false;
+}
+
+async function ensurePostgres(config: Config, say: (m: string) => void) {
+  if (await postgresAnswers(config)) return;
+  if (!isLocal(config.databaseUrl) || !Bun.which("pg_ctlcluster") || !existsSync("/etc/postgresql")) {
+    throw new Error(
+      `PostgreSQL does not answer at DATABASE_URL and cannot be started here. Install it (apt-get install postgresql) or set DATABASE_URL.`,
+    );
+  }
+  const version = readdirSync("/etc/postgresql")[0];
+  say(`PostgreSQL is not running; starting the local cluster ${version}/main`);
+  Bun.spawnSync(["pg_ctlcluster", "--skip-systemctl-redirect", String(version), "main", "start"], {
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  if (!(await waitFor(() => postgresAnswers(config), 20))) throw new Error("PostgreSQL did not come up");
+}
+
+async function ensureRedis(config: Config, say: (m: string) => void) {
+  if (await redisAnswers(config)) return;
+  if (!isLocal(config.redisUrl) || !Bun.which("redis-server")) {
+    throw new Error(
+      "Redis does not answer at REDIS_URL and cannot be started here. Install it (apt-get install redis-server) or set REDIS_URL.",
+    );
+  }
+  say("Redis is not running; starting a local redis-server");
+  const dir = existsSync("/var/lib/redis") ? "/var/lib/redis" : "/tmp";
+  const port = new URL(config.redisUrl).port || "6379";
+  Bun.spawnSync(
+    [
+      "redis-server",
+      "--daemonize",
+      "yes",
+      "--bind",
+      "127.0.0.1",
+      "--port",
+      port,
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+    ],
+    {
+      stdio: ["ignore", "inherit", "inherit"],
+    },
+  );
+  if (!(await waitFor(() => redisAnswers(config), 10))) throw new Error("Redis did not come up");
+}
+
+export async function ensureServices(config: Config, say: (message: string) => void): Promise<void> {
+  await ensurePostgres(config, say);
+  await ensureRedis(config, say);
+}

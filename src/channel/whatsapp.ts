@@ -1,0 +1,211 @@
+import {
+  type ChannelProvider,
+  type MediaFile,
+  normalizeProviderError,
+  type OutboundHeader,
+  type OutboundPayload,
+  ProviderError,
+  type ProviderTemplate,
+  type SenderCredentials,
+  type TemplateComponent,
+} from "./provider.ts";
+
+/** WhatsApp Cloud API over HTTP (Graph), against Meta or the simulator (DESIGN §4). */
+export interface WhatsAppProviderOptions {
+  /** Graph base URL without the version: https://graph.facebook.com, or the simulator's address. */
+  baseUrl: string;
+  graphVersion?: string;
+  /** Per request; a request that takes longer fails as retryable. */
+  timeoutMs?: number;
+  fetch?: (url: string, init: RequestInit) => Promise<Response>;
+}
+
+type GraphParameter =
+  | { type: "text"; text: string }
+  | { type: "image" | "video" | "document"; [media: string]: unknown };
+
+type GraphComponent =
+  | { type: "header" | "body"; parameters: GraphParameter[] }
+  | { type: "button"; sub_type: "url"; index: string; parameters: GraphParameter[] };
+
+interface GraphTemplate {
+  id: string;
+  name: string;
+  language: string;
+  status: string;
+  category: string;
+  components: TemplateComponent[];
+}
+
+interface GraphErrorBody {
+  error?: { message?: string; code?: number; error_data?: { details?: string } };
+}
+
+const TEMPLATE_FIELDS = "id,name,language,status,category,components";
+const TEMPLATE_PAGE_SIZE = "100";
+
+export function createWhatsAppProvider(options: WhatsAppProviderOptions): ChannelProvider {
+  const root = `${options.baseUrl.replace(/\/+$/, "")}/${options.graphVersion ?? "v21.0"}`;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const fetchImpl = options.fetch ?? fetch;
+
+  async function call(creds: SenderCredentials, path: string, init: RequestInit = {}): Promise<unknown> {
+    const headers = new Headers(init.headers);
+    headers.set("authorization", `Bearer ${creds.accessToken}`);
+    let status: number;
+    let text: string;
+    try {
+      const response = await fetchImpl(`${root}${path}`, {
+        ...init,
+        headers,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      status = response.status;
+      // Read inside the try: the timeout also covers a body that stalls.
+      text = await response.text();
+    } catch (error) {
+      const timedOut =
+        error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
+      const message = timedOut
+        ? `WhatsApp did not answer within ${timeoutMs} ms`
+        : `WhatsApp could not be reached: ${error instanceof Error ? error.message : String(error)}`;
+      throw new ProviderError({ code: "provider_unavailable", message, retryable: true }, undefined, {
+        cause: error,
+      });
+    }
+    const body = parseJson(text);
+    if (status >= 200 && status < 300) return body;
+    throw graphError(status, body);
+  }
+
+  return {
+    async sendMessage(creds, message) {
+      const answer = (await call(creds, `/${encodeURIComponent(creds.phoneNumberId)}/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(sendBody(message)),
+      })) as { messages?: { id?: unknown }[] } | undefined;
+      const id = answer?.messages?.[0]?.id;
+      // Not retryable: the message may well have gone out, and a retry would send it twice.
+      if (typeof id !== "string") throw unexpectedAnswer("the send answer carries no message id");
+      return { providerMessageId: id };
+    },
+
+    async uploadMedia(creds, file: MediaFile) {
+      const form = new FormData();
+      form.append("messaging_product", "whatsapp");
+      form.append("type", file.mimeType);
+      // slice(): a Blob takes bytes over a plain ArrayBuffer, which the caller's view need not be.
+      form.append("file", new Blob([file.bytes.slice()], { type: file.mimeType }), file.filename ?? "upload");
+      const answer = (await call(creds, `/${encodeURIComponent(creds.phoneNumberId)}/media`, {
+        method: "POST",
+        body: form,
+      })) as { id?: unknown } | undefined;
+      if (typeof answer?.id !== "string") throw unexpectedAnswer("the upload answer carries no media id");
+      return { providerMediaId: answer.id };
+    },
+
+    async listTemplates(creds) {
+      const templates: ProviderTemplate[] = [];
+      let after: string | undefined;
+      for (;;) {
+        const query = new URLSearchParams({ fields: TEMPLATE_FIELDS, limit: TEMPLATE_PAGE_SIZE });
+        if (after) query.set("after", after);
+        const page = (await call(creds, `/${encodeURIComponent(creds.wabaId)}/message_templates?${query}`)) as
+          | { data?: GraphTemplate[]; paging?: { cursors?: { after?: string }; next?: string } }
+          | undefined;
+        if (!Array.isArray(page?.data)) throw unexpectedAnswer("the template list carries no data");
+        templates.push(...page.data.map(toProviderTemplate));
+        // Graph gives `next` only while more pages follow; we page with the cursor against our own base URL.
+        const nextAfter = page.paging?.cursors?.after;
+        if (!page.paging?.next || !nextAfter || nextAfter === after) return templates;
+        after = nextAfter;
+      }
+    },
+  };
+}
+
+function sendBody(message: OutboundPayload) {
+  const to = message.to.replace(/^\+/, "");
+  const envelope = {
+    messaging_product: "whatsapp",
+    recipient_type: "individual",
+    to,
+    ...(message.callbackData ? { biz_opaque_callback_data: message.callbackData } : {}),
+  } as const;
+  if (message.kind === "text") return { ...envelope, type: "text", text: { body: message.body } };
+  const components = templateComponents(message.components);
+  return {
+    ...envelope,
+    type: "template",
+    template: {
+      name: message.name,
+      language: { code: message.language },
+      ...(components.length > 0 ? { components } : {}),
+    },
+  };
+}
+
+function templateComponents(
+  values: Extract<OutboundPayload, { kind: "template" }>["components"],
+): GraphComponent[] {
+  const components: GraphComponent[] = [];
+  if (values.header) components.push({ type: "header", parameters: [headerParameter(values.header)] });
+  if (values.body && values.body.length > 0) {
+    components.push({ type: "body", parameters: values.body.map((text) => ({ type: "text", text })) });
+  }
+  for (const button of values.buttons ?? []) {
+    components.push({
+      type: "button",
+      sub_type: "url",
+      index: String(button.index),
+      parameters: [{ type: "text", text: button.text }],
+    });
+  }
+  return components;
+}
+
+function headerParameter(header: OutboundHeader): GraphParameter {
+  if (header.type === "text") return { type: "text", text: header.text };
+  const media: Record<string, string> = header.mediaId ? { id: header.mediaId } : {};
+  if (!header.mediaId && header.link) media.link = header.link;
+  if (header.type === "document" && header.filename) media.filename = header.filename;
+  return { type: header.type, [header.type]: media };
+}
+
+function toProviderTemplate(template: GraphTemplate): ProviderTemplate {
+  return {
+    providerId: template.id,
+    name: template.name,
+    language: template.language,
+    status: template.status,
+    category: template.category,
+    components: template.components,
+  };
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function graphError(status: number, body: unknown): ProviderError {
+  const error = (body as GraphErrorBody | undefined)?.error;
+  // Graph prefixes messages with "(#code) "; the normalized message names the code itself.
+  const title = error?.message?.replace(/^\(#\d+\)\s*/, "") || `HTTP ${status} from WhatsApp`;
+  const details = error?.error_data?.details;
+  const message = details && details !== title ? `${title}: ${details}` : title;
+  const graphCode = typeof error?.code === "number" ? error.code : undefined;
+  return new ProviderError(normalizeProviderError(graphCode, message, status), status);
+}
+
+function unexpectedAnswer(what: string): ProviderError {
+  return new ProviderError({
+    code: "provider_error",
+    message: `Unexpected WhatsApp answer: ${what}`,
+    retryable: false,
+  });
+}

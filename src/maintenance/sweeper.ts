@@ -1,0 +1,101 @@
+import type { Queue } from "bullmq";
+import { sql } from "kysely";
+import type { Clock } from "../clock.ts";
+import type { Db } from "../db/connect.ts";
+import { jobIdFor, type Queues } from "../queues/index.ts";
+
+/**
+ * Postgres says what is unfinished; Redis may have lost the jobs (restart, flush, a worker killed
+ * mid-job). The sweeper re-enqueues work that has waited longer than `graceSeconds`.
+ */
+export interface SweepResult {
+  finalize: number;
+  status: number;
+  send: number;
+}
+
+const BATCH = 1000;
+
+/** Adds a job unless one with that id is already waiting or running; retries it if it had failed. */
+async function nudge<T>(queue: Queue<T>, jobs: { jobId: string; data: T }[]): Promise<number> {
+  let added = 0;
+  for (const { jobId, data } of jobs) {
+    const existing = await queue.getJob(jobId);
+    if (existing) {
+      if (await existing.isFailed()) {
+        await existing.retry();
+        added++;
+      }
+      continue;
+    }
+    // biome-ignore lint/suspicious/noExplicitAny: BullMQ's generic name/data typing is not inferable here
+    await (queue as Queue<any>).add("sweep", data, { jobId });
+    added++;
+  }
+  return added;
+}
+
+export async function sweep(
+  deps: { db: Db; queues: Queues; clock: Clock },
+  graceSeconds = 10,
+): Promise<SweepResult> {
+  const cutoff = new Date(deps.clock.now().getTime() - graceSeconds * 1000);
+
+  const unfinalized = await deps.db
+    .selectFrom("inbound_events")
+    .select("provider_message_id")
+    .where("finalized_at", "is", null)
+    .where("received_at", "<", cutoff)
+    .orderBy("received_at")
+    .limit(BATCH)
+    .execute();
+
+  // Status events whose message exists now but which were never applied.
+  const unapplied = await deps.db
+    .selectFrom("status_events")
+    .select("status_events.provider_message_id")
+    .distinct()
+    .where("status_events.applied_at", "is", null)
+    .where("status_events.received_at", "<", cutoff)
+    .where(({ exists, selectFrom }) =>
+      exists(
+        selectFrom("messages")
+          .select(sql`1`.as("one"))
+          .whereRef("messages.provider_message_id", "=", "status_events.provider_message_id"),
+      ),
+    )
+    .limit(BATCH)
+    .execute();
+
+  const unsent = await deps.db
+    .selectFrom("messages")
+    .select("id")
+    .where("status", "=", "accepted")
+    .where("provider_message_id", "is", null)
+    .where("created_at", "<", cutoff)
+    .orderBy("created_at")
+    .limit(BATCH)
+    .execute();
+
+  const [finalize, status, send] = await Promise.all([
+    nudge(
+      deps.queues.finalize,
+      unfinalized.map((r) => ({
+        jobId: jobIdFor("in", r.provider_message_id),
+        data: { providerMessageId: r.provider_message_id },
+      })),
+    ),
+    nudge(
+      deps.queues.status,
+      unapplied.map((r) => ({
+        jobId: jobIdFor("st", `${r.provider_message_id}-sweep`),
+        data: { providerMessageId: r.provider_message_id },
+      })),
+    ),
+    nudge(
+      deps.queues.send,
+      unsent.flatMap((r) => (r.id ? [{ jobId: r.id, data: { messageId: r.id } }] : [])),
+    ),
+  ]);
+  return { finalize, status, send };
+}

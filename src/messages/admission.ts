@@ -1,0 +1,96 @@
+import { sql } from "kysely";
+import type { Clock } from "../clock.ts";
+import type { Db } from "../db/connect.ts";
+import { ApiError } from "../http/errors.ts";
+import type { RateLimitOutcome } from "../http/rate-limit.ts";
+import type { AuthContext } from "../http/request-state.ts";
+import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+
+export const CHANNEL = "whatsapp";
+
+export interface SendAdmissionDeps {
+  db: Db;
+  redis: RedisClient;
+  keys: RedisKeys;
+  clock: Clock;
+  defaultDailyQuota: number;
+}
+
+export interface SendAdmission {
+  rate: RateLimitOutcome;
+  /** The quota counter a unit was reserved on; give it back unless a message was accepted. */
+  reservedQuotaKey?: string;
+  /** Set when the daily quota is used up (the rate limit is in `rate`). */
+  refusal?: ApiError;
+}
+
+const DAY_MS = 86_400_000;
+const QUOTA_CACHE_MS = 30_000;
+
+function utcDay(date: Date): { key: string; start: Date; end: Date } {
+  const start = new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()));
+  return { key: start.toISOString().slice(0, 10).replaceAll("-", ""), start, end: new Date(start.getTime() + DAY_MS) };
+}
+
+/**
+ * One Redis call per send decides both limits (scripts/send_admission.lua). The tenant's quota is
+ * cached briefly; a counter Redis lost is rebuilt from the day's accepted messages in Postgres.
+ */
+export function createSendAdmission(deps: SendAdmissionDeps) {
+  const quotaCache = new Map<string, { quota: number; until: number }>();
+
+  async function tenantQuota(tenantId: string): Promise<number> {
+    const cached = quotaCache.get(tenantId);
+    if (cached && cached.until > Date.now()) return cached.quota;
+    const row = await deps.db.selectFrom("tenants").select("daily_quota").where("id", "=", tenantId).executeTakeFirst();
+    const quota = row?.daily_quota ?? deps.defaultDailyQuota;
+    quotaCache.set(tenantId, { quota, until: Date.now() + QUOTA_CACHE_MS });
+    return quota;
+  }
+
+  async function acceptedToday(tenantId: string, day: { start: Date; end: Date }): Promise<number> {
+    const row = await deps.db
+      .selectFrom("messages")
+      .select(sql<number>`count(*)::int`.as("n"))
+      .where("tenant_id", "=", tenantId)
+      .where("direction", "=", "outbound")
+      .where("created_at", ">=", day.start)
+      .where("created_at", "<", day.end)
+      .executeTakeFirstOrThrow();
+    return row.n;
+  }
+
+  return async function admitSend(auth: AuthContext): Promise<SendAdmission> {
+    const now = deps.clock.now();
+    const day = utcDay(now);
+    const rateKey = deps.keys.applicationRate(auth.tenantId, auth.clientId, "send");
+    const quotaKey = deps.keys.dailyQuota(auth.tenantId, CHANNEL, day.key);
+    const quota = await tenantQuota(auth.tenantId);
+    const ttl = Math.ceil((day.end.getTime() - now.getTime()) / 1000) + 3600;
+    const call = (seed: number) =>
+      deps.redis.sendAdmission(rateKey, quotaKey, auth.sendLimit, quota, ttl, seed).catch(() => {
+        throw new ApiError("service_unavailable", "The service is briefly unavailable. Retry shortly.", {
+          headers: { "retry-after": "1" },
+        });
+      });
+
+    let reply = await call(-1);
+    if (reply[0] === 3) reply = await call(await acceptedToday(auth.tenantId, day));
+    const [code, limit, remaining, resetMs, resetEpoch] = reply;
+    const rate = { allowed: code !== 0, limit, remaining, resetMs, resetEpoch };
+    if (code === 2) {
+      const secondsToMidnight = Math.max(1, Math.ceil((day.end.getTime() - now.getTime()) / 1000));
+      return {
+        rate,
+        refusal: new ApiError(
+          "quota_exceeded",
+          `The daily send quota of ${quota} messages is used up; it resets at 00:00 UTC.`,
+          { headers: { "retry-after": String(secondsToMidnight) } },
+        ),
+      };
+    }
+    return { rate, reservedQuotaKey: code === 1 ? quotaKey : undefined };
+  };
+}
+
+export type AdmitSend = ReturnType<typeof createSendAdmission>;

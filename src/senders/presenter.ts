@@ -1,0 +1,34 @@
+import type { SenderRow } from "./repository.ts";
+
+/** SPEC §2 Sender. */
+export function presentSender(sender: SenderRow) {
+  return {
+    object: "sender" as const,
+    id: sender.id,
+    channel: sender.channel,
+    name: sender.name,
+    phone_number: sender.phone_number,
+  };
+}
+
+/**
+ * The operator's view (CLI): provider ids and state too. `templates_synced` is the number of
+ * approved templates, or null when the templates were never synced.
+ */
+export function presentSenderForOperator(sender: SenderRow, approvedTemplates: number | null) {
+  return {
+    object: "sender" as const,
+    id: sender.id,
+    tenant: sender.tenant_id,
+    phone_number: sender.phone_number,
+    name: sender.name,
+    provider_phone_number_id: sender.provider_phone_number_id,
+    active: sender.active,
+    templates_synced: approvedTemplates,
+  };
+}
+
+/** SPEC §2 list envelope; nothing here pages, so has_more is always false. */
+export function listEnvelope<T>(url: string, data: T[]) {
+  return { object: "list" as const, url, has_more: false, data };
+}

@@ -1,0 +1,55 @@
+import { Elysia } from "elysia";
+import type { AppDeps } from "../app.ts";
+import { pathOf } from "../http/pipeline.ts";
+import { scopeGuard } from "../http/scope.ts";
+import { presentTemplate } from "../templates/presenter.ts";
+import { listEnvelope, presentSender } from "./presenter.ts";
+import { listActiveSenders } from "./repository.ts";
+import { ErrorResponse, SenderIdParams, SenderList, TemplateList } from "./schemas.ts";
+import { listTemplatesOfSender } from "./service.ts";
+
+export function senderRoutes(deps: AppDeps) {
+  return new Elysia()
+    .use(scopeGuard)
+    .get(
+      "/senders",
+      async ({ auth, request }) => {
+        const senders = await listActiveSenders(deps.db, auth.tenantId);
+        return listEnvelope(pathOf(request.url), senders.map(presentSender));
+      },
+      {
+        scope: "messaging:read",
+        response: { 200: SenderList, 401: ErrorResponse, 403: ErrorResponse, 429: ErrorResponse },
+        detail: {
+          summary: "List senders",
+          description: "The active connected sender numbers of your account.",
+          tags: ["Senders"],
+        },
+      },
+    )
+    .get(
+      "/senders/:sender_id/templates",
+      async ({ auth, params, request }) => {
+        const templates = await listTemplatesOfSender(deps.db, auth.tenantId, params.sender_id);
+        return listEnvelope(pathOf(request.url), templates.map(presentTemplate));
+      },
+      {
+        scope: "messaging:read",
+        params: SenderIdParams,
+        response: {
+          200: TemplateList,
+          400: ErrorResponse,
+          401: ErrorResponse,
+          403: ErrorResponse,
+          404: ErrorResponse,
+          429: ErrorResponse,
+        },
+        detail: {
+          summary: "List a sender's templates",
+          description:
+            "The APPROVED templates of one sender, by name and language, with the variables a send must fill. Pending, rejected and deleted templates are not listed.",
+          tags: ["Senders"],
+        },
+      },
+    );
+}

@@ -1,0 +1,64 @@
+import { ProviderError } from "../channel/provider.ts";
+import type { Db } from "../db/connect.ts";
+import { ApiError } from "../http/errors.ts";
+import { countApprovedTemplates, listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
+import { syncSenderTemplates, type TemplateSyncDeps } from "../templates/sync.ts";
+import { findSender, insertSender, type SenderRow } from "./repository.ts";
+
+/** GET /senders/{sender_id}/templates: unknown or another tenant's sender -> 404 (ids are case-sensitive). */
+export async function listTemplatesOfSender(
+  db: Db,
+  tenantId: string,
+  senderId: string,
+): Promise<TemplateRow[]> {
+  const sender = await findSender(db, tenantId, senderId);
+  if (!sender) {
+    throw new ApiError("resource_missing", `No such sender: ${senderId}.`, { param: "sender_id" });
+  }
+  return listApprovedTemplates(db, tenantId, sender.id);
+}
+
+export type TemplateSyncAttempt = { ok: true; templates: TemplateRow[] } | { ok: false; reason: string };
+
+/**
+ * Syncs now when the provider answers; a provider failure is reported, not thrown, because the
+ * maintenance worker's loop syncs every active sender again later. Other failures (Postgres) throw.
+ */
+export async function trySyncSenderTemplates(
+  deps: TemplateSyncDeps,
+  sender: SenderRow,
+): Promise<TemplateSyncAttempt> {
+  try {
+    return { ok: true, templates: await syncSenderTemplates(deps, sender) };
+  } catch (error) {
+    if (error instanceof ProviderError) return { ok: false, reason: error.message };
+    throw error;
+  }
+}
+
+export interface NewSender {
+  tenantId: string;
+  /** E.164. */
+  phoneNumber: string;
+  providerPhoneNumberId: string;
+  wabaId: string;
+  accessToken: string;
+  name?: string | null;
+}
+
+/** Creates a sender and tries to sync its templates; the sender exists whatever the provider says. */
+export async function registerSender(
+  deps: TemplateSyncDeps,
+  input: NewSender,
+): Promise<{ sender: SenderRow; sync: TemplateSyncAttempt }> {
+  const created = await insertSender(deps.db, input);
+  const sync = await trySyncSenderTemplates(deps, created);
+  // Re-read: the sync stamped templates_synced_at.
+  const sender = (await findSender(deps.db, created.tenant_id, created.id)) ?? created;
+  return { sender, sync };
+}
+
+/** Approved templates of a synced sender; null when its templates were never synced. */
+export async function approvedTemplateCount(db: Db, sender: SenderRow): Promise<number | null> {
+  return sender.templates_synced_at === null ? null : countApprovedTemplates(db, sender.tenant_id, sender.id);
+}

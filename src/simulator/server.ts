@@ -1,0 +1,44 @@
+import { loadConfigOrExit } from "../config.ts";
+import { createSimulator } from "./app.ts";
+
+/**
+ * The simulator process (`bun run simulator`): the WhatsApp Cloud API sandbox on SIMULATOR_PORT,
+ * posting webhooks to the api's /webhooks/whatsapp unless SIMULATOR_WEBHOOK_URL says otherwise.
+ */
+const config = loadConfigOrExit();
+
+// Simulator-only settings, read here rather than in config.ts: the service itself never uses them.
+const webhookUrl = process.env.SIMULATOR_WEBHOOK_URL || `http://127.0.0.1:${config.port}/webhooks/whatsapp`;
+if (!URL.canParse(webhookUrl) || !/^https?:$/.test(new URL(webhookUrl).protocol)) {
+  console.error(
+    `configuration error: SIMULATOR_WEBHOOK_URL must be an http(s) URL, got ${JSON.stringify(webhookUrl)}`,
+  );
+  process.exit(1);
+}
+const shuffleStatuses = process.env.SIMULATOR_SHUFFLE_STATUSES === "1";
+
+const simulator = createSimulator({
+  webhookUrl,
+  appSecret: config.whatsappAppSecret,
+  statusDelayMs: config.simulatorStatusDelayMs,
+  shuffleStatuses,
+  log: (line) => console.log(line),
+});
+const app = simulator.app.listen({ port: config.simulatorPort, hostname: "0.0.0.0" });
+
+console.log(
+  `WhatsApp simulator listening on http://127.0.0.1:${app.server?.port}: webhooks to ${webhookUrl}, ` +
+    `statuses every ${config.simulatorStatusDelayMs} ms${shuffleStatuses ? " in shuffled order" : ""}`,
+);
+
+let stopping = false;
+async function shutdown(signal: string) {
+  if (stopping) return;
+  stopping = true;
+  console.log(`simulator stopping (${signal})`);
+  simulator.stop();
+  await app.stop(false);
+  process.exit(0);
+}
+process.on("SIGTERM", () => void shutdown("SIGTERM"));
+process.on("SIGINT", () => void shutdown("SIGINT"));

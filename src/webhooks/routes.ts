@@ -1,0 +1,53 @@
+import { Elysia, t } from "elysia";
+import type { AppDeps } from "../app.ts";
+import { SIGNATURE_HEADER, verifySignature } from "../channel/signature.ts";
+import { requestState } from "../http/request-state.ts";
+import { enqueueIngested, ingestWebhook } from "./ingest.ts";
+
+/**
+ * The provider's webhook (outside /v2): GET verification handshake, POST events. An event is in
+ * Postgres before the provider gets its 200, so a crash after that loses nothing, and a retry of
+ * the same event is stored once.
+ */
+export function webhookRoutes(deps: AppDeps) {
+  return new Elysia({ prefix: "/webhooks" })
+    .get(
+      "/whatsapp",
+      ({ query, set }) => {
+        if (
+          query["hub.mode"] === "subscribe" &&
+          query["hub.verify_token"] === deps.config.whatsappVerifyToken
+        ) {
+          set.headers["content-type"] = "text/plain; charset=utf-8";
+          return query["hub.challenge"] ?? "";
+        }
+        set.status = 403;
+        return { error: "verification failed" };
+      },
+      {
+        query: t.Object(
+          {
+            "hub.mode": t.Optional(t.String()),
+            "hub.verify_token": t.Optional(t.String()),
+            "hub.challenge": t.Optional(t.String()),
+          },
+          { additionalProperties: true },
+        ),
+        detail: { hide: true },
+      },
+    )
+    .post(
+      "/whatsapp",
+      async ({ body, request, set }) => {
+        const raw = requestState(request)?.rawBody ?? new Uint8Array();
+        if (!verifySignature(raw, request.headers.get(SIGNATURE_HEADER), deps.config.whatsappAppSecret)) {
+          set.status = 401;
+          return { error: "invalid signature" };
+        }
+        const result = await ingestWebhook(deps, body);
+        await enqueueIngested(deps.queues, result, deps.logger);
+        return { received: true };
+      },
+      { body: t.Unknown(), detail: { hide: true } },
+    );
+}

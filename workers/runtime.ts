@@ -1,0 +1,108 @@
+import { type Processor, Worker } from "bullmq";
+import { type Clock, systemClock } from "../src/clock.ts";
+import { type Config, loadConfigOrExit } from "../src/config.ts";
+import { createDb, type Db } from "../src/db/connect.ts";
+import { createLogger, type Logger } from "../src/logger.ts";
+import { createQueues, type JobData, type QueueName, type Queues, queuePrefix } from "../src/queues/index.ts";
+import { createRedis, type RedisClient } from "../src/redis/connect.ts";
+
+/** What every worker process has: configuration, Postgres, Redis, the queues, a clock, a logger. */
+export interface WorkerContext {
+  config: Config;
+  db: Db;
+  redis: RedisClient;
+  queues: Queues;
+  clock: Clock;
+  logger: Logger;
+}
+
+export interface WorkerRuntime extends WorkerContext {
+  /** Runs `processor` for one queue; failures are retried with backoff by BullMQ. */
+  consume<N extends QueueName>(
+    name: N,
+    processor: Processor<JobData[N]>,
+    concurrency: number,
+  ): Worker<JobData[N]>;
+  /** A loop that survives Redis restarts (a timer, not a repeatable job); errors are logged, not fatal. */
+  every(name: string, intervalMs: number, task: () => Promise<unknown>): void;
+  /** Resolves once the process is told to stop and has drained. */
+  stopped: Promise<void>;
+}
+
+export function startWorkerRuntime(processName: string): WorkerRuntime {
+  const config = loadConfigOrExit();
+  const logger = createLogger(config.logLevel, processName);
+  const db = createDb(config.databaseUrl, { applicationName: `messaging-${processName}`, max: 10 });
+  const redis = createRedis(config.redisUrl, { forQueues: true, connectionName: `messaging-${processName}` });
+  const queues = createQueues(redis, config.redisPrefix);
+  const workers: Worker[] = [];
+  const timers: ReturnType<typeof setTimeout>[] = [];
+  let stopping = false;
+  let resolveStopped: () => void = () => {};
+  const stopped = new Promise<void>((resolve) => {
+    resolveStopped = resolve;
+  });
+
+  const runtime: WorkerRuntime = {
+    config,
+    db,
+    redis,
+    queues,
+    clock: systemClock,
+    logger,
+    stopped,
+    consume(name, processor, concurrency) {
+      const worker = new Worker(name, processor, {
+        connection: createRedis(config.redisUrl, {
+          forQueues: true,
+          connectionName: `messaging-${processName}-${name}`,
+        }),
+        prefix: queuePrefix(config.redisPrefix),
+        concurrency,
+        // A killed worker's job returns to the queue after the lock lapses.
+        lockDuration: 30_000,
+        maxStalledCount: 5,
+      });
+      worker.on("failed", (job, error) =>
+        logger.warn(
+          { queue: name, job: job?.id, attempts: job?.attemptsMade, err: error.message },
+          "job failed",
+        ),
+      );
+      worker.on("error", (error) => logger.error({ queue: name, err: error.message }, "worker error"));
+      workers.push(worker as Worker);
+      logger.info({ queue: name, concurrency }, "consuming");
+      return worker;
+    },
+    every(name, intervalMs, task) {
+      const tick = async () => {
+        if (stopping) return;
+        const started = performance.now();
+        try {
+          await task();
+        } catch (error) {
+          logger.warn({ loop: name, err: (error as Error).message }, "loop tick failed");
+        }
+        if (!stopping) timers.push(setTimeout(tick, Math.max(0, intervalMs - (performance.now() - started))));
+      };
+      timers.push(setTimeout(tick, 0));
+    },
+  };
+
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "stopping: finishing active jobs");
+    for (const timer of timers) clearTimeout(timer);
+    // close() waits for active jobs, so none is left `active` for the stall checker to find.
+    await Promise.race([Promise.all(workers.map((w) => w.close())), Bun.sleep(20_000)]);
+    await Promise.allSettled([queues.close(), db.destroy()]);
+    redis.disconnect();
+    logger.info("stopped");
+    resolveStopped();
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+  return runtime;
+}
