@@ -1,5 +1,6 @@
 import { openapi } from "@elysiajs/openapi";
 import { Elysia } from "elysia";
+import type { ChannelProvider } from "./channel/provider.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { Db } from "./db/connect.ts";
@@ -7,9 +8,14 @@ import { docsRoutes } from "./docs/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { API_PREFIX, MEDIA_BODY_LIMIT, requestPipeline } from "./http/pipeline.ts";
 import type { Logger } from "./logger.ts";
+import { mediaRoutes } from "./media/routes.ts";
+import { createSendAdmission } from "./messages/admission.ts";
 import { oauthRoutes } from "./oauth/routes.ts";
 import type { TokenService } from "./oauth/tokens.ts";
+import type { Queues } from "./queues/index.ts";
 import type { RedisClient, RedisKeys } from "./redis/connect.ts";
+import { senderRoutes } from "./senders/routes.ts";
+import { webhookRoutes } from "./webhooks/routes.ts";
 
 /** Everything the HTTP app uses, built by the caller (server, tests) and passed in once. */
 export interface AppDeps {
@@ -20,6 +26,8 @@ export interface AppDeps {
   clock: Clock;
   logger: Logger;
   tokens: TokenService;
+  queues: Queues;
+  provider: ChannelProvider;
   /** Per-second limits that are not per application (those live on the application). */
   limits: { anonymous: number; token: number };
 }
@@ -45,7 +53,9 @@ export function createApp(deps: AppDeps) {
       }),
     )
     .use(oauthRoutes(deps))
-    .use(docsRoutes(deps));
+    .use(senderRoutes(deps))
+    .use(docsRoutes(deps))
+    .use(mediaRoutes(deps));
 
   const routes: { method: string; path: string }[] = [];
   const app = new Elysia({
@@ -64,11 +74,13 @@ export function createApp(deps: AppDeps) {
           tokens: deps.tokens,
           logger: deps.logger,
           anonymousLimit: deps.limits.anonymous,
+          admitSend: createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota }),
         },
         () => routes,
       ),
     )
     .use(healthRoutes(deps))
+    .use(webhookRoutes(deps))
     .use(api);
   // Read by the pipeline for 405 answers; filled once the app is whole.
   routes.push(...app.routes.map((route) => ({ method: route.method, path: route.path })));

@@ -148,7 +148,7 @@ describe("sending", () => {
   test("uploaded media serves as a document header, with its filename", async () => {
     const pdf = new TextEncoder().encode("%PDF-1.4\n% a tiny test file\n");
     const { providerMediaId } = await provider.uploadMedia(creds, {
-      bytes: pdf,
+      content: pdf,
       mimeType: "application/pdf",
       filename: "INV-2041.pdf",
     });

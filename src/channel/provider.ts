@@ -38,7 +38,8 @@ export type OutboundPayload =
     };
 
 export interface MediaFile {
-  bytes: Uint8Array;
+  /** The file; a Blob (e.g. the uploaded File) is streamed to the provider without another copy. */
+  content: Blob | Uint8Array<ArrayBuffer>;
   mimeType: string;
   filename?: string;
 }

@@ -95,8 +95,8 @@ export function createWhatsAppProvider(options: WhatsAppProviderOptions): Channe
       const form = new FormData();
       form.append("messaging_product", "whatsapp");
       form.append("type", file.mimeType);
-      // slice(): a Blob takes bytes over a plain ArrayBuffer, which the caller's view need not be.
-      form.append("file", new Blob([file.bytes.slice()], { type: file.mimeType }), file.filename ?? "upload");
+      // Wrapping a Blob references its bytes rather than copying them; the type is ours (sniffed).
+      form.append("file", new Blob([file.content], { type: file.mimeType }), file.filename ?? "upload");
       const answer = (await call(creds, `/${encodeURIComponent(creds.phoneNumberId)}/media`, {
         method: "POST",
         body: form,

@@ -100,27 +100,19 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
       if (!outcome.allowed) throw rateLimited(outcome);
     })
 
+    // A body that cannot be read is recorded, not thrown: the caller's credentials are judged first
+    // (the scope guard raises it after authorizing), so a bad token is a 401 whatever the body.
     .onParse({ as: "global" }, async ({ request }) => {
       const type = mediaType(request.headers.get("content-type"));
-      if (type === "multipart/form-data") return; // Elysia's own streaming form parser
-      const raw = await readBodyCapped(request, JSON_BODY_LIMIT);
+      if (type === "multipart/form-data") return; // routes that take files read them themselves
       const state = requestState(request);
-      if (state) state.rawBody = raw;
-      const text = new TextDecoder().decode(raw);
-      if (type === "application/json" || type.endsWith("+json")) {
-        if (text.trim() === "") return null;
-        try {
-          return JSON.parse(text);
-        } catch {
-          throw new ApiError("invalid_json", "The request body is not valid JSON.");
-        }
+      try {
+        return parseBody(type, await readBodyCapped(request, JSON_BODY_LIMIT), state);
+      } catch (error) {
+        if (!(error instanceof ApiError) || !state) throw error;
+        state.bodyProblem = error;
+        return null;
       }
-      if (type === "application/x-www-form-urlencoded") return formToObject(text);
-      if (text.length === 0) return null;
-      throw new ApiError(
-        "invalid_content_type",
-        `Content-Type ${type || "(none)"} is not accepted here; send application/json.`,
-      );
     })
 
     .onError({ as: "global" }, ({ code, error, request, set, path }) => {
@@ -191,6 +183,28 @@ function rateLimited(outcome: RateLimitOutcome): ApiError {
   return new ApiError("rate_limit_exceeded", `Too many requests: the limit is ${outcome.limit} per second.`, {
     headers: { "retry-after": retryAfterSeconds(outcome) },
   });
+}
+
+function parseBody(type: string, raw: Uint8Array, state: RequestState | undefined): unknown {
+  if (state) state.rawBody = raw;
+  const text = new TextDecoder().decode(raw);
+  if (type === "application/json" || type.endsWith("+json")) {
+    if (text.trim() === "") return null;
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new ApiError("invalid_json", "The request body is not valid JSON.");
+    }
+  }
+  if (type === "application/x-www-form-urlencoded") return formToObject(text);
+  if (text.length === 0) return null;
+  throw new ApiError("invalid_content_type", `Content-Type ${type || "(none)"} is not accepted here; send application/json.`);
+}
+
+/** Raises a body problem the parser recorded (see onParse). */
+export function throwBodyProblem(request: Request): void {
+  const problem = requestState(request)?.bodyProblem;
+  if (problem) throw problem;
 }
 
 function toOAuthError(error: ApiError): OAuthError {

@@ -28,6 +28,8 @@ export interface RequestState {
   reservedQuotaKey?: string;
   /** Set by the send route when this request created a new accepted message. */
   accepted?: boolean;
+  /** A body that could not be read (bad JSON, content type, size); raised after authorization. */
+  bodyProblem?: ApiError;
 }
 
 const states = new WeakMap<Request, RequestState>();

@@ -1,4 +1,5 @@
 import { Elysia } from "elysia";
+import { throwBodyProblem } from "./pipeline.ts";
 import { authorize, type Scope } from "./request-state.ts";
 
 /**
@@ -11,6 +12,7 @@ export const scopeGuard = new Elysia({ name: "scope-guard" }).macro({
     detail: { "x-scope": needed, security: [{ bearerAuth: [needed] }] } as Record<string, unknown>,
     transform({ request }: { request: Request }) {
       authorize(request, needed);
+      throwBodyProblem(request);
     },
     resolve({ request }: { request: Request }) {
       return { auth: authorize(request, needed) };

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
 import { OAuthError } from "../http/errors.ts";
-import { clientIpOf } from "../http/pipeline.ts";
+import { clientIpOf, throwBodyProblem } from "../http/pipeline.ts";
 import { consumeRateLimit, rateLimitHeaders, retryAfterSeconds } from "../http/rate-limit.ts";
 import { OAuthErrorResponse, TokenRequest, TokenResponse } from "./schemas.ts";
 import { issueAccessToken, readClientCredentials } from "./service.ts";
@@ -37,6 +37,7 @@ export function oauthRoutes(deps: AppDeps) {
           },
         );
       }
+      throwBodyProblem(request);
       return issueAccessToken(deps, input.body, readClientCredentials(input));
     },
     {

@@ -1,6 +1,7 @@
 import { Elysia, t } from "elysia";
 import type { AppDeps } from "../app.ts";
 import { SIGNATURE_HEADER, verifySignature } from "../channel/signature.ts";
+import { throwBodyProblem } from "../http/pipeline.ts";
 import { requestState } from "../http/request-state.ts";
 import { enqueueIngested, ingestWebhook } from "./ingest.ts";
 
@@ -44,6 +45,7 @@ export function webhookRoutes(deps: AppDeps) {
           set.status = 401;
           return { error: "invalid signature" };
         }
+        throwBodyProblem(request);
         const result = await ingestWebhook(deps, body);
         await enqueueIngested(deps.queues, result, deps.logger);
         return { received: true };
