@@ -83,6 +83,13 @@ export const PROCESSES: ProcessSpec[] = [
         },
       ]
     : []),
+  ...["finalize", "status", "send", "maintenance"].map((name) => ({
+    name,
+    command: ["bun", `workers/${name}.ts`],
+    // Workers serve no HTTP; one that is still running a second after start has connected (a bad
+    // configuration or an unreachable database makes it exit at once, and that stops everything).
+    ready: () => Bun.sleep(1000).then(() => !stopping),
+  })),
   {
     name: "api",
     command: ["bun", "src/server.ts"],

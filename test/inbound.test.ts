@@ -5,7 +5,15 @@ import { sweep } from "../src/maintenance/sweeper.ts";
 import { applyStatusEvents } from "../src/outbound/status.ts";
 import { jobIdFor } from "../src/queues/index.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { call, createTenantWithApp, createTestEnv, deleteRedisPrefix, eventually, spawnWorker, type TestEnv } from "./support.ts";
+import {
+  call,
+  createTenantWithApp,
+  createTestEnv,
+  deleteRedisPrefix,
+  eventually,
+  spawnWorker,
+  type TestEnv,
+} from "./support.ts";
 
 let env: TestEnv;
 let sender: SenderRow;
@@ -38,7 +46,11 @@ async function simulate(path: string, body: unknown) {
 
 /** The customer writes, through the simulator, which posts a signed webhook to the api. */
 async function inbound(fields: Record<string, unknown>) {
-  const result = await simulate("/_sim/inbound", { phone_number_id: PHONE_NUMBER_ID, from: "4915123456789", ...fields });
+  const result = await simulate("/_sim/inbound", {
+    phone_number_id: PHONE_NUMBER_ID,
+    from: "4915123456789",
+    ...fields,
+  });
   expect(result.webhook_status).toBe(200);
   return result.id as string;
 }
@@ -65,7 +77,13 @@ function webhookBody(messageId: string) {
               metadata: { display_phone_number: "15550100001", phone_number_id: PHONE_NUMBER_ID },
               contacts: [{ profile: { name: "Replay" }, wa_id: "4915100000001" }],
               messages: [
-                { from: "4915100000001", id: messageId, timestamp: "1790000000", type: "text", text: { body: "hi" } },
+                {
+                  from: "4915100000001",
+                  id: messageId,
+                  timestamp: "1790000000",
+                  type: "text",
+                  text: { body: "hi" },
+                },
               ],
             },
           },
@@ -90,7 +108,9 @@ describe("webhook ingestion", () => {
     );
     expect(ok.status).toBe(200);
     expect(await ok.text()).toBe("12345");
-    const wrong = await fetch(`${env.apiUrl}/webhooks/whatsapp?hub.mode=subscribe&hub.verify_token=nope&hub.challenge=1`);
+    const wrong = await fetch(
+      `${env.apiUrl}/webhooks/whatsapp?hub.mode=subscribe&hub.verify_token=nope&hub.challenge=1`,
+    );
     expect(wrong.status).toBe(403);
   });
 
@@ -125,7 +145,12 @@ describe("webhook ingestion", () => {
 
   test("an unknown phone-number-id is acknowledged and not stored", async () => {
     const before = await storedEvents();
-    const result = await simulate("/_sim/inbound", { phone_number_id: "999", from: "4915123456789", type: "text", text: "x" });
+    const result = await simulate("/_sim/inbound", {
+      phone_number_id: "999",
+      from: "4915123456789",
+      type: "text",
+      text: "x",
+    });
     expect(result.webhook_status).toBe(200);
     expect(await storedEvents()).toBe(before);
   });
@@ -188,8 +213,12 @@ describe("finalize", () => {
   });
 
   test("the window never moves backwards when an older message arrives late", async () => {
-    const newer = await finalized(await inbound({ type: "text", text: "newer", timestamp: 1_790_000_500, from: "4915100000002" }));
-    const older = await finalized(await inbound({ type: "text", text: "older", timestamp: 1_790_000_400, from: "4915100000002" }));
+    const newer = await finalized(
+      await inbound({ type: "text", text: "newer", timestamp: 1_790_000_500, from: "4915100000002" }),
+    );
+    const older = await finalized(
+      await inbound({ type: "text", text: "older", timestamp: 1_790_000_400, from: "4915100000002" }),
+    );
     expect(older.contact_id).toBe(newer.contact_id);
     expect(older.last_inbound_at?.getTime()).toBe(1_790_000_500 * 1000);
   });
@@ -226,7 +255,11 @@ describe("finalize", () => {
       .where("id", "=", outcome!.messageId)
       .executeTakeFirstOrThrow();
     expect(message.type).toMatch(/^system_[a-z_]+$/);
-    const pending = await env.deps.db.selectFrom("feed_pending").select("message_id").where("message_id", "=", outcome!.messageId).execute();
+    const pending = await env.deps.db
+      .selectFrom("feed_pending")
+      .select("message_id")
+      .where("message_id", "=", outcome!.messageId)
+      .execute();
     expect(pending).toHaveLength(0);
     const conversation = await env.deps.db
       .selectFrom("conversations")
@@ -282,7 +315,11 @@ describe("statuses", () => {
   }
 
   async function current(id: string) {
-    return env.deps.db.selectFrom("messages").select(["status", "failure"]).where("id", "=", id).executeTakeFirstOrThrow();
+    return env.deps.db
+      .selectFrom("messages")
+      .select(["status", "failure"])
+      .where("id", "=", id)
+      .executeTakeFirstOrThrow();
   }
 
   test("read before delivered ends read", async () => {
@@ -296,12 +333,18 @@ describe("statuses", () => {
   test("failed then delivered ends delivered; failed carries a normalized failure", async () => {
     const id = await outbound("wamid.order-2", "sent");
     await status("wamid.order-2", "failed", {
-      errors: [{ code: 131026, title: "Message undeliverable", error_data: { details: "Receiver is incapable" } }],
+      errors: [
+        { code: 131026, title: "Message undeliverable", error_data: { details: "Receiver is incapable" } },
+      ],
     });
     await applyStatusEvents(env.deps.db, env.clock, "wamid.order-2");
     const failed = await current(id);
     expect(failed.status).toBe("failed");
-    expect(failed.failure).toEqual({ code: "recipient_invalid", message: expect.any(String), retryable: false });
+    expect(failed.failure).toEqual({
+      code: "recipient_invalid",
+      message: expect.any(String),
+      retryable: false,
+    });
     await status("wamid.order-2", "delivered");
     await applyStatusEvents(env.deps.db, env.clock, "wamid.order-2");
     expect(await current(id)).toEqual({ status: "delivered", failure: null });
@@ -318,7 +361,11 @@ describe("statuses", () => {
   test("a repeated status webhook is stored once", async () => {
     await status("wamid.order-4", "sent");
     await status("wamid.order-4", "sent");
-    const rows = await env.deps.db.selectFrom("status_events").select("id").where("provider_message_id", "=", "wamid.order-4").execute();
+    const rows = await env.deps.db
+      .selectFrom("status_events")
+      .select("id")
+      .where("provider_message_id", "=", "wamid.order-4")
+      .execute();
     expect(rows).toHaveLength(1);
   });
 });
@@ -374,7 +421,10 @@ describe("workers and the sweeper (real processes)", () => {
   test("the maintenance worker's sweeper loop re-enqueues on its own", async () => {
     const id = await inbound({ type: "text", text: "found by the loop", from: "4915100000400" });
     await deleteRedisPrefix(env.config.redisPrefix);
-    const maintenance = spawnWorker(env, "maintenance", { SWEEP_INTERVAL_MS: "200", SWEEP_GRACE_SECONDS: "0" });
+    const maintenance = spawnWorker(env, "maintenance", {
+      SWEEP_INTERVAL_MS: "200",
+      SWEEP_GRACE_SECONDS: "0",
+    });
     const finalizer = spawnWorker(env, "finalize");
     try {
       await eventually(async () =>

@@ -105,7 +105,10 @@ export async function startTestSimulator(statusDelayMs = 10): Promise<TestSimula
 }
 
 /** Polls until `check` returns a value (not undefined/false), or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined | false>,
+  timeoutMs = 10_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
@@ -213,7 +216,11 @@ export interface WorkerProcess {
 }
 
 /** Runs a real worker entrypoint (workers/<name>.ts) as its own process against the test env. */
-export function spawnWorker(env: TestEnv, name: string, extraEnv: Record<string, string> = {}): WorkerProcess {
+export function spawnWorker(
+  env: TestEnv,
+  name: string,
+  extraEnv: Record<string, string> = {},
+): WorkerProcess {
   const proc = Bun.spawn(["bun", `workers/${name}.ts`], {
     env: {
       ...process.env,
@@ -222,6 +229,10 @@ export function spawnWorker(env: TestEnv, name: string, extraEnv: Record<string,
       REDIS_PREFIX: env.config.redisPrefix,
       WHATSAPP_GRAPH_URL: env.config.whatsappGraphUrl,
       LOG_LEVEL: process.env.TEST_WORKER_LOG_LEVEL ?? "silent",
+      // A killed worker's jobs come back within a second (BullMQ's stalled check). All workers of a
+      // run share these: the check is paced by a key every worker of the queue respects.
+      WORKER_LOCK_MS: "1000",
+      WORKER_STALLED_INTERVAL_MS: "300",
       ...extraEnv,
     },
     stdout: "inherit",

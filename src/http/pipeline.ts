@@ -5,7 +5,12 @@ import type { AdmitSend } from "../messages/admission.ts";
 import type { TokenService } from "../oauth/tokens.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { ApiError, apiErrorBody, OAuthError, oauthErrorBody } from "./errors.ts";
-import { consumeRateLimit, type RateLimitOutcome, rateLimitHeaders, retryAfterSeconds } from "./rate-limit.ts";
+import {
+  consumeRateLimit,
+  type RateLimitOutcome,
+  rateLimitHeaders,
+  retryAfterSeconds,
+} from "./rate-limit.ts";
 import { type RequestState, requestState, setRequestState } from "./request-state.ts";
 import { validationToApiError } from "./validation.ts";
 
@@ -43,140 +48,148 @@ interface RouteInfo {
 export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
   const allowedMethods = methodIndex(routes);
 
-  return new Elysia()
-    .onRequest(async ({ request, set, server }) => {
-      const state: RequestState = { requestId: newId("req"), startedAt: performance.now(), tokenGiven: false };
-      setRequestState(request, state);
-      set.headers["request-id"] = state.requestId;
+  return (
+    new Elysia()
+      .onRequest(async ({ request, set, server }) => {
+        const state: RequestState = {
+          requestId: newId("req"),
+          startedAt: performance.now(),
+          tokenGiven: false,
+        };
+        setRequestState(request, state);
+        set.headers["request-id"] = state.requestId;
 
-      const path = pathOf(request.url);
-      if (!path.startsWith(`${API_PREFIX}/`)) return;
+        const path = pathOf(request.url);
+        if (!path.startsWith(`${API_PREFIX}/`)) return;
 
-      const declared = Number(request.headers.get("content-length") ?? 0);
-      if (declared > (path === `${API_PREFIX}/media` ? MEDIA_BODY_LIMIT : JSON_BODY_LIMIT)) {
-        throw path === `${API_PREFIX}/media`
-          ? new ApiError("file_too_large", "Files may be at most 16 MB.", { param: "file" })
-          : new ApiError("request_too_large", "The request body may be at most 1 MB.");
-      }
-      // The token endpoint limits itself: its key is the client_id, which is inside the body.
-      if (path === TOKEN_PATH) return;
+        const declared = Number(request.headers.get("content-length") ?? 0);
+        if (declared > (path === `${API_PREFIX}/media` ? MEDIA_BODY_LIMIT : JSON_BODY_LIMIT)) {
+          throw path === `${API_PREFIX}/media`
+            ? new ApiError("file_too_large", "Files may be at most 16 MB.", { param: "file" })
+            : new ApiError("request_too_large", "The request body may be at most 1 MB.");
+        }
+        // The token endpoint limits itself: its key is the client_id, which is inside the body.
+        if (path === TOKEN_PATH) return;
 
-      const header = request.headers.get("authorization");
-      let auth: Awaited<ReturnType<TokenService["check"]>> | undefined;
-      if (header !== null) {
-        state.tokenGiven = true;
-        const bearer = /^Bearer +([^\s]+) *$/i.exec(header);
-        auth = bearer?.[1] ? await deps.tokens.check(bearer[1]) : { ok: false, problem: "malformed" };
-        Object.assign(state, auth.ok ? { auth: auth.auth } : { authProblem: auth.problem });
-      }
+        const header = request.headers.get("authorization");
+        let auth: Awaited<ReturnType<TokenService["check"]>> | undefined;
+        if (header !== null) {
+          state.tokenGiven = true;
+          const bearer = /^Bearer +([^\s]+) *$/i.exec(header);
+          auth = bearer?.[1] ? await deps.tokens.check(bearer[1]) : { ok: false, problem: "malformed" };
+          Object.assign(state, auth.ok ? { auth: auth.auth } : { authProblem: auth.problem });
+        }
 
-      if (auth?.ok === true && path === MESSAGES_PATH && request.method === "POST") {
-        const admission = await deps.admitSend(auth.auth);
-        Object.assign(set.headers, rateLimitHeaders(admission.rate));
-        if (!admission.rate.allowed) throw rateLimited(admission.rate);
-        if (admission.refusal) throw admission.refusal;
-        state.reservedQuotaKey = admission.reservedQuotaKey;
-        return;
-      }
-      const outcome =
-        auth?.ok === true
-          ? SEND_ROUTES.has(path) && request.method === "POST"
-            ? await consumeRateLimit(
-                deps.redis,
-                deps.keys.applicationRate(auth.auth.tenantId, auth.auth.clientId, "send"),
-                auth.auth.sendLimit,
-              )
+        if (auth?.ok === true && path === MESSAGES_PATH && request.method === "POST") {
+          const admission = await deps.admitSend(auth.auth);
+          Object.assign(set.headers, rateLimitHeaders(admission.rate));
+          if (!admission.rate.allowed) throw rateLimited(admission.rate);
+          if (admission.refusal) throw admission.refusal;
+          state.reservedQuotaKey = admission.reservedQuotaKey;
+          return;
+        }
+        const outcome =
+          auth?.ok === true
+            ? SEND_ROUTES.has(path) && request.method === "POST"
+              ? await consumeRateLimit(
+                  deps.redis,
+                  deps.keys.applicationRate(auth.auth.tenantId, auth.auth.clientId, "send"),
+                  auth.auth.sendLimit,
+                )
+              : await consumeRateLimit(
+                  deps.redis,
+                  deps.keys.applicationRate(auth.auth.tenantId, auth.auth.clientId, "read"),
+                  auth.auth.readLimit,
+                )
             : await consumeRateLimit(
                 deps.redis,
-                deps.keys.applicationRate(auth.auth.tenantId, auth.auth.clientId, "read"),
-                auth.auth.readLimit,
-              )
-          : await consumeRateLimit(
-              deps.redis,
-              deps.keys.ipRate(clientIpOf(request, server, deps.trustProxy), "read"),
-              deps.anonymousLimit,
-            );
-      Object.assign(set.headers, rateLimitHeaders(outcome));
-      if (!outcome.allowed) throw rateLimited(outcome);
-    })
+                deps.keys.ipRate(clientIpOf(request, server, deps.trustProxy), "read"),
+                deps.anonymousLimit,
+              );
+        Object.assign(set.headers, rateLimitHeaders(outcome));
+        if (!outcome.allowed) throw rateLimited(outcome);
+      })
 
-    // A body that cannot be read is recorded, not thrown: the caller's credentials are judged first
-    // (the scope guard raises it after authorizing), so a bad token is a 401 whatever the body.
-    .onParse({ as: "global" }, async ({ request }) => {
-      const type = mediaType(request.headers.get("content-type"));
-      if (type === "multipart/form-data") return; // routes that take files read them themselves
-      const state = requestState(request);
-      try {
-        return parseBody(type, await readBodyCapped(request, JSON_BODY_LIMIT), state);
-      } catch (error) {
-        if (!(error instanceof ApiError) || !state) throw error;
-        state.bodyProblem = error;
-        return null;
-      }
-    })
+      // A body that cannot be read is recorded, not thrown: the caller's credentials are judged first
+      // (the scope guard raises it after authorizing), so a bad token is a 401 whatever the body.
+      .onParse({ as: "global" }, async ({ request }) => {
+        const type = mediaType(request.headers.get("content-type"));
+        if (type === "multipart/form-data") return; // routes that take files read them themselves
+        const state = requestState(request);
+        try {
+          return parseBody(type, await readBodyCapped(request, JSON_BODY_LIMIT), state);
+        } catch (error) {
+          if (!(error instanceof ApiError) || !state) throw error;
+          state.bodyProblem = error;
+          return null;
+        }
+      })
 
-    .onError({ as: "global" }, ({ code, error, request, set, path }) => {
-      const state = requestState(request);
-      const requestId = state?.requestId ?? newId("req");
-      set.headers["request-id"] = requestId;
+      .onError({ as: "global" }, async ({ code, error, request, set, path }) => {
+        const state = requestState(request);
+        // Before the answer leaves, so the client's next send already sees the unit back.
+        await returnReservedQuota(deps.redis, state);
+        const requestId = state?.requestId ?? newId("req");
+        set.headers["request-id"] = requestId;
 
-      // Elysia wraps what a parse hook throws in a ParseError; ours is the cause.
-      const cause = code === "PARSE" ? (error as { cause?: unknown }).cause : undefined;
-      let failure: ApiError | OAuthError;
-      if (error instanceof ApiError || error instanceof OAuthError) failure = error;
-      else if (cause instanceof ApiError) failure = cause;
-      else if (code === "VALIDATION") failure = validationToApiError(error as never);
-      else if (code === "PARSE")
-        failure = new ApiError("parameter_invalid", "The request body could not be parsed.");
-      else if (code === "NOT_FOUND") {
-        const allowed = allowedMethods(path);
-        failure =
-          allowed.length > 0 && !allowed.includes(request.method)
-            ? new ApiError("method_not_allowed", `${request.method} is not allowed on ${path}.`, {
-                headers: { allow: allowed.join(", ") },
-              })
-            : new ApiError("resource_missing", `Unknown path: ${request.method} ${path}.`);
-      } else if (isDependencyDown(error)) {
-        deps.logger.warn({ request_id: requestId, err: errorSummary(error) }, "dependency unavailable");
-        failure = new ApiError("service_unavailable", "The service is briefly unavailable. Retry shortly.", {
-          headers: { "retry-after": "2" },
-        });
-      } else {
-        deps.logger.error({ request_id: requestId, err: error, path }, "unhandled error");
-        failure = new ApiError("internal_error", "An internal error occurred. It has been logged.");
-      }
+        // Elysia wraps what a parse hook throws in a ParseError; ours is the cause.
+        const cause = code === "PARSE" ? (error as { cause?: unknown }).cause : undefined;
+        let failure: ApiError | OAuthError;
+        if (error instanceof ApiError || error instanceof OAuthError) failure = error;
+        else if (cause instanceof ApiError) failure = cause;
+        else if (code === "VALIDATION") failure = validationToApiError(error as never);
+        else if (code === "PARSE")
+          failure = new ApiError("parameter_invalid", "The request body could not be parsed.");
+        else if (code === "NOT_FOUND") {
+          const allowed = allowedMethods(path);
+          failure =
+            allowed.length > 0 && !allowed.includes(request.method)
+              ? new ApiError("method_not_allowed", `${request.method} is not allowed on ${path}.`, {
+                  headers: { allow: allowed.join(", ") },
+                })
+              : new ApiError("resource_missing", `Unknown path: ${request.method} ${path}.`);
+        } else if (isDependencyDown(error)) {
+          deps.logger.warn({ request_id: requestId, err: errorSummary(error) }, "dependency unavailable");
+          failure = new ApiError(
+            "service_unavailable",
+            "The service is briefly unavailable. Retry shortly.",
+            {
+              headers: { "retry-after": "2" },
+            },
+          );
+        } else {
+          deps.logger.error({ request_id: requestId, err: error, path }, "unhandled error");
+          failure = new ApiError("internal_error", "An internal error occurred. It has been logged.");
+        }
 
-      if (path === TOKEN_PATH && failure instanceof ApiError) failure = toOAuthError(failure);
-      if (state) state.status = failure.status;
-      set.status = failure.status;
-      Object.assign(set.headers, failure.headers);
-      if (failure instanceof OAuthError) {
-        set.headers["cache-control"] = "no-store";
-        return oauthErrorBody(failure, requestId);
-      }
-      return apiErrorBody(failure, requestId, deps.publicBaseUrl);
-    })
+        if (path === TOKEN_PATH && failure instanceof ApiError) failure = toOAuthError(failure);
+        if (state) state.status = failure.status;
+        set.status = failure.status;
+        Object.assign(set.headers, failure.headers);
+        if (failure instanceof OAuthError) {
+          set.headers["cache-control"] = "no-store";
+          return oauthErrorBody(failure, requestId);
+        }
+        return apiErrorBody(failure, requestId, deps.publicBaseUrl);
+      })
 
-    .onAfterResponse({ as: "global" }, ({ request, set, path }) => {
-      const state = requestState(request);
-      if (!state) return;
-      if (state.reservedQuotaKey && !state.accepted) {
-        // Only accepted sends count against the quota (errors and replays do not).
-        deps.redis.decr(state.reservedQuotaKey).catch(() => {});
-      }
-      deps.logger.info(
-        {
-          request_id: state.requestId,
-          method: request.method,
-          path,
-          status: state.status ?? (typeof set.status === "number" ? set.status : 200),
-          duration_ms: Math.round((performance.now() - state.startedAt) * 100) / 100,
-          tenant: state.auth?.tenantId,
-          application: state.auth?.clientId,
-        },
-        "request",
-      );
-    });
+      .onAfterResponse({ as: "global" }, ({ request, set, path }) => {
+        const state = requestState(request);
+        if (!state) return;
+        deps.logger.info(
+          {
+            request_id: state.requestId,
+            method: request.method,
+            path,
+            status: state.status ?? (typeof set.status === "number" ? set.status : 200),
+            duration_ms: Math.round((performance.now() - state.startedAt) * 100) / 100,
+            tenant: state.auth?.tenantId,
+            application: state.auth?.clientId,
+          },
+          "request",
+        );
+      })
+  );
 }
 
 function rateLimited(outcome: RateLimitOutcome): ApiError {
@@ -198,7 +211,21 @@ function parseBody(type: string, raw: Uint8Array, state: RequestState | undefine
   }
   if (type === "application/x-www-form-urlencoded") return formToObject(text);
   if (text.length === 0) return null;
-  throw new ApiError("invalid_content_type", `Content-Type ${type || "(none)"} is not accepted here; send application/json.`);
+  throw new ApiError(
+    "invalid_content_type",
+    `Content-Type ${type || "(none)"} is not accepted here; send application/json.`,
+  );
+}
+
+/** Only accepted sends count against the daily quota: a request that created none gives its unit back. */
+export async function returnReservedQuota(
+  redis: RedisClient,
+  state: RequestState | undefined,
+): Promise<void> {
+  const key = state?.reservedQuotaKey;
+  if (!key || state.accepted) return;
+  state.reservedQuotaKey = undefined;
+  await redis.decr(key).catch(() => {});
 }
 
 /** Raises a body problem the parser recorded (see onParse). */

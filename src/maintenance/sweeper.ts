@@ -2,6 +2,7 @@ import type { Queue } from "bullmq";
 import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
+import { SEND_JOB_OPTIONS } from "../messages/accept.ts";
 import { jobIdFor, type Queues } from "../queues/index.ts";
 
 /**
@@ -17,7 +18,11 @@ export interface SweepResult {
 const BATCH = 1000;
 
 /** Adds a job unless one with that id is already waiting or running; retries it if it had failed. */
-async function nudge<T>(queue: Queue<T>, jobs: { jobId: string; data: T }[]): Promise<number> {
+async function nudge<T>(
+  queue: Queue<T>,
+  jobs: { jobId: string; data: T }[],
+  options: Record<string, unknown> = {},
+): Promise<number> {
   let added = 0;
   for (const { jobId, data } of jobs) {
     const existing = await queue.getJob(jobId);
@@ -29,7 +34,7 @@ async function nudge<T>(queue: Queue<T>, jobs: { jobId: string; data: T }[]): Pr
       continue;
     }
     // biome-ignore lint/suspicious/noExplicitAny: BullMQ's generic name/data typing is not inferable here
-    await (queue as Queue<any>).add("sweep", data, { jobId });
+    await (queue as Queue<any>).add("sweep", data, { ...options, jobId });
     added++;
   }
   return added;
@@ -95,6 +100,7 @@ export async function sweep(
     nudge(
       deps.queues.send,
       unsent.flatMap((r) => (r.id ? [{ jobId: r.id, data: { messageId: r.id } }] : [])),
+      SEND_JOB_OPTIONS,
     ),
   ]);
   return { finalize, status, send };

@@ -29,7 +29,11 @@ const QUOTA_CACHE_MS = 30_000;
 
 function utcDay(date: Date): { key: string; start: Date; end: Date } {
   const start = new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()));
-  return { key: start.toISOString().slice(0, 10).replaceAll("-", ""), start, end: new Date(start.getTime() + DAY_MS) };
+  return {
+    key: start.toISOString().slice(0, 10).replaceAll("-", ""),
+    start,
+    end: new Date(start.getTime() + DAY_MS),
+  };
 }
 
 /**
@@ -42,7 +46,11 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
   async function tenantQuota(tenantId: string): Promise<number> {
     const cached = quotaCache.get(tenantId);
     if (cached && cached.until > Date.now()) return cached.quota;
-    const row = await deps.db.selectFrom("tenants").select("daily_quota").where("id", "=", tenantId).executeTakeFirst();
+    const row = await deps.db
+      .selectFrom("tenants")
+      .select("daily_quota")
+      .where("id", "=", tenantId)
+      .executeTakeFirst();
     const quota = row?.daily_quota ?? deps.defaultDailyQuota;
     quotaCache.set(tenantId, { quota, until: Date.now() + QUOTA_CACHE_MS });
     return quota;

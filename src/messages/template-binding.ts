@@ -4,7 +4,13 @@ import { ApiError } from "../http/errors.ts";
 import { findUsableMedia } from "../media/service.ts";
 import type { SenderRow } from "../senders/repository.ts";
 import { findApprovedTemplates, storedComponents, type TemplateRow } from "../templates/repository.ts";
-import { bodyText, headerFormat, headerText, templateButtons, templateVariables } from "../templates/variables.ts";
+import {
+  bodyText,
+  headerFormat,
+  headerText,
+  templateButtons,
+  templateVariables,
+} from "../templates/variables.ts";
 
 /**
  * The template part of a send (SPEC §4, DESIGN §3): the approved template by name and language,
@@ -16,7 +22,9 @@ export interface TemplateRequest {
   name: string;
   language?: string;
   variables?: { body?: Record<string, string> | string[] };
-  header?: string | { type: "image" | "video" | "document"; link?: string; media?: string; filename?: string };
+  header?:
+    | string
+    | { type: "image" | "video" | "document"; link?: string; media?: string; filename?: string };
   buttons?: Record<string, string>;
 }
 
@@ -37,9 +45,13 @@ export async function findTemplateForSend(
 ): Promise<TemplateRow> {
   const approved = await findApprovedTemplates(db, tenantId, senderId, request.name);
   if (approved.length === 0) {
-    throw new ApiError("template_not_found", `No approved template named ${JSON.stringify(request.name)} for this sender.`, {
-      param: "template.name",
-    });
+    throw new ApiError(
+      "template_not_found",
+      `No approved template named ${JSON.stringify(request.name)} for this sender.`,
+      {
+        param: "template.name",
+      },
+    );
   }
   if (request.language === undefined) {
     if (approved.length > 1) {
@@ -81,9 +93,16 @@ function checkParameter(value: unknown, param: string): string {
 }
 
 /** Values for `names`, from the array (in order) or the object (by name) form; exact names only. */
-function bindNamed(names: string[], given: Record<string, string> | string[] | undefined, path: string): string[] {
+function bindNamed(
+  names: string[],
+  given: Record<string, string> | string[] | undefined,
+  path: string,
+): string[] {
   if (given === undefined) {
-    if (names.length > 0) throw new ApiError("parameter_missing", `The template needs ${path}.${names[0]}.`, { param: `${path}.${names[0]}` });
+    if (names.length > 0)
+      throw new ApiError("parameter_missing", `The template needs ${path}.${names[0]}.`, {
+        param: `${path}.${names[0]}`,
+      });
     return [];
   }
   if (Array.isArray(given)) {
@@ -107,7 +126,9 @@ function bindNamed(names: string[], given: Record<string, string> | string[] | u
   }
   return names.map((name) => {
     if (!(name in given)) {
-      throw new ApiError("parameter_missing", `Missing template variable ${path}.${name}.`, { param: `${path}.${name}` });
+      throw new ApiError("parameter_missing", `Missing template variable ${path}.${name}.`, {
+        param: `${path}.${name}`,
+      });
     }
     return checkParameter(given[name], `${path}.${name}`);
   });
@@ -123,7 +144,8 @@ function fill(text: string, names: string[], values: string[]): string {
 /** Sample media of a media header (the template's own example), used when `template.header` is omitted. */
 function sampleHeaderLink(template: TemplateRow): string | undefined {
   const header = storedComponents(template).find((c) => c.type === "HEADER");
-  const example = header && "example" in header ? (header.example as { header_handle?: string[] } | undefined) : undefined;
+  const example =
+    header && "example" in header ? (header.example as { header_handle?: string[] } | undefined) : undefined;
   return example?.header_handle?.[0];
 }
 
@@ -156,12 +178,20 @@ export async function bindTemplate(
       headerLine = fill(text, variables.header, [value]);
     } else {
       if (request.header !== undefined) {
-        throw new ApiError("parameter_invalid", "This template's header has no variable.", { param: "template.header" });
+        throw new ApiError("parameter_invalid", "This template's header has no variable.", {
+          param: "template.header",
+        });
       }
       headerLine = text;
     }
   } else if (format === "IMAGE" || format === "VIDEO" || format === "DOCUMENT") {
-    bound.header = await bindMediaHeader(deps, sender, template, format.toLowerCase() as "image" | "video" | "document", request.header);
+    bound.header = await bindMediaHeader(
+      deps,
+      sender,
+      template,
+      format.toLowerCase() as "image" | "video" | "document",
+      request.header,
+    );
   } else if (request.header !== undefined) {
     throw new ApiError("parameter_invalid", "This template has no header.", { param: "template.header" });
   }
@@ -194,9 +224,13 @@ async function bindMediaHeader(
     return { type: kind, link };
   }
   if (typeof given === "string") {
-    throw new ApiError("parameter_invalid", `This template's header is a ${kind}: give {type, link or media}.`, {
-      param: "template.header",
-    });
+    throw new ApiError(
+      "parameter_invalid",
+      `This template's header is a ${kind}: give {type, link or media}.`,
+      {
+        param: "template.header",
+      },
+    );
   }
   if (given.type !== kind) {
     throw new ApiError("parameter_invalid", `This template's header is a ${kind}, not ${given.type}.`, {
@@ -204,9 +238,13 @@ async function bindMediaHeader(
     });
   }
   if (given.link !== undefined && given.media !== undefined) {
-    throw new ApiError("parameter_conflict", "Give template.header.link or template.header.media, not both.", {
-      param: "template.header",
-    });
+    throw new ApiError(
+      "parameter_conflict",
+      "Give template.header.link or template.header.media, not both.",
+      {
+        param: "template.header",
+      },
+    );
   }
   const filename = kind === "document" ? given.filename : undefined;
   if (given.media !== undefined) {
@@ -216,12 +254,20 @@ async function bindMediaHeader(
         param: "template.header.media",
       });
     }
-    return { type: kind, mediaId: media.provider_media_id, filename: filename ?? media.filename ?? undefined };
+    return {
+      type: kind,
+      mediaId: media.provider_media_id,
+      filename: filename ?? media.filename ?? undefined,
+    };
   }
   if (given.link === undefined) {
-    throw new ApiError("parameter_missing", "Give template.header.link (a public https URL) or template.header.media.", {
-      param: "template.header.link",
-    });
+    throw new ApiError(
+      "parameter_missing",
+      "Give template.header.link (a public https URL) or template.header.media.",
+      {
+        param: "template.header.link",
+      },
+    );
   }
   if (!/^https?:\/\/[^\s]+$/i.test(given.link) || !URL.canParse(given.link)) {
     throw new ApiError("parameter_invalid", "template.header.link must be a public http(s) URL.", {

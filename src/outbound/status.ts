@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import { normalizeProviderError } from "../channel/provider.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
@@ -37,57 +38,94 @@ export function failureFromStatusErrors(errors: unknown[] | null): MessageFailur
   return { code: normalized.code, message: normalized.message, retryable: normalized.retryable };
 }
 
+/** Records the provider's id; `sent` unless a status webhook got further already. */
+export async function recordProviderMessageId(
+  db: Db,
+  clock: Clock,
+  messageId: string,
+  providerMessageId: string,
+): Promise<boolean> {
+  const result = await db
+    .updateTable("messages")
+    .set({
+      provider_message_id: providerMessageId,
+      status: sql`CASE WHEN status = 'accepted' THEN 'sent' ELSE status END`,
+      send_started_at: null,
+      updated_at: clock.now(),
+    })
+    .where("id", "=", messageId)
+    .where("direction", "=", "outbound")
+    .where("provider_message_id", "is", null)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
 /**
  * Applies every unapplied status event of one provider message id, oldest first. Events for a
  * message we do not know yet stay unapplied until it appears (a status can overtake the send
  * response); the send worker and the sweeper call this again then.
  */
 export async function applyStatusEvents(db: Db, clock: Clock, providerMessageId: string): Promise<number> {
-  return db.transaction().execute(async (trx) => {
-    const message = await trx
-      .selectFrom("messages")
-      .select(["seq", "status", "failure"])
-      .where("provider_message_id", "=", providerMessageId)
-      .where("direction", "=", "outbound")
-      .forUpdate()
-      .executeTakeFirst();
-    if (!message?.status) return 0;
+  return db.transaction().execute((trx) => applyStatusEventsIn(trx, clock, providerMessageId));
+}
 
-    const events = await trx
+async function applyStatusEventsIn(trx: Db, clock: Clock, providerMessageId: string): Promise<number> {
+  const message = await trx
+    .selectFrom("messages")
+    .select(["seq", "status", "failure"])
+    .where("provider_message_id", "=", providerMessageId)
+    .where("direction", "=", "outbound")
+    .forUpdate()
+    .executeTakeFirst();
+  if (!message?.status) {
+    // Not known by this id yet. If the send echoed our message id back (biz_opaque_callback_data),
+    // the send worker never learned the provider's id (crash, timeout): adopt it now.
+    const echo = await trx
       .selectFrom("status_events")
-      .select(["id", "status", "errors"])
+      .select("client_reference")
       .where("provider_message_id", "=", providerMessageId)
-      .where("applied_at", "is", null)
-      .orderBy("provider_timestamp")
-      .orderBy("id")
-      .forUpdate()
-      .execute();
-    if (events.length === 0) return 0;
+      .where("client_reference", "is not", null)
+      .limit(1)
+      .executeTakeFirst();
+    if (!echo?.client_reference) return 0;
+    const adopted = await recordProviderMessageId(trx, clock, echo.client_reference, providerMessageId);
+    return adopted ? applyStatusEventsIn(trx, clock, providerMessageId) : 0;
+  }
 
-    let status = message.status;
-    let failure = message.failure;
-    for (const event of events) {
-      const next = nextStatus(status, event.status);
-      if (!next) continue;
-      status = next;
-      failure = next === "failed" ? failureFromStatusErrors(event.errors) : null;
-    }
-    if (status !== message.status) {
-      await trx
-        .updateTable("messages")
-        .set({ status, failure: failure ? JSON.stringify(failure) : null, updated_at: clock.now() })
-        .where("seq", "=", message.seq)
-        .execute();
-    }
+  const events = await trx
+    .selectFrom("status_events")
+    .select(["id", "status", "errors"])
+    .where("provider_message_id", "=", providerMessageId)
+    .where("applied_at", "is", null)
+    .orderBy("provider_timestamp")
+    .orderBy("id")
+    .forUpdate()
+    .execute();
+  if (events.length === 0) return 0;
+
+  let status = message.status;
+  let failure = message.failure;
+  for (const event of events) {
+    const next = nextStatus(status, event.status);
+    if (!next) continue;
+    status = next;
+    failure = next === "failed" ? failureFromStatusErrors(event.errors) : null;
+  }
+  if (status !== message.status) {
     await trx
-      .updateTable("status_events")
-      .set({ applied_at: clock.now() })
-      .where(
-        "id",
-        "in",
-        events.map((e) => e.id),
-      )
+      .updateTable("messages")
+      .set({ status, failure: failure ? JSON.stringify(failure) : null, updated_at: clock.now() })
+      .where("seq", "=", message.seq)
       .execute();
-    return events.length;
-  });
+  }
+  await trx
+    .updateTable("status_events")
+    .set({ applied_at: clock.now() })
+    .where(
+      "id",
+      "in",
+      events.map((e) => e.id),
+    )
+    .execute();
+  return events.length;
 }

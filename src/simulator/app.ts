@@ -307,6 +307,11 @@ const FailNextRequest = t.Object({
   code: t.Integer({ minimum: 1 }),
 });
 
+const SlowNextRequest = t.Object({
+  count: t.Integer({ minimum: 1, maximum: 10_000 }),
+  delay_ms: t.Integer({ minimum: 1, maximum: 120_000 }),
+});
+
 // Which control fields each inbound type takes, and the media it carries.
 const INBOUND_FIELDS: Record<InboundRequest["type"], { allowed: string[]; mimeType?: string }> = {
   text: { allowed: ["text"] },
@@ -363,6 +368,8 @@ export function createSimulator(options: SimulatorOptions) {
   /** Uploaded media id -> the phone number id it was uploaded for. */
   const uploads = new Map<string, string>();
   const pendingFailures: number[] = [];
+  /** Delays (ms) before answering the next sends (POST /_sim/slow-next). */
+  const pendingDelays: number[] = [];
   // Aborting cancels every scheduled status webhook (reset, stop).
   let statusRuns = new AbortController();
 
@@ -433,7 +440,12 @@ export function createSimulator(options: SimulatorOptions) {
     };
   }
 
-  function scheduleStatuses(phoneNumberId: string, wamid: string, recipientId: string, callbackData?: string) {
+  function scheduleStatuses(
+    phoneNumberId: string,
+    wamid: string,
+    recipientId: string,
+    callbackData?: string,
+  ) {
     const account = {
       wabaId: SIMULATOR_WABA_ID,
       phoneNumberId,
@@ -622,8 +634,11 @@ export function createSimulator(options: SimulatorOptions) {
     })
     .post(
       "/:version/:phoneNumberId/messages",
-      ({ params, body }) => {
+      async ({ params, body }) => {
         const { waId, summary } = checkSend(body, params.phoneNumberId);
+        // A slow answer: the send is accepted even if the caller gives up (or dies) meanwhile.
+        const delay = pendingDelays.shift();
+        if (delay !== undefined) await sleep(delay);
         const failure = pendingFailures.shift();
         if (failure !== undefined) {
           log(`send to ${waId} failed with injected error ${failure}`);
@@ -836,11 +851,21 @@ export function createSimulator(options: SimulatorOptions) {
       },
       { body: FailNextRequest },
     )
+    .post(
+      "/slow-next",
+      ({ body }) => {
+        for (let i = 0; i < body.count; i++) pendingDelays.push(body.delay_ms);
+        log(`the next ${body.count} sends answer after ${body.delay_ms} ms`);
+        return { pending_delays: pendingDelays.length };
+      },
+      { body: SlowNextRequest },
+    )
     .post("/reset", () => {
       sent.length = 0;
       accepted.clear();
       uploads.clear();
       pendingFailures.length = 0;
+      pendingDelays.length = 0;
       statusRuns.abort();
       statusRuns = new AbortController();
       log("reset");

@@ -1,0 +1,82 @@
+import { t } from "elysia";
+
+const MediaHeader = t.Object(
+  {
+    type: t.Union([t.Literal("image"), t.Literal("video"), t.Literal("document")]),
+    link: t.Optional(t.String({ maxLength: 2048, description: "A public http(s) URL of the file." })),
+    media: t.Optional(t.String({ maxLength: 128, description: "A `med_` handle from POST /media." })),
+    filename: t.Optional(t.String({ minLength: 1, maxLength: 255, description: "Shown for documents." })),
+  },
+  { additionalProperties: false },
+);
+
+const VariableValues = t.Union([t.Record(t.String(), t.String()), t.Array(t.String())], {
+  description: 'Placeholder values: {"1": "Ana", "2": "A-1"}, named {"order_id": "A-1"}, or ["Ana", "A-1"].',
+});
+
+export const SendTemplate = t.Object(
+  {
+    name: t.String({ minLength: 1, maxLength: 512, description: "An approved template's name." }),
+    language: t.Optional(
+      t.String({
+        minLength: 2,
+        maxLength: 16,
+        description: "Language code; may be omitted when the template has one.",
+      }),
+    ),
+    variables: t.Optional(t.Object({ body: t.Optional(VariableValues) }, { additionalProperties: false })),
+    header: t.Optional(
+      t.Union([t.String({ description: "Value of a TEXT header's variable." }), MediaHeader], {
+        description:
+          "TEXT header variable, or the media of an IMAGE/VIDEO/DOCUMENT header (default: the template's sample).",
+      }),
+    ),
+    buttons: t.Optional(
+      t.Record(t.String(), t.String(), {
+        description: 'Dynamic URL button values by button index: {"0": "A-1"}.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const SendMessageRequest = t.Object(
+  {
+    sender: t.Optional(
+      t.String({ maxLength: 128, description: "`snd_` id; optional when exactly one sender is active." }),
+    ),
+    to: t.Optional(t.String({ maxLength: 32, description: "Recipient phone number, E.164." })),
+    contact: t.Optional(t.String({ maxLength: 128, description: "`ctc_` id, instead of `to`." })),
+    recipient_name: t.Optional(
+      t.String({ minLength: 1, maxLength: 256, description: "Name for a new contact." }),
+    ),
+    template: t.Optional(SendTemplate),
+    body: t.Optional(
+      t.String({
+        minLength: 1,
+        description: "Free text, 1 to 4096 characters; only inside the 24-hour window.",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const MessageSchema = t.Object({
+  object: t.Literal("message"),
+  id: t.String(),
+  status: t.String({ description: "`accepted` on creation." }),
+  direction: t.Literal("outbound"),
+  channel: t.String(),
+  sender: t.String(),
+  to: t.Object({ object: t.Literal("contact"), id: t.String(), phone: t.Union([t.String(), t.Null()]) }),
+  content: t.Union([
+    t.Object({
+      kind: t.Literal("template"),
+      template: t.String(),
+      template_name: t.String(),
+      language: t.String(),
+    }),
+    t.Object({ kind: t.Literal("text"), preview: t.String() }),
+  ]),
+  created: t.Integer({ description: "Unix epoch seconds." }),
+});

@@ -1,0 +1,18 @@
+import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
+import { deliverOutboundMessage } from "../src/outbound/send.ts";
+import { startWorkerRuntime } from "./runtime.ts";
+
+/** Send worker: accepted outbound messages -> the provider, exactly once (src/outbound/send.ts). */
+const runtime = startWorkerRuntime("send");
+const provider = createWhatsAppProvider({ baseUrl: runtime.config.whatsappGraphUrl });
+
+runtime.consume(
+  "send",
+  async (job) => {
+    const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+    return {
+      outcome: await deliverOutboundMessage({ ...runtime, provider }, job.data.messageId, { finalAttempt }),
+    };
+  },
+  Number(process.env.SEND_CONCURRENCY ?? 20),
+);
