@@ -10,6 +10,7 @@ import { API_PREFIX, MEDIA_BODY_LIMIT, requestPipeline } from "./http/pipeline.t
 import type { Logger } from "./logger.ts";
 import { mediaRoutes } from "./media/routes.ts";
 import { createSendAdmission } from "./messages/admission.ts";
+import { messageRoutes } from "./messages/routes.ts";
 import { oauthRoutes } from "./oauth/routes.ts";
 import type { TokenService } from "./oauth/tokens.ts";
 import type { Queues } from "./queues/index.ts";
@@ -54,6 +55,7 @@ export function createApp(deps: AppDeps) {
     )
     .use(oauthRoutes(deps))
     .use(senderRoutes(deps))
+    .use(messageRoutes(deps))
     .use(docsRoutes(deps))
     .use(mediaRoutes(deps));
 

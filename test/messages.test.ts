@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApplication } from "../src/applications/service.ts";
 import { API_ERRORS } from "../src/http/errors.ts";
 import { finalizeInbound } from "../src/inbound/finalize.ts";
+import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
 import { uploadMedia } from "../src/media/service.ts";
 import { insertSender, type SenderRow, setSenderActive } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/templates/sync.ts";
@@ -579,6 +580,32 @@ describe("idempotency", () => {
       .where("contact_id", "=", first.body.to.id)
       .execute();
     expect(rows).toHaveLength(1);
+  });
+
+  test("a key is honoured for 24 hours, then it is free again and its record is dropped", async () => {
+    const body = { to: freshPhone(), template: ORDER_SHIPPED };
+    const first = await send(body, { key: "day-old" });
+    expect(first.status).toBe(201);
+    const other = await send({ to: freshPhone(), template: ORDER_SHIPPED }, { key: "day-old-2" });
+    expect(other.status).toBe(201);
+    env.clock.advance(24 * 3600 + 1);
+    try {
+      // Redis's copy expires on its own clock; here the injected clock moved, so drop it by hand.
+      await deleteRedisPrefix(env.config.redisPrefix);
+      const later = await getToken(env.app, credentials.clientId, credentials.clientSecret);
+      const again = await send(body, { key: "day-old", token: later });
+      expect(again.status).toBe(201);
+      expect(again.body.id).not.toBe(first.body.id);
+      expect(await deleteExpiredIdempotencyKeys(env.deps.db, env.clock.now())).toBeGreaterThanOrEqual(1);
+      const keys = await env.deps.db
+        .selectFrom("idempotency_keys")
+        .select(["key", "message_id"])
+        .where("key", "in", ["day-old", "day-old-2"])
+        .execute();
+      expect(keys).toEqual([{ key: "day-old", message_id: again.body.id }]);
+    } finally {
+      env.clock.set(new Date());
+    }
   });
 
   test("keys are scoped to the application", async () => {

@@ -1,5 +1,6 @@
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
+import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
 import { syncAllActiveSenders } from "../src/templates/sync.ts";
 import { startWorkerRuntime } from "./runtime.ts";
 
@@ -27,4 +28,10 @@ runtime.every("template-sync", TEMPLATE_SYNC_INTERVAL_MS, async () => {
   if (!outcome.ran) return;
   if (outcome.failed > 0) runtime.logger.warn(outcome, "templates synced; some senders failed");
   else runtime.logger.info(outcome, "templates synced");
+});
+
+// Idempotency keys are honoured for 24 hours (DESIGN §3); older records only take space.
+runtime.every("idempotency-expiry", 600_000, async () => {
+  const deleted = await deleteExpiredIdempotencyKeys(runtime.db, runtime.clock.now());
+  if (deleted > 0) runtime.logger.info({ deleted }, "expired idempotency keys dropped");
 });
