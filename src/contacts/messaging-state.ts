@@ -12,7 +12,11 @@ export const WINDOW_MS = 24 * 3600 * 1000;
  * The 24-hour customer-service window (DESIGN §3: from the provider's timestamp of the latest
  * inbound message). Free text is sendable only inside it and only with an active sender.
  */
-export function messagingState(lastInboundAt: Date | null, now: Date, hasActiveSender: boolean): MessagingState {
+export function messagingState(
+  lastInboundAt: Date | null,
+  now: Date,
+  hasActiveSender: boolean,
+): MessagingState {
   const expiresAt = lastInboundAt ? new Date(lastInboundAt.getTime() + WINDOW_MS) : null;
   const withinWindow = expiresAt !== null && expiresAt.getTime() > now.getTime();
   const sendable = withinWindow && hasActiveSender;

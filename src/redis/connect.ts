@@ -65,7 +65,8 @@ export function redisKeys(prefix: string) {
     clientRate: (clientId: string) => `${prefix}:{c:${clientId}}:rate:token`,
     ipRate: (ip: string, kind: "read" | "token") => `${prefix}:{ip:${ip}}:rate:${kind}`,
     /** Accepted sends of one tenant, channel and UTC day (YYYYMMDD). */
-    dailyQuota: (tenantId: string, channel: string, day: string) => `${prefix}:{t:${tenantId}}:quota:${channel}:${day}`,
+    dailyQuota: (tenantId: string, channel: string, day: string) =>
+      `${prefix}:{t:${tenantId}}:quota:${channel}:${day}`,
     /** Idempotency fast path; the key itself is hashed (it is client-chosen, up to 255 chars). */
     idempotency: (tenantId: string, clientId: string, keyDigest: string) =>
       `${prefix}:{t:${tenantId}}:idem:${clientId}:${keyDigest}`,

@@ -22,9 +22,13 @@ export async function resolveSender(
   }
   const active = await listActiveSenders(db, tenantId);
   if (active.length > 1) {
-    throw new ApiError("parameter_missing", `This account has ${active.length} active senders; name one in ${param}.`, {
-      param,
-    });
+    throw new ApiError(
+      "parameter_missing",
+      `This account has ${active.length} active senders; name one in ${param}.`,
+      {
+        param,
+      },
+    );
   }
   return active[0];
 }

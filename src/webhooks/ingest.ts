@@ -97,7 +97,9 @@ export async function ingestWebhook(deps: { db: Db; logger: Logger }, body: unkn
         provider_timestamp: Number.isFinite(seconds) && seconds > 0 ? new Date(seconds * 1000) : new Date(),
         errors: Array.isArray(status.errors) ? JSON.stringify(status.errors) : null,
         client_reference:
-          typeof status.biz_opaque_callback_data === "string" ? status.biz_opaque_callback_data.slice(0, 512) : null,
+          typeof status.biz_opaque_callback_data === "string"
+            ? status.biz_opaque_callback_data.slice(0, 512)
+            : null,
       });
     }
   }
