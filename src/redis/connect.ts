@@ -24,8 +24,11 @@ const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
   { name: "sendAdmission", file: "send_admission.lua", keys: 2 },
 ];
 
+const SCRIPT_DIR = join(import.meta.dir, "scripts");
+// Shared Lua (one definition of the fixed window), prepended to every script.
+const SCRIPT_LIBRARY = readFileSync(join(SCRIPT_DIR, "lib", "fixed_window.lua"), "utf8");
 const scriptSource = new Map(
-  SCRIPTS.map((s) => [s.name, readFileSync(join(import.meta.dir, "scripts", s.file), "utf8")]),
+  SCRIPTS.map((s) => [s.name, `${SCRIPT_LIBRARY}\n${readFileSync(join(SCRIPT_DIR, s.file), "utf8")}`]),
 );
 
 export interface RedisClientOptions {

@@ -1,4 +1,4 @@
--- Admission of one send (POST /messages): the application's fixed one-second rate limit and the
+-- Admission of one send (POST /messages), using lib/fixed_window.lua: the application's fixed one-second rate limit and the
 -- tenant's daily per-channel quota, in one round trip. A quota unit is reserved here and given
 -- back by the caller if the request does not end in a newly accepted message.
 -- KEYS[1]  rate-limit hash of the application's send limit {w = window second, n = count}
@@ -22,27 +22,12 @@ end
 quota_used = tonumber(quota_used)
 
 local limit = tonumber(ARGV[1])
-local now = redis.call('TIME')
-local second = tonumber(now[1])
-local reset_ms = 1000 - math.floor(tonumber(now[2]) / 1000)
-local window = tonumber(redis.call('HGET', KEYS[1], 'w'))
-local count = 0
-if window == second then
-  count = tonumber(redis.call('HGET', KEYS[1], 'n')) or 0
+local allowed, remaining, reset_ms, reset_epoch = take_fixed_window(KEYS[1], limit)
+if not allowed then
+  return {0, limit, 0, reset_ms, reset_epoch, quota_used}
 end
-if count >= limit then
-  return {0, limit, 0, reset_ms, second + 1, quota_used}
-end
-if window == second then
-  redis.call('HINCRBY', KEYS[1], 'n', 1)
-else
-  redis.call('HSET', KEYS[1], 'w', second, 'n', 1)
-  redis.call('PEXPIRE', KEYS[1], 2000)
-end
-local remaining = limit - count - 1
-
 if quota_used >= tonumber(ARGV[2]) then
-  return {2, limit, remaining, reset_ms, second + 1, quota_used}
+  return {2, limit, remaining, reset_ms, reset_epoch, quota_used}
 end
 quota_used = redis.call('INCR', KEYS[2])
-return {1, limit, remaining, reset_ms, second + 1, quota_used}
+return {1, limit, remaining, reset_ms, reset_epoch, quota_used}
