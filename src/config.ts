@@ -29,6 +29,8 @@ export interface Config {
   opsPassword: string | undefined;
   /** Take the client IP from X-Forwarded-For (only behind a proxy you control). */
   trustProxy: boolean;
+  /** How long the send path may use a tenant's cached senders and approved templates. */
+  directoryCacheMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -110,6 +112,7 @@ export function loadConfig(env: Env = process.env): Config {
     opsUser,
     opsPassword,
     trustProxy: env.TRUST_PROXY === "1" || env.TRUST_PROXY === "true",
+    directoryCacheMs: integer(env, "DIRECTORY_CACHE_MS", 3000, 0, 60_000),
   };
 }
 

@@ -11,7 +11,16 @@ const deps = buildDeps(config);
 const applied = await migrate(deps.db);
 if (applied.length > 0) deps.logger.info({ applied }, "migrations applied");
 
-const app = createApp(deps).listen({ port: config.port, hostname: "0.0.0.0" });
+// Requests still running, including ones whose client has gone: shutdown waits for them.
+let inFlight = 0;
+const app = createApp(deps)
+  .onRequest(() => {
+    inFlight++;
+  })
+  .onAfterResponse(() => {
+    inFlight--;
+  })
+  .listen({ port: config.port, hostname: "0.0.0.0" });
 deps.logger.info({ port: config.port, base_url: config.publicBaseUrl }, "api listening");
 
 let stopping = false;
@@ -20,6 +29,9 @@ async function shutdown(signal: string) {
   stopping = true;
   deps.logger.info({ signal }, "api stopping: finishing in-flight requests");
   await app.stop(false);
+  // Bounded: a request stuck on a dead dependency must not keep the process alive forever.
+  const deadline = Date.now() + 10_000;
+  while (inFlight > 0 && Date.now() < deadline) await Bun.sleep(20);
   await closeDeps(deps);
   process.exit(0);
 }

@@ -45,6 +45,8 @@ export async function createTestEnv(options: TestEnvOptions = {}): Promise<TestE
     REDIS_PREFIX: `test-${suffix}`,
     PUBLIC_BASE_URL: "http://localhost/v2",
     LOG_LEVEL: "silent",
+    // Tests change senders and templates between requests and expect to see it at once.
+    DIRECTORY_CACHE_MS: "0",
     ...(simulator && { WHATSAPP_GRAPH_URL: simulator.url }),
     ...options.env,
   });

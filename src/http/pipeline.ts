@@ -50,7 +50,10 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
 
   return (
     new Elysia()
-      .onRequest(async ({ request, set, server }) => {
+      // Requests not yet answered (graceful shutdown waits for them; see src/server.ts).
+      .state("inFlight", 0)
+      .onRequest(async ({ request, set, server, store }) => {
+        store.inFlight++;
         const state: RequestState = {
           requestId: newId("req"),
           startedAt: performance.now(),
@@ -173,7 +176,8 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
         return apiErrorBody(failure, requestId, deps.publicBaseUrl);
       })
 
-      .onAfterResponse({ as: "global" }, ({ request, set, path }) => {
+      .onAfterResponse({ as: "global" }, ({ request, set, path, store }) => {
+        store.inFlight--;
         const state = requestState(request);
         if (!state) return;
         deps.logger.info(

@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import { toE164 } from "../contacts/phone.ts";
+import { touchConversations } from "../conversations/summary.ts";
 import type { Db } from "../db/connect.ts";
 import { newId } from "../ids.ts";
 
@@ -194,24 +195,15 @@ export async function finalizeInbound(
       .executeTakeFirstOrThrow();
 
     if (!system) {
-      await trx
-        .insertInto("conversations")
-        .values({
-          contact_id: contact.id,
-          tenant_id: event.tenant_id,
-          last_message_seq: inserted.seq,
-          last_message_at: sentAt,
-          unread: 1,
-        })
-        .onConflict((oc) =>
-          oc.column("contact_id").doUpdateSet({
-            // The newest message wins the summary, whatever order messages arrive in.
-            last_message_seq: sql`CASE WHEN (excluded.last_message_at, excluded.last_message_seq) > (conversations.last_message_at, conversations.last_message_seq) THEN excluded.last_message_seq ELSE conversations.last_message_seq END`,
-            last_message_at: sql`GREATEST(conversations.last_message_at, excluded.last_message_at)`,
-            unread: sql`conversations.unread + CASE WHEN excluded.last_message_at > COALESCE(GREATEST(conversations.last_outbound_at, conversations.panel_read_at), '-infinity') THEN 1 ELSE 0 END`,
-          }),
-        )
-        .execute();
+      await touchConversations(trx, [
+        {
+          contactId: contact.id,
+          tenantId: event.tenant_id,
+          messageSeq: inserted.seq,
+          messageAt: sentAt,
+          direction: "inbound",
+        },
+      ]);
       await trx
         .insertInto("feed_pending")
         .values({ message_id: messageId, tenant_id: event.tenant_id })

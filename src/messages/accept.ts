@@ -7,24 +7,28 @@ import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import type { AuthContext } from "../http/request-state.ts";
 import { isId, newId } from "../ids.ts";
+import { ttlCache } from "../lib/ttl-cache.ts";
 import type { Logger } from "../logger.ts";
 import type { Queues } from "../queues/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
-import { resolveSender } from "../senders/resolve.ts";
+import { listTenantSenders } from "../senders/repository.ts";
+import { chooseSender } from "../senders/resolve.ts";
+import { findApprovedTemplates } from "../templates/repository.ts";
+import { createAcceptBatcher } from "./accept-batch.ts";
 import {
   claimIdempotencyKey,
   findIdempotencyRecord,
   type IdempotencyClaim,
-  recordIdempotencyKey,
   requestFingerprint,
 } from "./idempotency.ts";
 import type { AcceptedMessage, StoredContent } from "./presenter.ts";
 import type { SendMessageRequest } from "./schemas.ts";
-import { bindTemplate, findTemplateForSend } from "./template-binding.ts";
+import { bindTemplate, chooseTemplate } from "./template-binding.ts";
 
 export type SendMessageInput = Static<typeof SendMessageRequest>;
 
 export interface AcceptDeps {
+  config: { directoryCacheMs: number };
   db: Db;
   redis: RedisClient;
   keys: RedisKeys;
@@ -41,9 +45,6 @@ export interface AcceptOutcome {
 
 /** WhatsApp's limit on a text message, in characters (code points, not UTF-16 units). */
 export const TEXT_BODY_MAX = 4096;
-
-/** A twin request with the same key committed first; the caller answers with its message. */
-class IdempotencyRace extends Error {}
 
 export const SEND_JOB_OPTIONS = {
   attempts: 10,
@@ -93,6 +94,16 @@ interface Recipient {
   lastInboundAt: Date | null;
 }
 
+function phoneOrRefuse(to: string | undefined): string {
+  const phone = toE164(to ?? "");
+  if (!phone) {
+    throw new ApiError("parameter_invalid", "to must be a phone number in E.164 form, like +4915123456789.", {
+      param: "to",
+    });
+  }
+  return phone;
+}
+
 async function resolveRecipient(db: Db, tenantId: string, input: SendMessageInput): Promise<Recipient> {
   if (input.contact !== undefined) {
     const contact = isId(input.contact, "ctc")
@@ -107,12 +118,7 @@ async function resolveRecipient(db: Db, tenantId: string, input: SendMessageInpu
       throw new ApiError("resource_missing", `No such contact: ${input.contact}.`, { param: "contact" });
     return { contactId: contact.id, phone: contact.phone, lastInboundAt: contact.last_inbound_at };
   }
-  const phone = toE164(input.to ?? "");
-  if (!phone) {
-    throw new ApiError("parameter_invalid", "to must be a phone number in E.164 form, like +4915123456789.", {
-      param: "to",
-    });
-  }
+  const phone = phoneOrRefuse(input.to);
   const contact = await db
     .selectFrom("contacts")
     .select(["id", "last_inbound_at"])
@@ -154,26 +160,34 @@ async function replayOf(db: Db, tenantId: string, messageId: string): Promise<Ac
 /**
  * POST /messages (SPEC §4): validated, accepted exactly once, and handed to the send worker. The
  * message, a new contact, the idempotency record, the conversation summary and the feed hand-off
- * commit together; the send job is a nudge after commit (the sweeper re-sends a lost one).
+ * commit together (grouped with concurrent sends, see accept-batch.ts); the send jobs are nudged
+ * after commit (the sweeper re-sends a lost nudge).
  */
-export async function acceptOutboundMessage(
-  deps: AcceptDeps,
-  auth: AuthContext,
-  input: SendMessageInput,
-  idempotencyKey: string | undefined,
-): Promise<AcceptOutcome> {
-  checkShape(input);
-  const now = deps.clock.now();
-  const fingerprint = idempotencyKey === undefined ? undefined : requestFingerprint(input);
-  let claim: IdempotencyClaim | undefined;
-  if (idempotencyKey !== undefined && fingerprint) {
-    claim = await claimIdempotencyKey(deps, auth, idempotencyKey, fingerprint, now);
-    if (claim.kind === "replay") return replayOf(deps.db, auth.tenantId, claim.messageId);
-  }
+export function createMessageAcceptor(deps: AcceptDeps) {
+  // A tenant's senders and approved templates change rarely and are read on every send. A sender
+  // deactivated in the last few seconds may still be chosen; the send worker checks again.
+  const senders = ttlCache(deps.config.directoryCacheMs, (tenantId) => listTenantSenders(deps.db, tenantId));
+  const templates = ttlCache(deps.config.directoryCacheMs, (key) => {
+    const [tenantId, senderId, name] = key.split("\u0000") as [string, string, string];
+    return findApprovedTemplates(deps.db, tenantId, senderId, name);
+  });
+  const commit = createAcceptBatcher(deps.db, deps.logger, async (committed) => {
+    await deps.queues.send.addBulk(
+      committed.map((row) => ({
+        name: "send",
+        data: { messageId: row.messageId },
+        opts: { jobId: row.messageId, ...SEND_JOB_OPTIONS },
+      })),
+    );
+  });
 
-  try {
-    const sender = await resolveSender(deps.db, auth.tenantId, input.sender);
-    const recipient = await resolveRecipient(deps.db, auth.tenantId, input);
+  async function validate(auth: AuthContext, input: SendMessageInput, now: Date) {
+    const sender = chooseSender(await senders.get(auth.tenantId), input.sender);
+    // A template to a phone number needs no lookup: the commit creates or finds the contact.
+    const recipient =
+      input.contact !== undefined || input.body !== undefined || !sender?.active
+        ? await resolveRecipient(deps.db, auth.tenantId, input)
+        : { contactId: undefined, phone: phoneOrRefuse(input.to), lastInboundAt: null };
     const state = messagingState(recipient.lastInboundAt, now, sender?.active === true);
     if (!sender?.active) {
       throw windowClosed(
@@ -182,11 +196,6 @@ export async function acceptOutboundMessage(
         input.sender === undefined ? "body" : "sender",
       );
     }
-
-    let content: StoredContent;
-    let type: "text" | "template";
-    let text: string;
-    let media: { type: string; filename: string | null } | undefined;
     if (input.body !== undefined) {
       if (!state.within_window) {
         throw windowClosed(
@@ -195,145 +204,129 @@ export async function acceptOutboundMessage(
           "body",
         );
       }
-      content = { kind: "text", body: input.body };
-      type = "text";
-      text = input.body;
-    } else {
-      const request = input.template!;
-      const template = await findTemplateForSend(deps.db, auth.tenantId, sender.id, request);
-      const bound = await bindTemplate({ db: deps.db, now }, sender, template, request);
-      content = {
+      return {
+        sender,
+        recipient,
+        type: "text" as const,
+        text: input.body,
+        content: { kind: "text", body: input.body } satisfies StoredContent as StoredContent,
+        media: undefined,
+      };
+    }
+    const request = input.template!;
+    const template = chooseTemplate(
+      await templates.get([auth.tenantId, sender.id, request.name].join("\u0000")),
+      request,
+    );
+    const bound = await bindTemplate({ db: deps.db, now }, sender, template, request);
+    const header = bound.components.header;
+    return {
+      sender,
+      recipient,
+      type: "template" as const,
+      text: bound.rendered,
+      content: {
         kind: "template",
         template_id: template.id,
         template_name: template.name,
         language: template.language,
         components: bound.components as Record<string, unknown>,
-      };
-      type = "template";
-      text = bound.rendered;
-      const header = bound.components.header;
-      if (header && header.type !== "text") media = { type: header.type, filename: header.filename ?? null };
-    }
-
-    const messageId = newId("msg");
-    let contactId: string;
-    try {
-      contactId = await deps.db.transaction().execute(async (trx) => {
-        const contact =
-          recipient.contactId ??
-          (
-            await trx
-              .insertInto("contacts")
-              .values({
-                id: newId("ctc"),
-                tenant_id: auth.tenantId,
-                phone: recipient.phone,
-                name: input.recipient_name ?? null,
-              })
-              .onConflict((oc) =>
-                // A twin request created it a moment ago: use it (and give it a name if it has none).
-                oc.columns(["tenant_id", "channel", "phone"]).doUpdateSet({
-                  name: sql`COALESCE(contacts.name, excluded.name)`,
-                }),
-              )
-              .returning("id")
-              .executeTakeFirstOrThrow()
-          ).id;
-        const inserted = await trx
-          .insertInto("messages")
-          .values({
-            id: messageId,
-            tenant_id: auth.tenantId,
-            contact_id: contact,
-            sender_id: sender.id,
-            direction: "outbound",
-            type,
-            preview: text,
-            text,
-            media_type: media?.type ?? null,
-            media_filename: media?.filename ?? null,
-            status: "accepted",
-            application_id: auth.clientId,
-            content: JSON.stringify(content),
-            created_at: now,
-          })
-          .returning("seq")
-          .executeTakeFirstOrThrow();
-        if (idempotencyKey !== undefined && fingerprint) {
-          const recorded = await recordIdempotencyKey(trx, {
-            clientId: auth.clientId,
-            tenantId: auth.tenantId,
-            key: idempotencyKey,
-            fingerprint,
-            messageId,
-            now,
-          });
-          if (!recorded) throw new IdempotencyRace();
-        }
-        await trx
-          .insertInto("conversations")
-          .values({
-            contact_id: contact,
-            tenant_id: auth.tenantId,
-            last_message_seq: inserted.seq,
-            last_message_at: now,
-            last_outbound_at: now,
-            unread: 0,
-          })
-          .onConflict((oc) =>
-            oc.column("contact_id").doUpdateSet({
-              last_message_seq: sql`CASE WHEN (excluded.last_message_at, excluded.last_message_seq) > (conversations.last_message_at, conversations.last_message_seq) THEN excluded.last_message_seq ELSE conversations.last_message_seq END`,
-              last_message_at: sql`GREATEST(conversations.last_message_at, excluded.last_message_at)`,
-              last_outbound_at: sql`GREATEST(conversations.last_outbound_at, excluded.last_outbound_at)`,
-              // DESIGN §3: unread counts inbound messages newer than our last outbound one.
-              unread: 0,
-            }),
-          )
-          .execute();
-        await trx
-          .insertInto("feed_pending")
-          .values({ message_id: messageId, tenant_id: auth.tenantId })
-          .execute();
-        return contact;
-      });
-    } catch (error) {
-      if (!(error instanceof IdempotencyRace) || idempotencyKey === undefined || !fingerprint) throw error;
-      const durable = await findIdempotencyRecord(deps.db, auth.clientId, idempotencyKey, now);
-      if (!durable) throw error;
-      if (durable.hash !== fingerprint.toString("hex")) {
-        throw new ApiError(
-          "idempotency_key_reused",
-          "This Idempotency-Key was used with a different request body.",
-          {
-            param: "Idempotency-Key",
-          },
-        );
-      }
-      return replayOf(deps.db, auth.tenantId, durable.messageId);
-    }
-
-    if (claim?.kind === "new") await claim.complete(messageId);
-    await deps.queues.send
-      .add("send", { messageId }, { jobId: messageId, ...SEND_JOB_OPTIONS })
-      .catch((error: Error) =>
-        deps.logger.warn(
-          { message_id: messageId, err: error.message },
-          "send enqueue failed; the sweeper will send it",
-        ),
-      );
-    return {
-      replayed: false,
-      message: {
-        id: messageId,
-        senderId: sender.id,
-        contactId,
-        phone: recipient.phone,
-        content,
-        createdAt: now,
-      },
+      } satisfies StoredContent as StoredContent,
+      media:
+        header && header.type !== "text"
+          ? { type: header.type, filename: header.filename ?? null }
+          : undefined,
     };
-  } catch (error) {
-    if (claim?.kind === "new") await claim.release();
-    throw error;
   }
+
+  /** A refused request that repeats a key whose message exists is a replay, not a refusal. */
+  async function replayInstead(auth: AuthContext, key: string, fingerprint: Buffer, now: Date) {
+    const durable = await findIdempotencyRecord(deps.db, auth.clientId, key, now);
+    if (!durable) return undefined;
+    if (durable.hash !== fingerprint.toString("hex")) {
+      throw new ApiError(
+        "idempotency_key_reused",
+        "This Idempotency-Key was used with a different request body.",
+        {
+          param: "Idempotency-Key",
+        },
+      );
+    }
+    return replayOf(deps.db, auth.tenantId, durable.messageId);
+  }
+
+  return async function acceptOutboundMessage(
+    auth: AuthContext,
+    input: SendMessageInput,
+    idempotencyKey: string | undefined,
+  ): Promise<AcceptOutcome> {
+    checkShape(input);
+    const now = deps.clock.now();
+    const fingerprint = idempotencyKey === undefined ? undefined : requestFingerprint(input);
+    let claim: IdempotencyClaim | undefined;
+    if (idempotencyKey !== undefined && fingerprint) {
+      claim = await claimIdempotencyKey(deps, auth, idempotencyKey, fingerprint);
+      if (claim.kind === "replay") return replayOf(deps.db, auth.tenantId, claim.messageId);
+    }
+    try {
+      let valid: Awaited<ReturnType<typeof validate>>;
+      try {
+        valid = await validate(auth, input, now);
+      } catch (error) {
+        // Redis may have forgotten a finished key: Postgres decides before we refuse a replay.
+        const replay =
+          idempotencyKey !== undefined && fingerprint && error instanceof ApiError
+            ? await replayInstead(auth, idempotencyKey, fingerprint, now)
+            : undefined;
+        if (replay) {
+          if (claim?.kind === "new") await claim.complete(replay.message.id);
+          return replay;
+        }
+        throw error;
+      }
+
+      const messageId = newId("msg");
+      const committed = await commit({
+        messageId,
+        tenantId: auth.tenantId,
+        clientId: auth.clientId,
+        senderId: valid.sender.id,
+        contactId: valid.recipient.contactId,
+        phone: valid.recipient.phone,
+        recipientName: input.recipient_name ?? null,
+        type: valid.type,
+        text: valid.text,
+        mediaType: valid.media?.type ?? null,
+        mediaFilename: valid.media?.filename ?? null,
+        content: JSON.stringify(valid.content),
+        createdAt: now,
+        idempotency:
+          idempotencyKey !== undefined && fingerprint ? { key: idempotencyKey, fingerprint } : undefined,
+      });
+      if (committed.kind === "idempotency-taken") {
+        // A twin with the same key committed first (Redis had lost the key): answer with its message.
+        const replay = await replayInstead(auth, idempotencyKey!, fingerprint!, now);
+        if (!replay) throw new Error("idempotency record vanished after a conflict");
+        if (claim?.kind === "new") await claim.complete(replay.message.id);
+        return replay;
+      }
+      if (claim?.kind === "new") await claim.complete(messageId);
+      return {
+        replayed: false,
+        message: {
+          id: messageId,
+          senderId: valid.sender.id,
+          contactId: committed.contactId,
+          phone: valid.recipient.phone,
+          content: valid.content,
+          createdAt: now,
+        },
+      };
+    } catch (error) {
+      if (claim?.kind === "new") await claim.release();
+      throw error;
+    }
+  };
 }
+
+export type AcceptOutboundMessage = ReturnType<typeof createMessageAcceptor>;

@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from "node:crypto";
-import { sql } from "kysely";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import type { AuthContext } from "../http/request-state.ts";
@@ -100,7 +99,6 @@ export async function claimIdempotencyKey(
   auth: AuthContext,
   key: string,
   fingerprint: Buffer,
-  now: Date,
 ): Promise<IdempotencyClaim> {
   const digest = createHash("sha256").update(key).digest("base64url");
   const redisKey = deps.keys.idempotency(auth.tenantId, auth.clientId, digest);
@@ -136,18 +134,8 @@ export async function claimIdempotencyKey(
     }
   }
 
-  // Redis said "new"; Postgres has the last word (Redis may have restarted empty since).
-  const durable = await findIdempotencyRecord(deps.db, auth.clientId, key, now);
-  if (durable) {
-    await deps.redis.set(
-      redisKey,
-      JSON.stringify({ s: "d", h: durable.hash, m: durable.messageId }),
-      "PX",
-      IDEMPOTENCY_RETENTION_MS,
-    );
-    return verdict(durable, fingerprint);
-  }
-
+  // Redis may have restarted empty since an earlier request took this key: the record written with
+  // the message (accept-batch.ts) is the backstop, and a conflict there turns into a replay.
   return {
     kind: "new",
     async complete(messageId) {
@@ -159,49 +147,6 @@ export async function claimIdempotencyKey(
       if (raw && (JSON.parse(raw) as Marker).t === token) await deps.redis.del(redisKey).catch(() => {});
     },
   };
-}
-
-/**
- * Records the key inside the accepting transaction. Returns false when a live record exists
- * already (a concurrent twin committed first): the caller rolls back and replays.
- */
-export async function recordIdempotencyKey(
-  trx: Db,
-  input: {
-    clientId: string;
-    tenantId: string;
-    key: string;
-    fingerprint: Buffer;
-    messageId: string;
-    now: Date;
-  },
-): Promise<boolean> {
-  const expired = new Date(input.now.getTime() - IDEMPOTENCY_RETENTION_MS);
-  const row = await trx
-    .insertInto("idempotency_keys")
-    .values({
-      application_id: input.clientId,
-      key: input.key,
-      tenant_id: input.tenantId,
-      request_hash: input.fingerprint,
-      message_id: input.messageId,
-      created_at: input.now,
-    })
-    .onConflict((oc) =>
-      oc
-        .columns(["application_id", "key"])
-        .doUpdateSet({
-          request_hash: (eb) => eb.ref("excluded.request_hash"),
-          message_id: (eb) => eb.ref("excluded.message_id"),
-          created_at: (eb) => eb.ref("excluded.created_at"),
-          tenant_id: (eb) => eb.ref("excluded.tenant_id"),
-        })
-        // Only a record past its 24 hours may be taken over.
-        .where("idempotency_keys.created_at", "<", expired),
-    )
-    .returning(sql<number>`1`.as("written"))
-    .executeTakeFirst();
-  return row !== undefined;
 }
 
 /** Maintenance: records past retention are dropped. */

@@ -4,17 +4,18 @@ import { returnReservedQuota } from "../http/pipeline.ts";
 import { requestState } from "../http/request-state.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { ErrorResponse } from "../senders/schemas.ts";
-import { acceptOutboundMessage } from "./accept.ts";
+import { createMessageAcceptor } from "./accept.ts";
 import { parseIdempotencyKey } from "./idempotency.ts";
 import { presentAcceptedMessage } from "./presenter.ts";
 import { MessageSchema, SendMessageRequest } from "./schemas.ts";
 
 export function messageRoutes(deps: AppDeps) {
+  const acceptOutboundMessage = createMessageAcceptor(deps);
   return new Elysia().use(scopeGuard).post(
     "/messages",
     async ({ auth, body, request, set }) => {
       const key = parseIdempotencyKey(request.headers.get("idempotency-key"));
-      const outcome = await acceptOutboundMessage(deps, auth, body, key);
+      const outcome = await acceptOutboundMessage(auth, body, key);
       const state = requestState(request);
       if (outcome.replayed) {
         set.status = 200;

@@ -3,7 +3,7 @@ import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import { findUsableMedia } from "../media/service.ts";
 import type { SenderRow } from "../senders/repository.ts";
-import { findApprovedTemplates, storedComponents, type TemplateRow } from "../templates/repository.ts";
+import { storedComponents, type TemplateRow } from "../templates/repository.ts";
 import {
   bodyText,
   headerFormat,
@@ -37,13 +37,8 @@ export interface BoundTemplate {
   rendered: string;
 }
 
-export async function findTemplateForSend(
-  db: Db,
-  tenantId: string,
-  senderId: string,
-  request: TemplateRequest,
-): Promise<TemplateRow> {
-  const approved = await findApprovedTemplates(db, tenantId, senderId, request.name);
+/** The approved template a request names, among the sender's approved templates of that name. */
+export function chooseTemplate(approved: readonly TemplateRow[], request: TemplateRequest): TemplateRow {
   if (approved.length === 0) {
     throw new ApiError(
       "template_not_found",

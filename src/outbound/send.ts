@@ -86,11 +86,22 @@ export async function deliverOutboundMessage(
       "senders.provider_phone_number_id",
       "senders.waba_id",
       "senders.access_token",
+      "senders.active as sender_active",
     ])
     .where("messages.id", "=", messageId)
     .where("messages.direction", "=", "outbound")
     .executeTakeFirst();
   if (row?.status !== "accepted" || row.provider_message_id) return "skipped";
+
+  if (!row.sender_active && !row.send_started_at) {
+    // Deactivated after the message was accepted (the api's sender cache lives a few seconds).
+    await markFailed(deps.db, deps.clock, messageId, {
+      code: "sender_inactive",
+      message: "The sender was deactivated before the message could be sent.",
+      retryable: false,
+    });
+    return "failed";
+  }
 
   const now = deps.clock.now();
   if (row.send_started_at) {

@@ -77,6 +77,17 @@ export async function setSenderActive(
     .executeTakeFirst();
 }
 
+/** All of a tenant's senders, active or not, oldest first. */
+export async function listTenantSenders(db: Db, tenantId: string): Promise<SenderRow[]> {
+  return db
+    .selectFrom("senders")
+    .selectAll()
+    .where("tenant_id", "=", tenantId)
+    .orderBy("created_at")
+    .orderBy("id")
+    .execute();
+}
+
 /** Every active sender of every tenant (the template sync job walks them). */
 export async function listAllActiveSenders(db: Db): Promise<SenderRow[]> {
   return db.selectFrom("senders").selectAll().where("active", "=", true).orderBy("id").execute();

@@ -1,7 +1,7 @@
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import { isId } from "../ids.ts";
-import { findSender, listActiveSenders, type SenderRow } from "./repository.ts";
+import { listTenantSenders, type SenderRow } from "./repository.ts";
 
 /**
  * The sender a request means (SPEC §4): the one named, or the tenant's only active sender. A named
@@ -9,18 +9,17 @@ import { findSender, listActiveSenders, type SenderRow } from "./repository.ts";
  * undefined when none is named and the tenant has no active sender (each caller says what that
  * means for it); whether a named sender is active is the caller's check too.
  */
-export async function resolveSender(
-  db: Db,
-  tenantId: string,
+export function chooseSender(
+  tenantSenders: readonly SenderRow[],
   senderId: string | undefined,
   param = "sender",
-): Promise<SenderRow | undefined> {
+): SenderRow | undefined {
   if (senderId !== undefined) {
-    const sender = isId(senderId, "snd") ? await findSender(db, tenantId, senderId) : undefined;
+    const sender = tenantSenders.find((s) => s.id === senderId);
     if (!sender) throw new ApiError("resource_missing", `No such sender: ${senderId}.`, { param });
     return sender;
   }
-  const active = await listActiveSenders(db, tenantId);
+  const active = tenantSenders.filter((s) => s.active);
   if (active.length > 1) {
     throw new ApiError(
       "parameter_missing",
@@ -31,4 +30,17 @@ export async function resolveSender(
     );
   }
   return active[0];
+}
+
+/** chooseSender over the tenant's senders as Postgres has them now. */
+export async function resolveSender(
+  db: Db,
+  tenantId: string,
+  senderId: string | undefined,
+  param = "sender",
+): Promise<SenderRow | undefined> {
+  if (senderId !== undefined && !isId(senderId, "snd")) {
+    throw new ApiError("resource_missing", `No such sender: ${senderId}.`, { param });
+  }
+  return chooseSender(await listTenantSenders(db, tenantId), senderId, param);
 }
