@@ -178,9 +178,11 @@ export function createAcceptBatcher(
   logger: Logger,
   afterCommit: (committed: AcceptRow[]) => Promise<void>,
   maxBatch = 250,
+  /** Transactions in flight at once: one gathers while others commit. */
+  parallel = 3,
 ) {
   const waiting: Waiting[] = [];
-  let draining = false;
+  let draining = 0;
 
   async function commit(batch: Waiting[]) {
     const results = await commitAcceptBatch(
@@ -213,15 +215,15 @@ export function createAcceptBatcher(
         for (const single of batch) await commit([single]).catch((e: unknown) => single.reject(e));
       }
     }
-    draining = false;
+    draining--;
   }
 
   return function submit(row: AcceptRow): Promise<AcceptCommit> {
     return new Promise((resolve, reject) => {
       waiting.push({ row, resolve, reject });
-      if (!draining) {
-        draining = true;
-        // Requests arriving in the same tick share the first transaction too.
+      if (draining < parallel) {
+        draining++;
+        // Requests arriving in the same tick share the transaction too.
         queueMicrotask(() => void drain());
       }
     });

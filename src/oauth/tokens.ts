@@ -24,6 +24,7 @@ export interface TokenService {
   check(token: string): Promise<TokenCheck>;
 }
 
+const VERIFIED_CACHE_SIZE = 10_000;
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 export function createTokenService(secret: string, clock: Clock): TokenService {
@@ -31,6 +32,7 @@ export function createTokenService(secret: string, clock: Clock): TokenService {
   const plugin = jwt({ name: "tokens", secret, alg: "HS256", iss: ISSUER, aud: AUDIENCE });
   const signer = (plugin as unknown as { singleton: { decorator: { tokens: JwtSigner } } }).singleton
     .decorator.tokens;
+  const verified = new Map<string, { auth: AuthContext; exp: number }>();
   const verifyAt = (token: string, at: Date) =>
     signer.verify(token, { algorithms: ["HS256"], issuer: ISSUER, audience: AUDIENCE, currentDate: at });
 
@@ -53,24 +55,27 @@ export function createTokenService(secret: string, clock: Clock): TokenService {
     async check(token) {
       if (!JWT_SHAPE.test(token) || token.length > 4096) return { ok: false, problem: "malformed" };
       const now = clock.now();
+      // A client reuses its token for up to an hour: verify its signature once, not per request.
+      const known = verified.get(token);
+      if (known && known.exp > epochSeconds(now)) return { ok: true, auth: known.auth };
       const payload = await verifyAt(token, now);
       if (payload) {
         const claims = payload as unknown as TokenClaims;
         if (typeof claims.sub !== "string" || typeof claims.ten !== "string" || !Array.isArray(claims.lim)) {
           return { ok: false, problem: "invalid" };
         }
-        return {
-          ok: true,
-          auth: {
-            clientId: claims.sub,
-            tenantId: claims.ten,
-            scopes: String(claims.scope ?? "")
-              .split(" ")
-              .filter(Boolean) as Scope[],
-            readLimit: Number(claims.lim[0]),
-            sendLimit: Number(claims.lim[1]),
-          },
+        const auth: AuthContext = {
+          clientId: claims.sub,
+          tenantId: claims.ten,
+          scopes: String(claims.scope ?? "")
+            .split(" ")
+            .filter(Boolean) as Scope[],
+          readLimit: Number(claims.lim[0]),
+          sendLimit: Number(claims.lim[1]),
         };
+        if (verified.size >= VERIFIED_CACHE_SIZE) verified.clear();
+        verified.set(token, { auth, exp: Number(payload.exp) });
+        return { ok: true, auth };
       }
       // Tell "expired" from "forged": a token that verifies just before its exp was genuine.
       const exp = readExpiry(token);
