@@ -3,9 +3,13 @@ import { Elysia } from "elysia";
 import type { ChannelProvider } from "./channel/provider.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
+import { contactRoutes } from "./contacts/routes.ts";
+import { conversationRoutes } from "./conversations/routes.ts";
 import type { Db } from "./db/connect.ts";
 import { docsRoutes } from "./docs/routes.ts";
+import { feedRoutes } from "./feed/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
+import { historyRoutes } from "./history/routes.ts";
 import { API_PREFIX, MEDIA_BODY_LIMIT, requestPipeline } from "./http/pipeline.ts";
 import type { Logger } from "./logger.ts";
 import { mediaRoutes } from "./media/routes.ts";
@@ -56,6 +60,10 @@ export function createApp(deps: AppDeps) {
     .use(oauthRoutes(deps))
     .use(senderRoutes(deps))
     .use(messageRoutes(deps))
+    .use(contactRoutes(deps))
+    .use(historyRoutes(deps))
+    .use(conversationRoutes(deps))
+    .use(feedRoutes(deps))
     .use(docsRoutes(deps))
     .use(mediaRoutes(deps));
 

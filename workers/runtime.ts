@@ -2,6 +2,7 @@ import { type Processor, Worker } from "bullmq";
 import { type Clock, systemClock } from "../src/clock.ts";
 import { type Config, loadConfigOrExit } from "../src/config.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
+import { type FeedSequencerLoop, startFeedSequencer } from "../src/feed/sequencer.ts";
 import { createLogger, type Logger } from "../src/logger.ts";
 import { createQueues, type JobData, type QueueName, type Queues, queuePrefix } from "../src/queues/index.ts";
 import { createRedis, type RedisClient } from "../src/redis/connect.ts";
@@ -25,6 +26,8 @@ export interface WorkerRuntime extends WorkerContext {
   ): Worker<JobData[N]>;
   /** A loop that survives Redis restarts (a timer, not a repeatable job); errors are logged, not fatal. */
   every(name: string, intervalMs: number, task: () => Promise<unknown>): void;
+  /** The feed sequencer loop this process runs (DESIGN §6); kick it after finalizing a message. */
+  feedSequencer: FeedSequencerLoop;
   /** Resolves once the process is told to stop and has drained. */
   stopped: Promise<void>;
 }
@@ -43,6 +46,9 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     resolveStopped = resolve;
   });
 
+  // Every worker process runs one, so the feed advances while any worker is alive.
+  const feedSequencer = startFeedSequencer(db, logger);
+
   const runtime: WorkerRuntime = {
     config,
     db,
@@ -50,6 +56,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     queues,
     clock: systemClock,
     logger,
+    feedSequencer,
     stopped,
     consume(name, processor, concurrency) {
       const worker = new Worker(name, processor, {
@@ -97,6 +104,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     for (const timer of timers) clearTimeout(timer);
     // close() waits for active jobs, so none is left `active` for the stall checker to find.
     await Promise.race([Promise.all(workers.map((w) => w.close())), Bun.sleep(20_000)]);
+    await feedSequencer.stop();
     await Promise.allSettled([queues.close(), db.destroy()]);
     redis.disconnect();
     logger.info("stopped");

@@ -12,6 +12,7 @@ import { type Config, ConfigError, loadConfig } from "../config.ts";
 import { toE164 } from "../contacts/phone.ts";
 import { createDb, type Db, ensureDatabase } from "../db/connect.ts";
 import { migrate } from "../db/migrate.ts";
+import { bumpFeedEpoch } from "../feed/repository.ts";
 import { presentSenderForOperator } from "../senders/presenter.ts";
 import { findSenderById, findSenderByProviderPhoneNumberId, setSenderActive } from "../senders/repository.ts";
 import {
@@ -238,6 +239,9 @@ COMMANDS.seed = async (ctx) => {
   for (const step of SEED_STEPS) Object.assign(seed, await step(ctx, seed));
   return { object: "seed", ...seed };
 };
+
+// After a restore or failover (DESIGN §6): every older feed cursor restarts at 0.
+COMMANDS["feed bump-epoch"] = async ({ db }) => ({ object: "feed_epoch", epoch: await bumpFeedEpoch(db) });
 
 const FLAG_NAMES = [
   "name",

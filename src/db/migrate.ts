@@ -2,10 +2,11 @@ import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { sql } from "kysely";
 import type { Db } from "./connect.ts";
+import { ADVISORY_LOCKS } from "./locks.ts";
 
 const SQL_DIR = join(import.meta.dir, "../../sql");
 // Any constant shared by every process of this service: serializes concurrent migrators.
-const MIGRATION_LOCK_KEY = 727_001;
+const MIGRATION_LOCK_KEY = ADVISORY_LOCKS.migrations;
 
 /**
  * Applies the files of sql/ in name order, each once, each in its own transaction. A session

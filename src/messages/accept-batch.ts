@@ -194,7 +194,7 @@ export function createAcceptBatcher(
       (error: Error) =>
         logger.warn({ err: error.message }, "after-commit step failed; the sweeper covers it"),
     );
-    batch.forEach((w, i) => w.resolve(results[i]!));
+    for (const [i, w] of batch.entries()) w.resolve(results[i]!);
   }
 
   async function drain() {

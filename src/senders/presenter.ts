@@ -27,8 +27,3 @@ export function presentSenderForOperator(sender: SenderRow, approvedTemplates: n
     templates_synced: approvedTemplates,
   };
 }
-
-/** SPEC §2 list envelope; nothing here pages, so has_more is always false. */
-export function listEnvelope<T>(url: string, data: T[]) {
-  return { object: "list" as const, url, has_more: false, data };
-}

@@ -1,11 +1,13 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
+import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
+import { ErrorResponse } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentTemplate } from "../templates/presenter.ts";
-import { listEnvelope, presentSender } from "./presenter.ts";
+import { presentSender } from "./presenter.ts";
 import { listActiveSenders } from "./repository.ts";
-import { ErrorResponse, SenderIdParams, SenderList, TemplateList } from "./schemas.ts";
+import { SenderIdParams, SenderList, TemplateList } from "./schemas.ts";
 import { listTemplatesOfSender } from "./service.ts";
 
 export function senderRoutes(deps: AppDeps) {

@@ -3,6 +3,7 @@ import { sql } from "kysely";
 import type { ChannelProvider, ProviderTemplate } from "../channel/provider.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
+import { ADVISORY_LOCKS } from "../db/locks.ts";
 import type { TemplatesTable } from "../db/schema.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
@@ -74,7 +75,7 @@ function templateRow(sender: SenderRow, template: ProviderTemplate, now: Date): 
 }
 
 // Any constant shared by every maintenance process: only one of them syncs at a time.
-export const TEMPLATE_SYNC_LOCK_KEY = 727_002;
+export const TEMPLATE_SYNC_LOCK_KEY = ADVISORY_LOCKS.templateSync;
 
 interface LockAttempt {
   locked: boolean;

@@ -1,0 +1,455 @@
+/**
+ * Feed benchmark, run by hand: `bun bench/feed.ts` (not part of the test suite). Needs the local
+ * Postgres and Redis; makes its own database and Redis prefix and drops them at the end. Loopback only.
+ *
+ *   (a) ingest: signed webhooks (several messages each) into a real api process and finalize worker
+ *       processes; sustained inbound messages/s, and time from each webhook's 200 to the message's
+ *       first appearance in GET /messages (p50/p99).
+ *   (b) feed read: a tenant with 200,000 messages read from the start with limit=500; messages/s and
+ *       page latency p99.
+ *   (c) lost-nothing at a large size: the loss count.
+ *
+ * Sizes can be changed with BENCH_INGEST_RATE, BENCH_INGEST_SECONDS, BENCH_FINALIZE_WORKERS,
+ * BENCH_FEED_MESSAGES, BENCH_LOST_WRITERS and BENCH_LOST_PER_WRITER; BENCH_PHASES picks phases
+ * (default `ingest,read,lost`).
+ */
+import { sql } from "kysely";
+import { createApp } from "../src/app.ts";
+import { createApplication } from "../src/applications/service.ts";
+import { signPayload } from "../src/channel/signature.ts";
+import { loadConfig } from "../src/config.ts";
+import { createDb, type Db, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
+import { migrate } from "../src/db/migrate.ts";
+import { buildDeps, closeDeps } from "../src/deps.ts";
+import { sequenceFeed } from "../src/feed/sequencer.ts";
+import { newId, randomBase62 } from "../src/ids.ts";
+import { createLogger } from "../src/logger.ts";
+import { insertSender } from "../src/senders/repository.ts";
+import { insertTenant } from "../src/tenants/repository.ts";
+import { runLostNothing } from "../test/lost-nothing.ts";
+import { deleteRedisPrefix } from "../test/support.ts";
+
+const INGEST_RATE = Number(process.env.BENCH_INGEST_RATE ?? 3000);
+const INGEST_SECONDS = Number(process.env.BENCH_INGEST_SECONDS ?? 10);
+const MESSAGES_PER_WEBHOOK = 20;
+const WEBHOOKS_IN_FLIGHT = 16;
+const FINALIZE_WORKERS = Number(process.env.BENCH_FINALIZE_WORKERS ?? 2);
+const FEED_MESSAGES = Number(process.env.BENCH_FEED_MESSAGES ?? 200_000);
+const LOST_WRITERS = Number(process.env.BENCH_LOST_WRITERS ?? 16);
+const LOST_PER_WRITER = Number(process.env.BENCH_LOST_PER_WRITER ?? 1500);
+const PHASES = new Set((process.env.BENCH_PHASES ?? "ingest,read,lost").split(","));
+// Every wait below ends by itself.
+const VISIBILITY_DEADLINE_MS = 120_000;
+
+const suffix = randomBase62(8).toLowerCase();
+const port = await freePort();
+const env = {
+  DATABASE_URL: `postgres://postgres@127.0.0.1:5432/bench_feed_${suffix}`,
+  REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379/0",
+  REDIS_PREFIX: `bench-${suffix}`,
+  PORT: String(port),
+  PUBLIC_BASE_URL: `http://127.0.0.1:${port}/v2`,
+  // Nothing is sent in this benchmark; the provider is never called.
+  WHATSAPP_GRAPH_URL: "http://127.0.0.1:9",
+  LOG_LEVEL: "warn",
+};
+const config = loadConfig(env);
+const base = `http://127.0.0.1:${port}`;
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits;
+
+/** CPU busy share over one second, from /proc/stat (Linux). */
+async function cpuBusy(): Promise<number> {
+  const sample = async () => {
+    const fields = (await Bun.file("/proc/stat").text())
+      .split("\n")[0]!
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    const idle = fields[3]! + (fields[4] ?? 0);
+    return { idle, total: fields.reduce((sum, value) => sum + value, 0) };
+  };
+  const before = await sample();
+  await Bun.sleep(1000);
+  const after = await sample();
+  return 1 - (after.idle - before.idle) / Math.max(1, after.total - before.total);
+}
+
+/** Figures from a shared machine mean little: wait (bounded) for three quiet seconds in a row. */
+async function waitForQuietMachine(maxSeconds: number): Promise<boolean> {
+  let quiet = 0;
+  for (let second = 0; second < maxSeconds; second++) {
+    quiet = (await cpuBusy()) < 0.15 ? quiet + 1 : 0;
+    if (quiet >= 3) return true;
+  }
+  return false;
+}
+
+async function freePort(): Promise<number> {
+  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const chosen = probe.port!;
+  await probe.stop(true);
+  return chosen;
+}
+
+const children: ReturnType<typeof Bun.spawn>[] = [];
+function spawn(command: string[]) {
+  const child = Bun.spawn(command, { env: { ...process.env, ...env }, stdout: "inherit", stderr: "inherit" });
+  children.push(child);
+  return child;
+}
+
+async function waitForHealth(): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(`${base}/healthz`)).ok) return;
+    } catch {}
+    await Bun.sleep(100);
+  }
+  throw new Error("the api did not start");
+}
+
+interface Tenant {
+  tenantId: string;
+  senderId: string;
+  phoneNumberId: string;
+  token: string;
+}
+
+async function benchTenant(db: Db, name: string, phoneNumberId: string): Promise<Tenant> {
+  const tenant = await insertTenant(db, { name });
+  const sender = await insertSender(db, {
+    tenantId: tenant.id,
+    phoneNumber: `+1555${phoneNumberId.slice(-7)}`,
+    providerPhoneNumberId: phoneNumberId,
+    wabaId: "300000000000001",
+    accessToken: "bench",
+  });
+  const { application, clientSecret } = await createApplication(db, {
+    tenantId: tenant.id,
+    name: `${name} reader`,
+    readLimit: 1_000_000,
+    sendLimit: 1_000,
+  });
+  const response = await fetch(`${base}/v2/oauth/token`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      grant_type: "client_credentials",
+      client_id: application.clientId,
+      client_secret: clientSecret,
+    }),
+  });
+  const { access_token } = (await response.json()) as { access_token: string };
+  return { tenantId: tenant.id, senderId: sender.id, phoneNumberId, token: access_token };
+}
+
+interface FeedPage {
+  data: { id: string; text: string | null }[];
+  has_more: boolean;
+  next_cursor: string;
+}
+
+async function readFeedPage(token: string, since: string | undefined, limit: number): Promise<FeedPage> {
+  const query = new URLSearchParams({ limit: String(limit), ...(since && { since }) });
+  const response = await fetch(`${base}/v2/messages?${query}`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  if (response.status !== 200) throw new Error(`feed read: ${response.status} ${await response.text()}`);
+  return (await response.json()) as FeedPage;
+}
+
+function webhook(tenant: Tenant, first: number, count: number, timestamp: number): string {
+  const messages = Array.from({ length: count }, (_, i) => {
+    const n = first + i;
+    return {
+      from: `4917${String(n % 500).padStart(9, "0")}`,
+      id: `wamid.bench.${suffix}.${n}`,
+      timestamp: String(timestamp),
+      type: "text",
+      text: { body: `bench ${n}` },
+    };
+  });
+  return JSON.stringify({
+    object: "whatsapp_business_account",
+    entry: [
+      {
+        id: "300000000000001",
+        changes: [
+          {
+            field: "messages",
+            value: {
+              messaging_product: "whatsapp",
+              metadata: { display_phone_number: "15550100001", phone_number_id: tenant.phoneNumberId },
+              contacts: messages.map((m) => ({ profile: { name: "Bench" }, wa_id: m.from })),
+              messages,
+            },
+          },
+        ],
+      },
+    ],
+  });
+}
+
+/** (a) Open loop at INGEST_RATE for INGEST_SECONDS, while one reader follows the feed. */
+async function ingest(tenant: Tenant) {
+  const total = INGEST_RATE * INGEST_SECONDS;
+  const webhooks = Math.ceil(total / MESSAGES_PER_WEBHOOK);
+  const ackedAt = new Float64Array(total).fill(Number.NaN);
+  const seenAt = new Float64Array(total).fill(Number.NaN);
+  let seen = 0;
+
+  const reader = (async () => {
+    let since: string | undefined;
+    const deadline = performance.now() + INGEST_SECONDS * 1000 + VISIBILITY_DEADLINE_MS;
+    while (seen < total && performance.now() < deadline) {
+      const page = await readFeedPage(tenant.token, since, 500);
+      const now = performance.now();
+      for (const message of page.data) {
+        const n = Number(message.text?.slice("bench ".length));
+        if (Number.isInteger(n) && n < total && Number.isNaN(seenAt[n]!)) {
+          seenAt[n] = now;
+          seen++;
+        }
+      }
+      since = page.next_cursor;
+      if (!page.has_more) await Bun.sleep(5);
+    }
+  })();
+
+  const started = performance.now();
+  const interval = (1000 * MESSAGES_PER_WEBHOOK) / INGEST_RATE;
+  let next = 0;
+  let failures = 0;
+  const sender = async () => {
+    for (;;) {
+      const index = next++;
+      if (index >= webhooks) return;
+      // Paced: webhook i leaves at i * interval, or as soon as a slot frees up if behind.
+      const due = started + index * interval;
+      const wait = due - performance.now();
+      if (wait > 0) await Bun.sleep(wait);
+      const first = index * MESSAGES_PER_WEBHOOK;
+      const count = Math.min(MESSAGES_PER_WEBHOOK, total - first);
+      const raw = webhook(tenant, first, count, Math.floor(Date.now() / 1000));
+      const response = await fetch(`${base}/webhooks/whatsapp`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "x-hub-signature-256": signPayload(raw, config.whatsappAppSecret),
+        },
+        body: raw,
+      });
+      await response.arrayBuffer();
+      if (response.status !== 200) {
+        failures++;
+        continue;
+      }
+      const now = performance.now();
+      for (let n = first; n < first + count; n++) ackedAt[n] = now;
+    }
+  };
+  await Promise.all(Array.from({ length: WEBHOOKS_IN_FLIGHT }, sender));
+  const sentSeconds = (performance.now() - started) / 1000;
+  await reader;
+
+  const latencies: number[] = [];
+  let lastSeen = started;
+  for (let n = 0; n < total; n++) {
+    const acked = ackedAt[n]!;
+    const visible = seenAt[n]!;
+    if (!Number.isNaN(visible)) lastSeen = Math.max(lastSeen, visible);
+    // A message can show up before its webhook's 200 reaches us; that counts as 0.
+    if (!Number.isNaN(acked) && !Number.isNaN(visible)) latencies.push(Math.max(0, visible - acked));
+  }
+  latencies.sort((a, b) => a - b);
+  return {
+    offered_msgs_per_s: INGEST_RATE,
+    messages: total,
+    messages_per_webhook: MESSAGES_PER_WEBHOOK,
+    finalize_workers: FINALIZE_WORKERS,
+    webhook_failures: failures,
+    accepted_msgs_per_s: round(total / sentSeconds, 0),
+    visible: seen,
+    sustained_visible_msgs_per_s: round(seen / ((lastSeen - started) / 1000), 0),
+    visibility_ms: {
+      p50: round(percentile(latencies, 50)),
+      p99: round(percentile(latencies, 99)),
+      max: round(percentile(latencies, 100)),
+    },
+  };
+}
+
+/** (b) Seed FEED_MESSAGES messages, number them, and read the whole feed from the start. */
+async function feedRead(db: Db, tenant: Tenant) {
+  const contacts = 1000;
+  await sql`
+    INSERT INTO contacts (id, tenant_id, phone, name)
+    SELECT 'ctc_bench' || lpad(g::text, 8, '0'), ${tenant.tenantId}, '+4916' || lpad(g::text, 9, '0'), 'Customer ' || g
+    FROM generate_series(1, ${contacts}) AS g`.execute(db);
+  await sql`
+    INSERT INTO messages (id, tenant_id, contact_id, sender_id, direction, type, preview, text, status, created_at)
+    SELECT 'msg_bench' || lpad(g::text, 10, '0'), ${tenant.tenantId},
+           'ctc_bench' || lpad((g % ${contacts} + 1)::text, 8, '0'), ${tenant.senderId},
+           CASE WHEN g % 4 = 0 THEN 'outbound' ELSE 'inbound' END, 'text',
+           'Message ' || g || ': where is my order? It was due yesterday.',
+           'Message ' || g || ': where is my order? It was due yesterday.',
+           CASE WHEN g % 4 = 0 THEN 'delivered' END,
+           now() - make_interval(secs => ${FEED_MESSAGES} - g)
+    FROM generate_series(1, ${FEED_MESSAGES}) AS g`.execute(db);
+  await sql`INSERT INTO feed_pending (message_id, tenant_id)
+            SELECT id, tenant_id FROM messages WHERE tenant_id = ${tenant.tenantId}`.execute(db);
+  const sequencingStarted = performance.now();
+  // The api's workers are stopped by now: this process's sequencer numbers the whole backlog.
+  for (let ticks = 0; ticks < 10_000 && (await sequenceFeed(db)).taken > 0; ticks++);
+  const sequencingSeconds = (performance.now() - sequencingStarted) / 1000;
+  await sql`ANALYZE`.execute(db);
+
+  const read = async () => {
+    const pageMs: number[] = [];
+    let since: string | undefined;
+    let messages = 0;
+    const started = performance.now();
+    for (let pages = 0; pages < FEED_MESSAGES; pages++) {
+      const pageStarted = performance.now();
+      const page = await readFeedPage(tenant.token, since, 500);
+      pageMs.push(performance.now() - pageStarted);
+      messages += page.data.length;
+      since = page.next_cursor;
+      if (!page.has_more) break;
+    }
+    return { messages, seconds: (performance.now() - started) / 1000, pageMs: pageMs.sort((a, b) => a - b) };
+  };
+  await read(); // warm-up: caches, JIT
+  const measured = await read();
+  return {
+    messages: measured.messages,
+    sequencer_msgs_per_s: round(FEED_MESSAGES / sequencingSeconds, 0),
+    read_msgs_per_s: round(measured.messages / measured.seconds, 0),
+    page_ms: {
+      p50: round(percentile(measured.pageMs, 50), 2),
+      p99: round(percentile(measured.pageMs, 99), 2),
+      max: round(percentile(measured.pageMs, 100), 2),
+    },
+  };
+}
+
+/** (c) The lost-nothing run at a large size, through an in-process app on the same database. */
+async function lostNothing(db: Db) {
+  const deps = buildDeps(config, { logger: createLogger("silent"), limits: { token: 1000 } });
+  const app = createApp(deps);
+  try {
+    const tenants = [];
+    for (const name of ["Lost A", "Lost B"]) {
+      const tenant = await insertTenant(db, { name });
+      const sender = await insertSender(db, {
+        tenantId: tenant.id,
+        phoneNumber: "+15550109999",
+        providerPhoneNumberId: `lost-${name}-${suffix}`,
+        wabaId: "300000000000009",
+        accessToken: "bench",
+      });
+      const contact = await db
+        .insertInto("contacts")
+        .values({ id: newId("ctc"), tenant_id: tenant.id, phone: "+4915100000001" })
+        .returning("id")
+        .executeTakeFirstOrThrow();
+      const { application, clientSecret } = await createApplication(db, {
+        tenantId: tenant.id,
+        name: "Lost reader",
+        readLimit: 1_000_000,
+      });
+      const response = await app.handle(
+        new Request("http://localhost/v2/oauth/token", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            grant_type: "client_credentials",
+            client_id: application.clientId,
+            client_secret: clientSecret,
+          }),
+        }),
+      );
+      const { access_token } = (await response.json()) as { access_token: string };
+      tenants.push({ tenantId: tenant.id, senderId: sender.id, contactId: contact.id, token: access_token });
+    }
+    const writerDb = createDb(config.databaseUrl, { max: LOST_WRITERS + 6 });
+    try {
+      const report = await runLostNothing({
+        app,
+        db: writerDb,
+        logger: createLogger("silent"),
+        tenants,
+        writers: LOST_WRITERS,
+        messagesPerWriter: LOST_PER_WRITER,
+        readersPerTenant: 2,
+        rollbackRate: 0.1,
+        maxDelayMs: 5,
+        sequencers: 2,
+      });
+      return {
+        writers: LOST_WRITERS,
+        committed: report.committed,
+        rolled_back: report.rolledBack,
+        lost: report.lost,
+        rereads_exact: report.rereadsExact,
+        readers_in_reread_order: report.readers.every((r) => r.orderMatchesReread),
+        foreign_seen: report.readers.reduce((sum, r) => sum + r.foreign + r.rolledBackSeen, 0),
+        seconds: report.seconds,
+      };
+    } finally {
+      await writerDb.destroy();
+    }
+  } finally {
+    await closeDeps(deps);
+  }
+}
+
+const QUIET_WAIT_SECONDS = Number(process.env.BENCH_QUIET_WAIT_SECONDS ?? 600);
+const quiet = async (phase: string) => {
+  if (!(await waitForQuietMachine(QUIET_WAIT_SECONDS)))
+    console.log(JSON.stringify({ warning: `machine busy before ${phase}` }));
+};
+
+await ensureDatabase(config.databaseUrl);
+const db = createDb(config.databaseUrl, { max: 4 });
+try {
+  await migrate(db);
+  if (PHASES.has("ingest") || PHASES.has("read")) {
+    const api = spawn(["bun", "src/server.ts"]);
+    await waitForHealth();
+    if (PHASES.has("ingest")) {
+      const workers = Array.from({ length: FINALIZE_WORKERS }, () => spawn(["bun", "workers/finalize.ts"]));
+      await Bun.sleep(1500); // workers connect to Redis and Postgres
+      const ingestTenant = await benchTenant(db, "Ingest", "310000000000001");
+      await quiet("ingest");
+      console.log(JSON.stringify({ ingest: await ingest(ingestTenant) }));
+      for (const worker of workers) worker.kill("SIGTERM");
+      await Promise.all(workers.map((worker) => worker.exited));
+    }
+    if (PHASES.has("read")) {
+      const readTenant = await benchTenant(db, "Reader", "310000000000002");
+      await quiet("feed read");
+      console.log(JSON.stringify({ feed_read: await feedRead(db, readTenant) }));
+    }
+    api.kill("SIGTERM");
+    await api.exited;
+  }
+  if (PHASES.has("lost")) {
+    await quiet("lost-nothing");
+    console.log(JSON.stringify({ lost_nothing: await lostNothing(db) }));
+  }
+} finally {
+  for (const child of children) if (child.exitCode === null) child.kill("SIGTERM");
+  await Promise.all(children.map((child) => child.exited));
+  await db.destroy();
+  await dropDatabase(config.databaseUrl);
+  await deleteRedisPrefix(config.redisPrefix);
+}

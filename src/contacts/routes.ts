@@ -1,0 +1,56 @@
+import { Elysia } from "elysia";
+import type { AppDeps } from "../app.ts";
+import { ErrorResponse } from "../http/schemas.ts";
+import { scopeGuard } from "../http/scope.ts";
+import { presentContact } from "./presenter.ts";
+import { ContactIdParams, ContactPhoneQuery, ContactSchema } from "./schemas.ts";
+import { getContact, getContactByPhone } from "./service.ts";
+
+const errors = {
+  400: ErrorResponse,
+  401: ErrorResponse,
+  403: ErrorResponse,
+  404: ErrorResponse,
+  429: ErrorResponse,
+};
+
+export function contactRoutes(deps: AppDeps) {
+  return new Elysia()
+    .use(scopeGuard)
+    .get(
+      "/contacts/:contact_id",
+      async ({ auth, params }) => {
+        const { contact, messaging } = await getContact(deps, auth.tenantId, params.contact_id);
+        return presentContact(contact, messaging);
+      },
+      {
+        scope: "messaging:read",
+        params: ContactIdParams,
+        response: { 200: ContactSchema, ...errors },
+        detail: {
+          summary: "Retrieve a contact",
+          description:
+            "One contact with its `messaging` state: whether free text may be sent now (the 24-hour window after the customer's last message, and an active sender) or only an approved template.",
+          tags: ["Contacts"],
+        },
+      },
+    )
+    .get(
+      "/contacts",
+      async ({ auth, query }) => {
+        const { contact, messaging } = await getContactByPhone(deps, auth.tenantId, query.phone);
+        return presentContact(contact, messaging);
+      },
+      {
+        scope: "messaging:read",
+        query: ContactPhoneQuery,
+        response: { 200: ContactSchema, ...errors },
+        detail: {
+          summary: "Find a contact by phone number",
+          description:
+            "The contact with this phone number (E.164; spaces and a missing `+` are tolerated), as a single Contact object, not a list. 404 when there is none.",
+          tags: ["Contacts"],
+        },
+      },
+    );
+}

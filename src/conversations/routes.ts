@@ -1,0 +1,40 @@
+import { Elysia } from "elysia";
+import type { AppDeps } from "../app.ts";
+import { listEnvelope } from "../http/lists.ts";
+import { pathOf } from "../http/pipeline.ts";
+import { ErrorResponse } from "../http/schemas.ts";
+import { scopeGuard } from "../http/scope.ts";
+import { presentConversation } from "./presenter.ts";
+import { CONVERSATIONS_LIMIT, ConversationList, ConversationsQuery } from "./schemas.ts";
+import { listConversations } from "./service.ts";
+
+export function conversationRoutes(deps: AppDeps) {
+  return new Elysia().use(scopeGuard).get(
+    "/conversations",
+    async ({ auth, query, request }) => {
+      const page = await listConversations(deps.db, auth.tenantId, {
+        order: query.order ?? "desc",
+        limit: query.limit ?? CONVERSATIONS_LIMIT.default,
+        before: query.before,
+      });
+      return listEnvelope(pathOf(request.url), page.rows.map(presentConversation), page.hasMore);
+    },
+    {
+      scope: "messaging:read",
+      query: ConversationsQuery,
+      response: {
+        200: ConversationList,
+        400: ErrorResponse,
+        401: ErrorResponse,
+        403: ErrorResponse,
+        429: ErrorResponse,
+      },
+      detail: {
+        summary: "List conversations",
+        description:
+          "One entry per contact, with its last message and unread count, newest first by default. To page, pass the last item's `last_message.created` as `before`: only conversations whose last message is older are listed. A page may hold fewer than `limit` items so that no second is split across pages.",
+        tags: ["Conversations"],
+      },
+    },
+  );
+}

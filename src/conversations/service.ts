@@ -1,0 +1,38 @@
+import { epochSeconds } from "../clock.ts";
+import type { Db } from "../db/connect.ts";
+import { type ConversationRow, listConversationRows } from "./repository.ts";
+
+export interface ConversationsRequest {
+  order: "asc" | "desc";
+  limit: number;
+  /** Unix epoch seconds. */
+  before?: number;
+}
+
+/**
+ * GET /conversations, ordered by last message. `before` is whole seconds, so a newest-first page
+ * that would end partway through one second stops before that second instead: the next page
+ * (`before` = the last item's `created`) then starts with all of it, and nothing is skipped. Only a
+ * page that is a single second throughout is cut as it stands.
+ */
+export async function listConversations(
+  db: Db,
+  tenantId: string,
+  request: ConversationsRequest,
+): Promise<{ rows: ConversationRow[]; hasMore: boolean }> {
+  const fetched = await listConversationRows(db, {
+    tenantId,
+    order: request.order,
+    fetch: request.limit + 1,
+    before: request.before === undefined ? undefined : new Date(request.before * 1000),
+  });
+  const hasMore = fetched.length > request.limit;
+  let rows = fetched.slice(0, request.limit);
+  const firstLeftOut = fetched[request.limit];
+  if (hasMore && firstLeftOut && request.order === "desc") {
+    const splitSecond = epochSeconds(firstLeftOut.last_message_at);
+    const whole = rows.filter((row) => epochSeconds(row.last_message_at) !== splitSecond);
+    if (whole.length > 0) rows = whole;
+  }
+  return { rows, hasMore };
+}

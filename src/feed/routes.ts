@@ -1,0 +1,48 @@
+import { Elysia } from "elysia";
+import type { AppDeps } from "../app.ts";
+import { listEnvelope } from "../http/lists.ts";
+import { pathOf } from "../http/pipeline.ts";
+import { ErrorResponse } from "../http/schemas.ts";
+import { scopeGuard } from "../http/scope.ts";
+import { createFeedCursorCodec } from "./cursor.ts";
+import { presentFeedMessage } from "./presenter.ts";
+import { FEED_LIMIT, FeedList, FeedQuery } from "./schemas.ts";
+import { readFeed } from "./service.ts";
+
+/** GET /messages, the tenant-wide feed (POST /messages, sending, lives in src/messages/). */
+export function feedRoutes(deps: AppDeps) {
+  const cursors = createFeedCursorCodec(deps.config.jwtSecret);
+  return new Elysia().use(scopeGuard).get(
+    "/messages",
+    async ({ auth, query, request }) => {
+      const page = await readFeed(
+        deps.db,
+        cursors,
+        auth.tenantId,
+        query.since,
+        query.limit ?? FEED_LIMIT.default,
+      );
+      return {
+        ...listEnvelope(pathOf(request.url), page.rows.map(presentFeedMessage), page.hasMore),
+        next_cursor: page.nextCursor,
+      };
+    },
+    {
+      scope: "messaging:read",
+      query: FeedQuery,
+      response: {
+        200: FeedList,
+        400: ErrorResponse,
+        401: ErrorResponse,
+        403: ErrorResponse,
+        429: ErrorResponse,
+      },
+      detail: {
+        summary: "Read the message feed",
+        description:
+          "Every message of your account, inbound and outbound, in one fixed order given once a message is stored. Follow it with `since` = the previous `next_cursor` (returned on every page, even an empty one) and persist the cursor. Delivery is at least once: de-duplicate by `id`. Messages still being stored appear on a later call, in order; a few seconds' delay is normal. Provider system notices are excluded.",
+        tags: ["Messages"],
+      },
+    },
+  );
+}

@@ -1,0 +1,31 @@
+import { t } from "elysia";
+import { ContactRefSchema } from "../contacts/schemas.ts";
+import { messageFields } from "../history/schemas.ts";
+import { listOf } from "../http/schemas.ts";
+import { queryInteger } from "../http/validation.ts";
+
+export const FEED_LIMIT = { minimum: 1, maximum: 500, default: 100 };
+
+export const FeedQuery = t.Object({
+  since: t.Optional(
+    t.String({
+      description: "an `fd_` cursor: the `next_cursor` of the previous page; absent = from the start",
+    }),
+  ),
+  limit: t.Optional(queryInteger("limit", FEED_LIMIT)),
+});
+
+export const FeedMessageSchema = t.Object(
+  {
+    object: t.Literal("message"),
+    ...messageFields,
+    contact: ContactRefSchema,
+  },
+  { description: "A message, inbound or outbound, with its contact." },
+);
+
+export const FeedList = listOf(FeedMessageSchema, "The next messages of the feed, in feed order.", {
+  next_cursor: t.String({
+    description: "Pass as `since` in the next call; present on every page, even an empty one.",
+  }),
+});

@@ -1,0 +1,160 @@
+import { sql } from "kysely";
+import type { Db } from "../db/connect.ts";
+import { ADVISORY_LOCKS } from "../db/locks.ts";
+import { SYSTEM_TYPE_PATTERN } from "../history/repository.ts";
+import type { Logger } from "../logger.ts";
+
+/**
+ * The feed sequencer (DESIGN §6 step 2): positions are given only to committed messages, by one
+ * sequencer at a time, so a reader's `seq > cursor` never passes over a message that commits later.
+ */
+
+const FEED_LOCK_KEY = ADVISORY_LOCKS.feedSequencer;
+export const FEED_BATCH_SIZE = 5000;
+export const FEED_TICK_INTERVAL_MS = 100;
+/** Kicks closer together than this share one tick: a busy finalize worker kicks hundreds of times a second. */
+export const FEED_KICK_GAP_MS = 20;
+
+export interface FeedTick {
+  /** False when another process holds the sequencer lock; it does the work instead. */
+  ran: boolean;
+  /** feed_pending rows consumed (numbered, or dropped as already numbered or system messages). */
+  taken: number;
+  /** New feed positions. */
+  numbered: number;
+}
+
+/**
+ * One tick, one transaction: win the lock or leave at once, then ONE statement takes the oldest
+ * pending rows, drops those already numbered (and any system message), numbers the rest per tenant
+ * contiguously after feed_heads.last_seq in creation order, and inserts them into feed_entries.
+ * A crash anywhere rolls all of it back; the advisory lock makes two sequencers take turns.
+ */
+export async function sequenceFeed(db: Db, batchSize = FEED_BATCH_SIZE): Promise<FeedTick> {
+  return db.transaction().execute(async (trx) => {
+    // Durable before visible: a reader must never hold a cursor past a position a crash could undo.
+    const lock = await sql<{ won: boolean }>`
+      SELECT set_config('synchronous_commit', 'on', true),
+             -- The batch is small next to messages and feed_entries: index lookups, never a scan
+             -- of either table (the planner, sizing the batch by its LIMIT, may pick hash joins).
+             set_config('enable_hashjoin', 'off', true),
+             set_config('enable_mergejoin', 'off', true),
+             pg_try_advisory_xact_lock(${FEED_LOCK_KEY}) AS won`.execute(trx);
+    if (!lock.rows[0]?.won) return { ran: false, taken: 0, numbered: 0 };
+
+    // A fresh snapshot after the lock: it sees every entry the previous holder committed.
+    const result = await sql<{ taken: number; numbered: number }>`
+      WITH taken AS (
+        DELETE FROM feed_pending
+        WHERE message_id IN (
+          SELECT message_id FROM feed_pending ORDER BY queued_at, message_id LIMIT ${batchSize}
+        )
+        RETURNING message_id
+      ),
+      fresh AS (
+        SELECT m.id AS message_id, m.tenant_id,
+               row_number() OVER (PARTITION BY m.tenant_id ORDER BY m.seq) AS n,
+               count(*) OVER (PARTITION BY m.tenant_id) AS tenant_count
+        FROM taken
+        JOIN messages m ON m.id = taken.message_id
+        WHERE m.type NOT LIKE ${SYSTEM_TYPE_PATTERN}
+          AND NOT EXISTS (SELECT 1 FROM feed_entries e WHERE e.message_id = taken.message_id)
+      ),
+      heads AS (
+        INSERT INTO feed_heads AS h (tenant_id, last_seq)
+        SELECT tenant_id, max(tenant_count) FROM fresh GROUP BY tenant_id
+        ON CONFLICT (tenant_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
+        RETURNING tenant_id, last_seq
+      ),
+      numbered AS (
+        INSERT INTO feed_entries (tenant_id, seq, message_id)
+        SELECT fresh.tenant_id, heads.last_seq - fresh.tenant_count + fresh.n, fresh.message_id
+        FROM fresh JOIN heads ON heads.tenant_id = fresh.tenant_id
+        RETURNING 1
+      )
+      SELECT (SELECT count(*) FROM taken)::int AS taken, (SELECT count(*) FROM numbered)::int AS numbered`.execute(
+      trx,
+    );
+    const row = result.rows[0];
+    return { ran: true, taken: row?.taken ?? 0, numbered: row?.numbered ?? 0 };
+  });
+}
+
+export interface FeedSequencerLoop {
+  /** Run a tick soon (after a finalize); kicks while a tick runs fold into one more tick. */
+  kick(): void;
+  /** Stops the timer and waits for a running tick. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The sequencer as a timer loop in every worker process (not a queue job: Redis may restart empty).
+ * A full batch means a backlog, so the next tick follows after the kick gap.
+ */
+export function startFeedSequencer(
+  db: Db,
+  logger: Logger,
+  options: { intervalMs?: number; batchSize?: number; kickGapMs?: number } = {},
+): FeedSequencerLoop {
+  const intervalMs = options.intervalMs ?? FEED_TICK_INTERVAL_MS;
+  const batchSize = options.batchSize ?? FEED_BATCH_SIZE;
+  const kickGapMs = options.kickGapMs ?? FEED_KICK_GAP_MS;
+  let running: Promise<void> | undefined;
+  let again = false;
+  let stopped = false;
+  let lastTickAt = Number.NEGATIVE_INFINITY;
+
+  const drain = async () => {
+    do {
+      // Kicks arriving during this pause fold into the tick that follows it.
+      const pause = lastTickAt + kickGapMs - performance.now();
+      if (pause > 0) await Bun.sleep(pause);
+      if (stopped) return;
+      again = false;
+      const started = performance.now();
+      lastTickAt = started;
+      try {
+        const tick = await sequenceFeed(db, batchSize);
+        if (tick.taken > 0) {
+          logger.debug(
+            {
+              tick_ms: Math.round((performance.now() - started) * 100) / 100,
+              batch: tick.numbered,
+              taken: tick.taken,
+            },
+            "feed sequenced",
+          );
+        }
+        if (tick.taken === batchSize) again = true;
+      } catch (error) {
+        // The next timer tick retries; looping here would spin while Postgres is away.
+        again = false;
+        logger.warn({ err: (error as Error).message }, "feed sequencer tick failed");
+      }
+    } while (again && !stopped);
+  };
+
+  const kick = () => {
+    if (stopped) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = drain().finally(() => {
+      running = undefined;
+      // A kick that came as the last tick was finishing.
+      if (again) kick();
+    });
+  };
+
+  const timer = setInterval(kick, intervalMs);
+  kick();
+  return {
+    kick,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

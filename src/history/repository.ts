@@ -1,0 +1,76 @@
+import type { Db } from "../db/connect.ts";
+import type { HistoryMessageRow } from "./presenter.ts";
+
+/** What to select from `messages` for presentHistoryMessage (aliases keep joined queries unambiguous). */
+export const HISTORY_COLUMNS = [
+  "messages.id",
+  "messages.direction",
+  "messages.type",
+  "messages.preview",
+  "messages.text",
+  "messages.media_type",
+  "messages.media_filename",
+  "messages.status",
+  "messages.failure",
+  "messages.created_at",
+] as const;
+
+/** `system_*` rows are provider notices, not conversation (SPEC's message types have none). */
+export const SYSTEM_TYPE_PATTERN = "system\\_%";
+
+/** Where a message sits in its contact's history: created time, then the internal seq for ties. */
+export interface HistoryPosition {
+  created_at: Date;
+  seq: number;
+}
+
+export async function findHistoryPosition(
+  db: Db,
+  tenantId: string,
+  contactId: string,
+  messageId: string,
+): Promise<HistoryPosition | undefined> {
+  return db
+    .selectFrom("messages")
+    .select(["created_at", "seq"])
+    .where("tenant_id", "=", tenantId)
+    .where("contact_id", "=", contactId)
+    .where("id", "=", messageId)
+    .executeTakeFirst();
+}
+
+export interface HistoryPageQuery {
+  tenantId: string;
+  contactId: string;
+  order: "asc" | "desc";
+  limit: number;
+  before?: HistoryPosition;
+}
+
+/** One page plus whether more follow; ordered by (created_at, seq), so equal seconds never reorder. */
+export async function listHistoryPage(
+  db: Db,
+  query: HistoryPageQuery,
+): Promise<{ rows: HistoryMessageRow[]; hasMore: boolean }> {
+  const { before } = query;
+  const rows = await db
+    .selectFrom("messages")
+    .select(HISTORY_COLUMNS)
+    .where("messages.tenant_id", "=", query.tenantId)
+    .where("messages.contact_id", "=", query.contactId)
+    .where("messages.type", "not like", SYSTEM_TYPE_PATTERN)
+    .$if(before !== undefined, (qb) =>
+      qb.where((eb) =>
+        eb(
+          eb.refTuple("messages.created_at", "messages.seq"),
+          "<",
+          eb.tuple(before!.created_at, before!.seq),
+        ),
+      ),
+    )
+    .orderBy("messages.created_at", query.order)
+    .orderBy("messages.seq", query.order)
+    .limit(query.limit + 1)
+    .execute();
+  return { rows: rows.slice(0, query.limit), hasMore: rows.length > query.limit };
+}

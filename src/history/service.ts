@@ -1,0 +1,48 @@
+import { requireContact } from "../contacts/service.ts";
+import type { Db } from "../db/connect.ts";
+import { ApiError } from "../http/errors.ts";
+import { isId } from "../ids.ts";
+import type { HistoryMessageRow } from "./presenter.ts";
+import { findHistoryPosition, listHistoryPage } from "./repository.ts";
+
+export interface HistoryRequest {
+  order: "asc" | "desc";
+  limit: number;
+  before?: string;
+}
+
+/**
+ * GET /contacts/{contact_id}/messages. `before` filters to messages strictly older than that message
+ * of this contact; `order` and `limit` then take the first page of what remains. So `desc` with the
+ * last item's id as `before` walks the whole history, newest first, without skips or repeats.
+ */
+export async function listContactHistory(
+  db: Db,
+  tenantId: string,
+  contactId: string,
+  request: HistoryRequest,
+): Promise<{ rows: HistoryMessageRow[]; hasMore: boolean }> {
+  const contact = await requireContact(db, tenantId, contactId);
+  let before: Awaited<ReturnType<typeof findHistoryPosition>>;
+  if (request.before !== undefined) {
+    before = isId(request.before, "msg")
+      ? await findHistoryPosition(db, tenantId, contact.id, request.before)
+      : undefined;
+    if (!before) {
+      throw new ApiError(
+        "parameter_invalid",
+        `before must be the id of a message of contact ${contact.id}.`,
+        {
+          param: "before",
+        },
+      );
+    }
+  }
+  return listHistoryPage(db, {
+    tenantId,
+    contactId: contact.id,
+    order: request.order,
+    limit: request.limit,
+    before,
+  });
+}
