@@ -22,7 +22,7 @@ import { systemClock } from "../src/clock.ts";
 import { createDb, type Db, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { queuePrefix } from "../src/queues/index.ts";
-import { createRedis, type RedisClient } from "../src/redis/connect.ts";
+import { createRedis, deleteInstanceKeys, type RedisClient } from "../src/redis/connect.ts";
 import { insertSender } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/templates/sync.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
@@ -238,21 +238,8 @@ async function waitHttp(url: string, what: string, timeoutMs = 30_000): Promise<
   }
 }
 
-async function deleteRedisPrefix(prefix: string): Promise<void> {
-  const redis = createRedis(REDIS_URL);
-  try {
-    // Our keys are `prefix:...`; BullMQ's are `{prefix}:...` (src/queues).
-    for (const pattern of [`${prefix}:*`, `{${prefix}}:*`]) {
-      let cursor = "0";
-      do {
-        const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
-        cursor = next;
-        if (keys.length > 0) await redis.del(...keys);
-      } while (cursor !== "0");
-    }
-  } finally {
-    redis.disconnect();
-  }
+function deleteRedisPrefix(prefix: string): Promise<void> {
+  return deleteInstanceKeys(REDIS_URL, prefix);
 }
 
 function quantile(sorted: number[], q: number): number {

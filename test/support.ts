@@ -8,7 +8,7 @@ import { buildDeps, closeDeps } from "../src/deps.ts";
 import type { Scope } from "../src/http/request-state.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { createLogger } from "../src/logger.ts";
-import { createRedis } from "../src/redis/connect.ts";
+import { deleteInstanceKeys } from "../src/redis/connect.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 
 const PG_BASE = process.env.TEST_DATABASE_BASE ?? "postgres://postgres@127.0.0.1:5432";
@@ -120,21 +120,8 @@ export async function eventually<T>(
   }
 }
 
-export async function deleteRedisPrefix(prefix: string): Promise<void> {
-  const redis = createRedis(REDIS_URL);
-  try {
-    // Our keys are `prefix:...`; BullMQ's are `{prefix}:...` (hash-tagged, src/queues).
-    for (const pattern of [`${prefix}:*`, `{${prefix}}:*`]) {
-      let cursor = "0";
-      do {
-        const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
-        cursor = next;
-        if (keys.length > 0) await redis.del(...keys);
-      } while (cursor !== "0");
-    }
-  } finally {
-    redis.disconnect();
-  }
+export function deleteRedisPrefix(prefix: string): Promise<void> {
+  return deleteInstanceKeys(REDIS_URL, prefix);
 }
 
 export interface CallOptions {

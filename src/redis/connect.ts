@@ -76,3 +76,23 @@ export function redisKeys(prefix: string) {
   };
 }
 export type RedisKeys = ReturnType<typeof redisKeys>;
+
+/**
+ * Deletes every key of one instance (tests, benchmarks): ours are `prefix:...`, BullMQ's
+ * `{prefix}:...` (the hash-tagged queue prefix, src/queues).
+ */
+export async function deleteInstanceKeys(redisUrl: string, prefix: string): Promise<void> {
+  const redis = createRedis(redisUrl);
+  try {
+    for (const pattern of [`${prefix}:*`, `{${prefix}}:*`]) {
+      let cursor = "0";
+      do {
+        const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+        cursor = next;
+        if (keys.length > 0) await redis.del(...keys);
+      } while (cursor !== "0");
+    }
+  } finally {
+    redis.disconnect();
+  }
+}
