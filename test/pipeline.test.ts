@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../src/app.ts";
 import { API_ERRORS } from "../src/http/errors.ts";
+import { createRedis } from "../src/redis/connect.ts";
 import { call, createTenantWithApp, createTestEnv, getToken, nextSecond, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
@@ -148,6 +149,27 @@ describe("request pipeline", () => {
     const spec = await call(env.app, "GET", "/v2/openapi.json");
     expect(spec.status).toBe(200);
     expect(spec.body.paths["/v2/oauth/token"].post).toBeDefined();
+  });
+
+  test("Redis unreachable: 503 with Retry-After (envelope, and OAuth shape on the token endpoint); /readyz fails", async () => {
+    const deadRedis = createRedis("redis://127.0.0.1:1");
+    try {
+      const broken = createApp({ ...env.deps, redis: deadRedis });
+      const api = await call(broken, "GET", "/v2/senders", { token });
+      expectEnvelope(api, 503, "service_unavailable");
+      expect(api.headers.get("retry-after")).toBe("1");
+      const oauth = await call(broken, "POST", "/v2/oauth/token", {
+        body: { grant_type: "client_credentials", client_id: "cid_x", client_secret: "y" },
+      });
+      expect(oauth.status).toBe(503);
+      expect(oauth.body.error).toBe("server_error");
+      expect(oauth.headers.get("retry-after")).toBe("1");
+      const ready = await call(broken, "GET", "/readyz");
+      expect(ready.status).toBe(503);
+      expect(ready.body).toEqual({ status: "unavailable", postgres: "ok", redis: "unavailable" });
+    } finally {
+      deadRedis.disconnect();
+    }
   });
 
   test("/healthz and /readyz", async () => {

@@ -241,7 +241,8 @@ export function throwBodyProblem(request: Request): void {
 function toOAuthError(error: ApiError): OAuthError {
   if (error.code === "rate_limit_exceeded")
     return new OAuthError("rate_limit_exceeded", error.message, error.headers);
-  if (error.status >= 500) return new OAuthError("server_error", error.message, error.headers);
+  // Keep the status: a dependency outage stays a 503 with Retry-After, not a 500.
+  if (error.status >= 500) return new OAuthError("server_error", error.message, error.headers, error.status);
   // Keeps 405/413 honest while speaking the token endpoint's error shape.
   return new OAuthError("invalid_request", error.message, error.headers, error.status);
 }
