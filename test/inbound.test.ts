@@ -6,7 +6,6 @@ import { applyStatusEvents } from "../src/outbound/status.ts";
 import { jobIdFor } from "../src/queues/index.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import {
-  call,
   createTenantWithApp,
   createTestEnv,
   deleteRedisPrefix,

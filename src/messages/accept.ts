@@ -1,5 +1,4 @@
 import type { Static } from "elysia";
-import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import { type MessagingState, messagingState } from "../contacts/messaging-state.ts";
 import { toE164 } from "../contacts/phone.ts";

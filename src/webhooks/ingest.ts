@@ -137,13 +137,13 @@ export async function ingestWebhook(deps: { db: Db; logger: Logger }, body: unkn
 export async function enqueueIngested(queues: Queues, result: IngestResult, logger: Logger): Promise<void> {
   try {
     await Promise.all([
-      result.inbound.length > 0 &&
-        queues.finalize.addBulk(
-          result.inbound.map((id) => ({
-            name: "finalize",
-            data: { providerMessageId: id },
-            opts: { jobId: jobIdFor("in", id) },
-          })),
+      // One nudge per webhook: the finalize worker drains every unfinalized event in batches, not
+      // just the one its job names. The id is the first message's, as the sweeper's nudges are.
+      result.inbound[0] !== undefined &&
+        queues.finalize.add(
+          "finalize",
+          { providerMessageId: result.inbound[0] },
+          { jobId: jobIdFor("in", result.inbound[0]) },
         ),
       result.statuses.length > 0 &&
         queues.status.addBulk(
