@@ -104,7 +104,7 @@ describe("batched finalize", () => {
       expect(m.created_at.getTime()).toBe(s.timestamp * 1000);
     }
 
-    // Contacts: one per (tenant, phone); window = newest non-system timestamp; the first name.
+    // Contacts: one per (tenant, phone); window = newest non-system timestamp; a name they brought.
     const contacts = await db.selectFrom("contacts").selectAll().execute();
     const byContact = new Map<string, Stored[]>();
     for (const s of stored) {
@@ -121,7 +121,11 @@ describe("batched finalize", () => {
       const visible = mine.filter((s) => !s.system);
       const newest = Math.max(...visible.map((s) => s.timestamp));
       expect(contact.last_inbound_at?.getTime() ?? null).toBe(visible.length ? newest * 1000 : null);
-      expect(contact.name).toBe(mine.find((s) => s.name)?.name ?? null);
+      // Two drains run at once: the batch that commits a contact first names it (an existing name is
+      // kept), so the name is one the contact's messages brought, not necessarily the earliest.
+      const names = mine.flatMap((s) => (s.name ? [s.name] : []));
+      if (names.length === 0) expect(contact.name).toBeNull();
+      else expect(names).toContain(contact.name!);
       const conversation = conversationOf.get(contact.id);
       if (visible.length === 0) {
         expect(conversation).toBeUndefined();
