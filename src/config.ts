@@ -31,6 +31,27 @@ export interface Config {
   trustProxy: boolean;
   /** How long the send path may use a tenant's cached senders and approved templates. */
   directoryCacheMs: number;
+  /** Where the simulator posts its webhooks (default: this api's /webhooks/whatsapp). */
+  simulatorWebhookUrl: string;
+  /** The simulator posts each send's statuses in random order. */
+  simulatorShuffleStatuses: boolean;
+  /** Tuning of the worker processes (README, "Worker tuning"). */
+  workers: WorkerTuning;
+}
+
+export interface WorkerTuning {
+  /** First retry delay of a retryable provider failure; exponential over SEND_ATTEMPTS. */
+  sendRetryBaseMs: number;
+  /** How long a send whose outcome is unknown waits for the provider's echo before re-sending. */
+  sendInDoubtMs: number;
+  sendConcurrency: number;
+  sweepIntervalMs: number;
+  /** Unfinished work younger than this is probably in flight; older, its nudge was lost. */
+  sweepGraceSeconds: number;
+  templateSyncIntervalMs: number;
+  /** When a killed worker's job is handed to another (BullMQ lock and stalled check). */
+  lockMs: number;
+  stalledIntervalMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -113,6 +134,21 @@ export function loadConfig(env: Env = process.env): Config {
     opsPassword,
     trustProxy: env.TRUST_PROXY === "1" || env.TRUST_PROXY === "true",
     directoryCacheMs: integer(env, "DIRECTORY_CACHE_MS", 3000, 0, 60_000),
+    simulatorWebhookUrl: url(env, "SIMULATOR_WEBHOOK_URL", `http://127.0.0.1:${port}/webhooks/whatsapp`, [
+      "http:",
+      "https:",
+    ]),
+    simulatorShuffleStatuses: env.SIMULATOR_SHUFFLE_STATUSES === "1",
+    workers: {
+      sendRetryBaseMs: integer(env, "SEND_RETRY_BASE_MS", 2000, 1, 3_600_000),
+      sendInDoubtMs: integer(env, "SEND_IN_DOUBT_MS", 60_000, 0, 86_400_000),
+      sendConcurrency: integer(env, "SEND_CONCURRENCY", 20, 1, 1000),
+      sweepIntervalMs: integer(env, "SWEEP_INTERVAL_MS", 5000, 10, 3_600_000),
+      sweepGraceSeconds: integer(env, "SWEEP_GRACE_SECONDS", 10, 0, 86_400),
+      templateSyncIntervalMs: integer(env, "TEMPLATE_SYNC_INTERVAL_MS", 600_000, 1000, 86_400_000),
+      lockMs: integer(env, "WORKER_LOCK_MS", 30_000, 100, 3_600_000),
+      stalledIntervalMs: integer(env, "WORKER_STALLED_INTERVAL_MS", 30_000, 100, 3_600_000),
+    },
   };
 }
 

@@ -47,6 +47,8 @@ export async function createTestEnv(options: TestEnvOptions = {}): Promise<TestE
     LOG_LEVEL: "silent",
     // Tests change senders and templates between requests and expect to see it at once.
     DIRECTORY_CACHE_MS: "0",
+    // Send retries back off from this base; tests should not wait seconds for a retry.
+    SEND_RETRY_BASE_MS: "100",
     ...(simulator && { WHATSAPP_GRAPH_URL: simulator.url }),
     ...options.env,
   });
@@ -222,6 +224,7 @@ export function spawnWorker(
       // run share these: the check is paced by a key every worker of the queue respects.
       WORKER_LOCK_MS: "1000",
       WORKER_STALLED_INTERVAL_MS: "300",
+      SEND_RETRY_BASE_MS: env.config.workers.sendRetryBaseMs.toString(),
       ...extraEnv,
     },
     stdout: "inherit",

@@ -9,20 +9,16 @@ import { startWorkerRuntime } from "./runtime.ts";
  * sync. Timer loops rather than repeatable jobs, so that they survive Redis restarting empty.
  */
 const runtime = startWorkerRuntime("maintenance");
-const SWEEP_INTERVAL_MS = Number(process.env.SWEEP_INTERVAL_MS ?? 5000);
-// Work younger than this is probably still in flight; older than this, its nudge was lost.
-const SWEEP_GRACE_SECONDS = Number(process.env.SWEEP_GRACE_SECONDS ?? 10);
 
-runtime.every("sweep", SWEEP_INTERVAL_MS, async () => {
-  const result = await sweep(runtime, SWEEP_GRACE_SECONDS);
+runtime.every("sweep", runtime.config.workers.sweepIntervalMs, async () => {
+  const result = await sweep(runtime, runtime.config.workers.sweepGraceSeconds);
   if (result.finalize + result.status + result.send > 0)
     runtime.logger.info(result, "sweeper re-enqueued work");
 });
 
-const TEMPLATE_SYNC_INTERVAL_MS = Number(process.env.TEMPLATE_SYNC_INTERVAL_MS ?? 600_000);
 const provider = createWhatsAppProvider({ baseUrl: runtime.config.whatsappGraphUrl });
 
-runtime.every("template-sync", TEMPLATE_SYNC_INTERVAL_MS, async () => {
+runtime.every("template-sync", runtime.config.workers.templateSyncIntervalMs, async () => {
   const outcome = await syncAllActiveSenders({ ...runtime, provider });
   // Another maintenance process holds the lock and is syncing; this one waits for its next tick.
   if (!outcome.ran) return;

@@ -67,8 +67,8 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
         prefix: queuePrefix(config.redisPrefix),
         concurrency,
         // A killed worker's job returns to the queue after the lock lapses.
-        lockDuration: Number(process.env.WORKER_LOCK_MS ?? 30_000),
-        stalledInterval: Number(process.env.WORKER_STALLED_INTERVAL_MS ?? 30_000),
+        lockDuration: config.workers.lockMs,
+        stalledInterval: config.workers.stalledIntervalMs,
         maxStalledCount: 5,
       });
       worker.on("failed", (job, error) =>

@@ -14,5 +14,5 @@ runtime.consume(
       outcome: await deliverOutboundMessage({ ...runtime, provider }, job.data.messageId, { finalAttempt }),
     };
   },
-  Number(process.env.SEND_CONCURRENCY ?? 20),
+  runtime.config.workers.sendConcurrency,
 );

@@ -88,16 +88,6 @@ export async function findApplicationByClientId(
   return row && toRecord(row);
 }
 
-export async function listApplications(db: Db, tenantId: string): Promise<ApplicationRecord[]> {
-  const rows = await db
-    .selectFrom("applications")
-    .select(COLUMNS)
-    .where("tenant_id", "=", tenantId)
-    .orderBy("created_at", "desc")
-    .execute();
-  return rows.map(toRecord);
-}
-
 export async function updateApplication(
   db: Db,
   clientId: string,

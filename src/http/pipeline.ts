@@ -20,7 +20,7 @@ export const TOKEN_PATH = `${API_PREFIX}/oauth/token`;
 export const JSON_BODY_LIMIT = 1024 * 1024;
 export const MEDIA_BODY_LIMIT = 16 * 1024 * 1024 + 64 * 1024;
 export const MESSAGES_PATH = `${API_PREFIX}/messages`;
-const SEND_ROUTES = new Set([MESSAGES_PATH, `${API_PREFIX}/media`]);
+const MEDIA_PATH = `${API_PREFIX}/media`;
 
 export interface PipelineDeps {
   publicBaseUrl: string;
@@ -66,8 +66,8 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
         if (!path.startsWith(`${API_PREFIX}/`)) return;
 
         const declared = Number(request.headers.get("content-length") ?? 0);
-        if (declared > (path === `${API_PREFIX}/media` ? MEDIA_BODY_LIMIT : JSON_BODY_LIMIT)) {
-          throw path === `${API_PREFIX}/media`
+        if (declared > (path === MEDIA_PATH ? MEDIA_BODY_LIMIT : JSON_BODY_LIMIT)) {
+          throw path === MEDIA_PATH
             ? new ApiError("file_too_large", "Files may be at most 16 MB.", { param: "file" })
             : new ApiError("request_too_large", "The request body may be at most 1 MB.");
         }
@@ -91,24 +91,16 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
           state.reservedQuotaKey = admission.reservedQuotaKey;
           return;
         }
-        const outcome =
+        // The application's send or read limit; callers without a valid token share their IP's.
+        const kind = path === MEDIA_PATH && request.method === "POST" ? "send" : "read";
+        const [key, limit] =
           auth?.ok === true
-            ? SEND_ROUTES.has(path) && request.method === "POST"
-              ? await consumeRateLimit(
-                  deps.redis,
-                  deps.keys.applicationRate(auth.auth.tenantId, auth.auth.clientId, "send"),
-                  auth.auth.sendLimit,
-                )
-              : await consumeRateLimit(
-                  deps.redis,
-                  deps.keys.applicationRate(auth.auth.tenantId, auth.auth.clientId, "read"),
-                  auth.auth.readLimit,
-                )
-            : await consumeRateLimit(
-                deps.redis,
-                deps.keys.ipRate(clientIpOf(request, server, deps.trustProxy), "read"),
-                deps.anonymousLimit,
-              );
+            ? [
+                deps.keys.applicationRate(auth.auth.tenantId, auth.auth.clientId, kind),
+                kind === "send" ? auth.auth.sendLimit : auth.auth.readLimit,
+              ]
+            : [deps.keys.ipRate(clientIpOf(request, server, deps.trustProxy), "read"), deps.anonymousLimit];
+        const outcome = await consumeRateLimit(deps.redis, key, limit);
         Object.assign(set.headers, rateLimitHeaders(outcome));
         if (!outcome.allowed) throw rateLimited(outcome);
       })

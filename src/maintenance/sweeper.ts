@@ -1,9 +1,8 @@
-import type { Queue } from "bullmq";
+import type { JobsOptions, Queue } from "bullmq";
 import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
-import { SEND_JOB_OPTIONS } from "../messages/accept.ts";
-import { jobIdFor, type Queues } from "../queues/index.ts";
+import { jobIdFor, type Queues, sendJobOptions } from "../queues/index.ts";
 
 /**
  * Postgres says what is unfinished; Redis may have lost the jobs (restart, flush, a worker killed
@@ -21,7 +20,7 @@ const BATCH = 1000;
 async function nudge<T>(
   queue: Queue<T>,
   jobs: { jobId: string; data: T }[],
-  options: Record<string, unknown> = {},
+  options: JobsOptions = {},
 ): Promise<number> {
   let added = 0;
   for (const { jobId, data } of jobs) {
@@ -41,7 +40,7 @@ async function nudge<T>(
 }
 
 export async function sweep(
-  deps: { db: Db; queues: Queues; clock: Clock },
+  deps: { db: Db; queues: Queues; clock: Clock; config: { workers: { sendRetryBaseMs: number } } },
   graceSeconds = 10,
 ): Promise<SweepResult> {
   const cutoff = new Date(deps.clock.now().getTime() - graceSeconds * 1000);
@@ -100,7 +99,7 @@ export async function sweep(
     nudge(
       deps.queues.send,
       unsent.flatMap((r) => (r.id ? [{ jobId: r.id, data: { messageId: r.id } }] : [])),
-      SEND_JOB_OPTIONS,
+      sendJobOptions(deps.config.workers.sendRetryBaseMs),
     ),
   ]);
   return { finalize, status, send };

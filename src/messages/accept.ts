@@ -8,7 +8,7 @@ import type { AuthContext } from "../http/request-state.ts";
 import { isId, newId } from "../ids.ts";
 import { ttlCache } from "../lib/ttl-cache.ts";
 import type { Logger } from "../logger.ts";
-import type { Queues } from "../queues/index.ts";
+import { type Queues, sendJobOptions } from "../queues/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { listTenantSenders } from "../senders/repository.ts";
 import { chooseSender } from "../senders/resolve.ts";
@@ -18,6 +18,7 @@ import {
   claimIdempotencyKey,
   findIdempotencyRecord,
   type IdempotencyClaim,
+  replayVerdict,
   requestFingerprint,
 } from "./idempotency.ts";
 import type { AcceptedMessage, StoredContent } from "./presenter.ts";
@@ -27,7 +28,7 @@ import { bindTemplate, chooseTemplate } from "./template-binding.ts";
 export type SendMessageInput = Static<typeof SendMessageRequest>;
 
 export interface AcceptDeps {
-  config: { directoryCacheMs: number };
+  config: { directoryCacheMs: number; workers: { sendRetryBaseMs: number } };
   db: Db;
   redis: RedisClient;
   keys: RedisKeys;
@@ -44,11 +45,6 @@ export interface AcceptOutcome {
 
 /** WhatsApp's limit on a text message, in characters (code points, not UTF-16 units). */
 export const TEXT_BODY_MAX = 4096;
-
-export const SEND_JOB_OPTIONS = {
-  attempts: 10,
-  backoff: { type: "exponential", delay: Number(process.env.SEND_RETRY_BASE_MS ?? 2000) },
-} as const;
 
 function windowClosed(state: MessagingState, message: string, param: string): ApiError {
   return new ApiError("messaging_window_closed", message, { param, extra: { messaging_state: state } });
@@ -175,7 +171,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
       committed.map((row) => ({
         name: "send",
         data: { messageId: row.messageId },
-        opts: { jobId: row.messageId, ...SEND_JOB_OPTIONS },
+        opts: { jobId: row.messageId, ...sendJobOptions(deps.config.workers.sendRetryBaseMs) },
       })),
     );
   });
@@ -242,15 +238,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
   async function replayInstead(auth: AuthContext, key: string, fingerprint: Buffer, now: Date) {
     const durable = await findIdempotencyRecord(deps.db, auth.clientId, key, now);
     if (!durable) return undefined;
-    if (durable.hash !== fingerprint.toString("hex")) {
-      throw new ApiError(
-        "idempotency_key_reused",
-        "This Idempotency-Key was used with a different request body.",
-        {
-          param: "Idempotency-Key",
-        },
-      );
-    }
+    replayVerdict(durable, fingerprint);
     return replayOf(deps.db, auth.tenantId, durable.messageId);
   }
 
@@ -327,5 +315,3 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     }
   };
 }
-
-export type AcceptOutboundMessage = ReturnType<typeof createMessageAcceptor>;

@@ -61,7 +61,15 @@ interface Marker {
   t?: string;
 }
 
-function verdict(
+function keyInUse(): ApiError {
+  return new ApiError("idempotency_key_in_use", "A request with this Idempotency-Key is still in progress.", {
+    param: "Idempotency-Key",
+    headers: { "retry-after": "1" },
+  });
+}
+
+/** Same key: the same body is a replay of the stored message, another body is refused. */
+export function replayVerdict(
   stored: { hash: string; messageId: string },
   fingerprint: Buffer,
 ): { kind: "replay"; messageId: string } {
@@ -110,27 +118,14 @@ export async function claimIdempotencyKey(
   if (claimed !== "OK") {
     const raw = await deps.redis.get(redisKey);
     const marker = raw ? (JSON.parse(raw) as Marker) : undefined;
-    if (marker?.s === "d" && marker.m) return verdict({ hash: marker.h, messageId: marker.m }, fingerprint);
+    if (marker?.s === "d" && marker.m)
+      return replayVerdict({ hash: marker.h, messageId: marker.m }, fingerprint);
     if (marker?.s === "p") {
-      throw new ApiError(
-        "idempotency_key_in_use",
-        "A request with this Idempotency-Key is still in progress.",
-        {
-          param: "Idempotency-Key",
-          headers: { "retry-after": "1" },
-        },
-      );
+      throw keyInUse();
     }
     // The marker expired between our two calls: take it now, or let the other claimant win.
     if ((await deps.redis.set(redisKey, JSON.stringify(pending), "PX", IN_FLIGHT_MS, "NX")) !== "OK") {
-      throw new ApiError(
-        "idempotency_key_in_use",
-        "A request with this Idempotency-Key is still in progress.",
-        {
-          param: "Idempotency-Key",
-          headers: { "retry-after": "1" },
-        },
-      );
+      throw keyInUse();
     }
   }
 

@@ -4,7 +4,7 @@ import { OAuthError } from "../http/errors.ts";
 import { clientIpOf, throwBodyProblem } from "../http/pipeline.ts";
 import { consumeRateLimit, rateLimitHeaders, retryAfterSeconds } from "../http/rate-limit.ts";
 import { OAuthErrorResponse, TokenRequest, TokenResponse } from "./schemas.ts";
-import { issueAccessToken, readClientCredentials } from "./service.ts";
+import { type ClientCredentials, issueAccessToken, readClientCredentials } from "./service.ts";
 
 export function oauthRoutes(deps: AppDeps) {
   return new Elysia().post(
@@ -16,13 +16,16 @@ export function oauthRoutes(deps: AppDeps) {
         body: body as Record<string, unknown> | null,
         authorization: request.headers.get("authorization"),
       };
-      // Limit before anything else, keyed by the client_id when one can be read (DESIGN §3).
-      let clientId: string | undefined;
+      // Limit before anything else, keyed by the client_id when one can be read (DESIGN §3); a
+      // malformed credential is reported only after that.
+      let credentials: ClientCredentials | undefined;
+      let credentialProblem: unknown;
       try {
-        clientId = readClientCredentials(input).clientId;
-      } catch {
-        clientId = undefined;
+        credentials = readClientCredentials(input);
+      } catch (error) {
+        credentialProblem = error;
       }
+      const clientId = credentials?.clientId;
       const key = clientId
         ? deps.keys.clientRate(clientId.slice(0, 128))
         : deps.keys.ipRate(clientIpOf(request, server, deps.config.trustProxy), "token");
@@ -38,7 +41,8 @@ export function oauthRoutes(deps: AppDeps) {
         );
       }
       throwBodyProblem(request);
-      return issueAccessToken(deps, input.body, readClientCredentials(input));
+      if (!credentials) throw credentialProblem;
+      return issueAccessToken(deps, input.body, credentials);
     },
     {
       body: TokenRequest,

@@ -14,14 +14,13 @@ import { applyStatusEvents, recordProviderMessageId } from "./status.ts";
  * answer, its message id. A worker killed in between leaves the attempt "in doubt": the provider
  * may have sent it. The send carries our message id as Graph's biz_opaque_callback_data, which
  * every status webhook of that send echoes; so before trying again we look for such a status, and
- * only after IN_DOUBT_GRACE_MS without one do we conclude that the first attempt never arrived.
+ * only after `sendInDoubtMs` (configuration) without one do we conclude that the first attempt never arrived.
  */
-
-export const IN_DOUBT_GRACE_MS = Number(process.env.SEND_IN_DOUBT_MS ?? 60_000);
 
 export type DeliveryOutcome = "sent" | "failed" | "adopted" | "skipped";
 
 export interface SendDeps {
+  config: { workers: { sendInDoubtMs: number } };
   db: Db;
   provider: ChannelProvider;
   clock: Clock;
@@ -116,7 +115,7 @@ export async function deliverOutboundMessage(
       );
       return "adopted";
     }
-    if (now.getTime() - row.send_started_at.getTime() < IN_DOUBT_GRACE_MS) {
+    if (now.getTime() - row.send_started_at.getTime() < deps.config.workers.sendInDoubtMs) {
       throw new SendNotYetPossible("the previous attempt's outcome is not known yet");
     }
   }
@@ -131,7 +130,7 @@ export async function deliverOutboundMessage(
     .where((eb) =>
       eb.or([
         eb("send_started_at", "is", null),
-        eb("send_started_at", "<=", new Date(now.getTime() - IN_DOUBT_GRACE_MS)),
+        eb("send_started_at", "<=", new Date(now.getTime() - deps.config.workers.sendInDoubtMs)),
       ]),
     )
     .returning("send_attempts")

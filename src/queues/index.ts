@@ -46,6 +46,14 @@ export function createQueues(connection: RedisClient, redisPrefix: string): Queu
   };
 }
 
+/** A send retries retryable provider failures this often, backing off exponentially. */
+export const SEND_ATTEMPTS = 10;
+
+/** Options of every send job (the api's and the sweeper's nudges alike). */
+export function sendJobOptions(retryBaseMs: number): JobsOptions {
+  return { attempts: SEND_ATTEMPTS, backoff: { type: "exponential", delay: retryBaseMs } };
+}
+
 /** Job ids may not contain ':' in BullMQ; provider ids are made safe and stay unique. */
 export function jobIdFor(kind: string, id: string): string {
   return `${kind}-${id.replaceAll(":", "_")}`;

@@ -7,15 +7,8 @@ import { createSimulator } from "./app.ts";
  */
 const config = loadConfigOrExit();
 
-// Simulator-only settings, read here rather than in config.ts: the service itself never uses them.
-const webhookUrl = process.env.SIMULATOR_WEBHOOK_URL || `http://127.0.0.1:${config.port}/webhooks/whatsapp`;
-if (!URL.canParse(webhookUrl) || !/^https?:$/.test(new URL(webhookUrl).protocol)) {
-  console.error(
-    `configuration error: SIMULATOR_WEBHOOK_URL must be an http(s) URL, got ${JSON.stringify(webhookUrl)}`,
-  );
-  process.exit(1);
-}
-const shuffleStatuses = process.env.SIMULATOR_SHUFFLE_STATUSES === "1";
+const webhookUrl = config.simulatorWebhookUrl;
+const shuffleStatuses = config.simulatorShuffleStatuses;
 
 const simulator = createSimulator({
   webhookUrl,
