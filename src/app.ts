@@ -17,6 +17,9 @@ import { createSendAdmission } from "./messages/admission.ts";
 import { messageRoutes } from "./messages/routes.ts";
 import { oauthRoutes } from "./oauth/routes.ts";
 import type { TokenService } from "./oauth/tokens.ts";
+import { panelErrorResponse } from "./panel/errors.ts";
+import { panelRoutes } from "./panel/routes.ts";
+import { PANEL_PREFIX } from "./panel/web.ts";
 import type { Queues } from "./queues/index.ts";
 import type { RedisClient, RedisKeys } from "./redis/connect.ts";
 import { senderRoutes } from "./senders/routes.ts";
@@ -85,12 +88,14 @@ export function createApp(deps: AppDeps) {
           logger: deps.logger,
           anonymousLimit: deps.limits.anonymous,
           admitSend: createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota }),
+          pageErrors: { prefix: PANEL_PREFIX, render: panelErrorResponse },
         },
         () => routes,
       ),
     )
     .use(healthRoutes(deps))
     .use(webhookRoutes(deps))
+    .use(panelRoutes(deps))
     .use(api);
   // Read by the pipeline for 405 answers; filled once the app is whole.
   routes.push(...app.routes.map((route) => ({ method: route.method, path: route.path })));

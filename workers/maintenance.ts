@@ -2,6 +2,7 @@ import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
 import { syncAllActiveSenders } from "../src/templates/sync.ts";
+import { deleteExpiredPanelSessions } from "../src/users/repository.ts";
 import { startWorkerRuntime } from "./runtime.ts";
 
 /**
@@ -30,4 +31,10 @@ runtime.every("template-sync", runtime.config.workers.templateSyncIntervalMs, as
 runtime.every("idempotency-expiry", 600_000, async () => {
   const deleted = await deleteExpiredIdempotencyKeys(runtime.db, runtime.clock.now());
   if (deleted > 0) runtime.logger.info({ deleted }, "expired idempotency keys dropped");
+});
+
+// Expired panel sessions are refused on read; this only reclaims their rows.
+runtime.every("panel-session-expiry", 600_000, async () => {
+  const deleted = await deleteExpiredPanelSessions(runtime.db, runtime.clock.now());
+  if (deleted > 0) runtime.logger.info({ deleted }, "expired panel sessions dropped");
 });

@@ -13,6 +13,7 @@ import { toE164 } from "../contacts/phone.ts";
 import { createDb, type Db, ensureDatabase } from "../db/connect.ts";
 import { migrate } from "../db/migrate.ts";
 import { bumpFeedEpoch } from "../feed/repository.ts";
+import { randomBase62 } from "../ids.ts";
 import { presentSenderForOperator } from "../senders/presenter.ts";
 import { findSenderById, findSenderByProviderPhoneNumberId, setSenderActive } from "../senders/repository.ts";
 import {
@@ -23,6 +24,7 @@ import {
 } from "../senders/service.ts";
 import { presentTemplateWithStatus } from "../templates/presenter.ts";
 import { findTenant, insertTenant } from "../tenants/repository.ts";
+import { createPanelUser, UserInputError } from "../users/service.ts";
 
 /**
  * Operator CLI (DESIGN §5): `bun run cli <group> <action> [--flags]`. Prints exactly one JSON object
@@ -195,7 +197,28 @@ export const COMMANDS: Record<string, CliCommand> = {
     if (!sync.ok) throw new CliError("provider_unavailable", `Templates were not synced: ${sync.reason}`);
     return { object: "list", data: sync.templates.map(presentTemplateWithStatus) };
   },
+
+  "user create": async ({ db }, flags) => {
+    const tenant = await requireTenant(db, required(flags, "tenant"));
+    return presentUser(
+      await panelUserOrCliError(db, tenant.id, required(flags, "email"), required(flags, "password")),
+    );
+  },
 };
+
+function presentUser(user: { id: string; tenantId: string; email: string }) {
+  return { object: "user", id: user.id, tenant: user.tenantId, email: user.email };
+}
+
+async function panelUserOrCliError(db: Db, tenantId: string, email: string, password: string) {
+  try {
+    return await createPanelUser(db, { tenantId, email, password });
+  } catch (error) {
+    if (error instanceof UserInputError)
+      throw new CliError("invalid_flag", `--${error.field}: ${error.message}`);
+    throw error;
+  }
+}
 
 /** Steps of `seed`, each returning the part of the seed it made; later parts push theirs. */
 export const SEED_STEPS: ((
@@ -224,6 +247,13 @@ export const SEED_STEPS: ((
       accessToken: SIMULATOR_ACCESS_TOKEN,
     });
     return { sender };
+  },
+  async ({ db }, seed) => {
+    const tenantId = (seed.tenant as { id: string }).id;
+    // Printed once, like the client secret; the demo tenant is seeded only once.
+    const password = randomBase62(16);
+    const user = await panelUserOrCliError(db, tenantId, "demo@example.com", password);
+    return { user: { ...presentUser(user), password } };
   },
 ];
 

@@ -18,6 +18,8 @@ export interface Database {
   feed_entries: FeedEntriesTable;
   feed_epoch: FeedEpochTable;
   idempotency_keys: IdempotencyKeysTable;
+  panel_users: PanelUsersTable;
+  panel_sessions: PanelSessionsTable;
 }
 
 type CreatedAt = ColumnType<Date, Date | undefined, never>;
@@ -199,4 +201,20 @@ export interface IdempotencyKeysTable {
   request_hash: Buffer;
   message_id: string;
   created_at: Date;
+}
+
+export interface PanelUsersTable {
+  id: string;
+  tenant_id: string;
+  email: string;
+  password_hash: string;
+  created_at: CreatedAt;
+}
+
+export interface PanelSessionsTable {
+  token_digest: Buffer;
+  user_id: string;
+  tenant_id: string;
+  created_at: CreatedAt;
+  expires_at: Date;
 }

@@ -33,6 +33,8 @@ export interface PipelineDeps {
   anonymousLimit: number;
   /** Rate limit and daily quota of POST /messages, in one Redis call. */
   admitSend: AdmitSend;
+  /** Paths answered with HTML pages (the panel): their errors are pages too, not JSON envelopes. */
+  pageErrors?: { prefix: string; render(failure: ApiError | OAuthError, requestId: string): Response };
 }
 
 interface RouteInfo {
@@ -159,6 +161,9 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
 
         if (path === TOKEN_PATH && failure instanceof ApiError) failure = toOAuthError(failure);
         if (state) state.status = failure.status;
+        const pages = deps.pageErrors;
+        if (pages && (path === pages.prefix || path.startsWith(`${pages.prefix}/`)))
+          return pages.render(failure, requestId);
         set.status = failure.status;
         Object.assign(set.headers, failure.headers);
         if (failure instanceof OAuthError) {

@@ -15,6 +15,8 @@ export interface ScriptCommands {
     quotaTtlSeconds: number,
     seed: number,
   ): Promise<[number, number, number, number, number, number]>;
+  /** See scripts/attempt_window.lua. */
+  attemptWindow(key: string, limit: number, windowSeconds: number): Promise<[number, number]>;
 }
 
 export type RedisClient = Redis & ScriptCommands;
@@ -22,6 +24,7 @@ export type RedisClient = Redis & ScriptCommands;
 const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
   { name: "rateLimit", file: "rate_limit.lua", keys: 1 },
   { name: "sendAdmission", file: "send_admission.lua", keys: 2 },
+  { name: "attemptWindow", file: "attempt_window.lua", keys: 1 },
 ];
 
 const SCRIPT_DIR = join(import.meta.dir, "scripts");
@@ -70,6 +73,9 @@ export function redisKeys(prefix: string) {
     /** Accepted sends of one tenant, channel and UTC day (YYYYMMDD). */
     dailyQuota: (tenantId: string, channel: string, day: string) =>
       `${prefix}:{t:${tenantId}}:quota:${channel}:${day}`,
+    /** Panel sign-in attempts from one IP, and against one account (its email, hashed: no PII in keys). */
+    signInByIp: (ip: string) => `${prefix}:{ip:${ip}}:signin`,
+    signInByAccount: (emailDigest: string) => `${prefix}:{signin:${emailDigest}}:signin`,
     /** Idempotency fast path; the key itself is hashed (it is client-chosen, up to 255 chars). */
     idempotency: (tenantId: string, clientId: string, keyDigest: string) =>
       `${prefix}:{t:${tenantId}}:idem:${clientId}:${keyDigest}`,

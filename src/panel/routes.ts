@@ -1,0 +1,50 @@
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { Elysia } from "elysia";
+import type { AppDeps } from "../app.ts";
+import { applicationPages } from "./applications.ts";
+import { conversationPages } from "./conversations.ts";
+import { senderPages } from "./senders.ts";
+import { signInRoutes } from "./sign-in.ts";
+import { PANEL_PREFIX, redirect } from "./web.ts";
+
+const ASSET_DIR = join(import.meta.dir, "assets");
+const require = createRequire(import.meta.url);
+
+/** Served from memory; htmx comes from its npm package (no CDN, no build step). */
+const ASSETS: Record<string, { body: string; type: string }> = {
+  "panel.css": { body: readFileSync(join(ASSET_DIR, "panel.css"), "utf8"), type: "text/css" },
+  "panel.js": { body: readFileSync(join(ASSET_DIR, "panel.js"), "utf8"), type: "text/javascript" },
+  "htmx.min.js": {
+    body: readFileSync(require.resolve("htmx.org/dist/htmx.min.js"), "utf8"),
+    type: "text/javascript",
+  },
+};
+
+/**
+ * The web panel at /panel (SPEC §1): integrators sign in, manage their applications, see their
+ * senders and templates, and read and answer their customers. Server-rendered HTML with htmx.
+ */
+export function panelRoutes(deps: AppDeps) {
+  return new Elysia()
+    .get(PANEL_PREFIX, () => redirect(`${PANEL_PREFIX}/conversations`, false))
+    .get(`${PANEL_PREFIX}/assets/:name`, ({ params, set }) => {
+      const asset = ASSETS[params.name];
+      if (!asset) {
+        set.status = 404;
+        return "Not found";
+      }
+      return new Response(asset.body, {
+        headers: {
+          "content-type": `${asset.type}; charset=utf-8`,
+          "cache-control": "public, max-age=86400",
+          "x-content-type-options": "nosniff",
+        },
+      });
+    })
+    .use(signInRoutes(deps))
+    .use(applicationPages(deps))
+    .use(senderPages(deps))
+    .use(conversationPages(deps));
+}

@@ -1,0 +1,157 @@
+import { createHash } from "node:crypto";
+import { Elysia } from "elysia";
+import type { AppDeps } from "../app.ts";
+import { clientIpOf } from "../http/pipeline.ts";
+import { deletePanelSession } from "../users/repository.ts";
+import {
+  loadPanelSession,
+  normalizeEmail,
+  SESSION_TTL_MS,
+  startPanelSession,
+  verifyPanelCredentials,
+} from "../users/service.ts";
+import { html } from "./html.ts";
+import { durationText, simplePage } from "./layout.ts";
+import {
+  CSRF_FIELD,
+  cookieHeader,
+  expiredCookie,
+  field,
+  formFields,
+  htmlResponse,
+  newFormToken,
+  PANEL_PREFIX,
+  readCookie,
+  redirect,
+  SESSION_COOKIE,
+  SIGN_IN_CSRF_COOKIE,
+  safeNext,
+  sameToken,
+  secureCookies,
+  signedIn,
+} from "./web.ts";
+
+/** Sign-in throttling: per client IP, and per account whatever the IP (credential stuffing). */
+export const SIGN_IN_LIMITS = {
+  windowSeconds: 15 * 60,
+  perIp: 30,
+  perAccount: 10,
+} as const;
+
+function signInForm(input: { csrf: string; next: string; email?: string; error?: string; notice?: string }) {
+  const errorId = input.error ? "sign-in-error" : undefined;
+  return simplePage(
+    "Sign in",
+    html`<div class="card sign-in">
+<h1>Sign in to the messaging panel</h1>
+${input.notice ? html`<p class="notice" role="status">${input.notice}</p>` : ""}
+${input.error ? html`<p class="error" id="sign-in-error" role="alert">${input.error}</p>` : ""}
+<form method="post" action="${PANEL_PREFIX}/sign-in" class="stack">
+  <input type="hidden" name="${CSRF_FIELD}" value="${input.csrf}">
+  <input type="hidden" name="next" value="${input.next}">
+  <div class="field">
+    <label for="email">Email</label>
+    <input id="email" name="email" type="email" autocomplete="username" required value="${input.email ?? ""}"${errorId ? html` aria-describedby="${errorId}" aria-invalid="true"` : ""} autofocus>
+  </div>
+  <div class="field">
+    <label for="password">Password</label>
+    <input id="password" name="password" type="password" autocomplete="current-password" required${errorId ? html` aria-describedby="${errorId}" aria-invalid="true"` : ""}>
+  </div>
+  <button type="submit" class="button primary">Sign in</button>
+</form>
+</div>`,
+  );
+}
+
+/** Sign-in and sign-out. Every other panel page sends a visitor without a session here. */
+export function signInRoutes(deps: AppDeps) {
+  const secure = secureCookies(deps);
+
+  /** The form with a fresh double-submit token (its cookie lives as long as a form may sit open). */
+  function formResponse(
+    status: number,
+    input: { next: string; email?: string; error?: string; notice?: string },
+    headers: Record<string, string> = {},
+  ): Response {
+    const csrf = newFormToken();
+    return htmlResponse(signInForm({ ...input, csrf }), {
+      status,
+      headers,
+      cookies: [cookieHeader(SIGN_IN_CSRF_COOKIE, csrf, { secure, maxAgeSeconds: 3600 })],
+    });
+  }
+
+  async function throttled(ip: string, email: string | undefined): Promise<number | undefined> {
+    const checks: [string, number][] = [[deps.keys.signInByIp(ip), SIGN_IN_LIMITS.perIp]];
+    if (email) checks.push([deps.keys.signInByAccount(accountDigest(email)), SIGN_IN_LIMITS.perAccount]);
+    let wait: number | undefined;
+    for (const [key, limit] of checks) {
+      const [allowed, ttl] = await deps.redis.attemptWindow(key, limit, SIGN_IN_LIMITS.windowSeconds);
+      if (allowed === 0) wait = Math.max(wait ?? 0, ttl);
+    }
+    return wait;
+  }
+
+  return new Elysia({ prefix: PANEL_PREFIX })
+    .get("/sign-in", async ({ request, query }) => {
+      const next = safeNext(query.next);
+      const token = readCookie(request, SESSION_COOKIE);
+      if (token && (await loadPanelSession(deps.db, token, deps.clock.now()))) return redirect(next, false);
+      return formResponse(200, {
+        next,
+        notice: query.signed_out === "1" ? "You are signed out." : undefined,
+      });
+    })
+    .post("/sign-in", async ({ request, body, server }) => {
+      const form = formFields(body);
+      const next = safeNext(field(form, "next"));
+      const email = field(form, "email").slice(0, 254);
+      if (!sameToken(field(form, CSRF_FIELD), readCookie(request, SIGN_IN_CSRF_COOKIE))) {
+        return formResponse(403, {
+          next,
+          email,
+          error: "The sign-in form had expired. Please sign in again.",
+        });
+      }
+      const normalized = normalizeEmail(email);
+      const wait = await throttled(clientIpOf(request, server, deps.config.trustProxy), normalized);
+      if (wait !== undefined) {
+        return formResponse(
+          429,
+          {
+            next,
+            email,
+            error: `Too many sign-in attempts. Try again in ${durationText(wait)}.`,
+          },
+          { "retry-after": String(wait) },
+        );
+      }
+      const user = await verifyPanelCredentials(deps.db, email, field(form, "password"));
+      if (!user) {
+        return formResponse(401, { next, email, error: "The email or password is not correct." });
+      }
+      // A correct password clears the account's count (the IP's stays: it may be guessing others).
+      if (normalized) await deps.redis.del(deps.keys.signInByAccount(accountDigest(normalized)));
+      const session = await startPanelSession(deps.db, user, deps.clock.now());
+      return redirect(next, false, [
+        cookieHeader(SESSION_COOKIE, session.token, {
+          secure,
+          maxAgeSeconds: Math.floor(SESSION_TTL_MS / 1000),
+        }),
+        expiredCookie(SIGN_IN_CSRF_COOKIE, secure),
+      ]);
+    })
+    .post(
+      "/sign-out",
+      signedIn(deps, async ({ session, htmx }) => {
+        await deletePanelSession(deps.db, session.digest);
+        return redirect(`${PANEL_PREFIX}/sign-in?signed_out=1`, htmx, [
+          expiredCookie(SESSION_COOKIE, secure),
+        ]);
+      }),
+    );
+}
+
+function accountDigest(email: string): string {
+  return createHash("sha256").update(email).digest("hex").slice(0, 32);
+}
