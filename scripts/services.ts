@@ -102,3 +102,25 @@ export async function ensureServices(config: Config, say: (message: string) => v
   await ensurePostgres(config, say);
   await ensureRedis(config, say);
 }
+
+/** Where the browser tests find Chromium (Debian's package; playwright-core drives it). */
+export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+
+/** The panel's browser tests need Chromium: install Debian's package when it is missing. */
+export async function ensureChromium(say: (message: string) => void): Promise<void> {
+  if (existsSync(CHROMIUM_PATH)) return;
+  if (!Bun.which("apt-get") || process.getuid?.() !== 0) {
+    throw new Error(`Chromium is missing at ${CHROMIUM_PATH}; install it (apt-get install chromium).`);
+  }
+  say("installing Chromium for the browser tests (apt-get install chromium)");
+  const install = () =>
+    Bun.spawn(["apt-get", "install", "-y", "-q", "chromium"], {
+      env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
+      stdio: ["ignore", "ignore", "inherit"],
+    }).exited;
+  if ((await install()) !== 0) {
+    // A fresh machine's package lists may be stale or empty.
+    await Bun.spawn(["apt-get", "update", "-q"], { stdio: ["ignore", "ignore", "inherit"] }).exited;
+    if ((await install()) !== 0) throw new Error("apt-get install chromium failed");
+  }
+}

@@ -1,11 +1,14 @@
 /**
- * `bun run test`: makes sure the local PostgreSQL and Redis answer (starting installed ones), then
- * runs the whole suite. Extra arguments go to `bun test` (a file, `-t name`).
+ * `bun run test`: makes sure the local PostgreSQL and Redis answer (starting installed ones) and that
+ * Chromium is installed (the panel's browser tests), then runs the whole suite. Extra arguments go
+ * to `bun test` (a file, `-t name`).
  */
 import { loadConfig } from "../src/config.ts";
-import { ensureServices } from "./services.ts";
+import { ensureChromium, ensureServices } from "./services.ts";
 
-await ensureServices(loadConfig({}), (message) => console.log(`[test] ${message}`));
+const say = (message: string) => console.log(`[test] ${message}`);
+await ensureServices(loadConfig({}), say);
+await ensureChromium(say);
 const proc = Bun.spawn(["bun", "test", "--timeout", "60000", ...process.argv.slice(2)], {
   stdio: ["inherit", "inherit", "inherit"],
 });

@@ -324,7 +324,7 @@ export function isDependencyDown(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: string }).code;
   if (code && DOWN_CODES.has(code)) return true;
-  return /Connection terminated|timeout exceeded when trying to connect|Connection is closed|Stream isn't writeable|connect ECONNREFUSED/i.test(
+  return /Connection terminated|timeout exceeded when trying to connect|Connection is closed|Stream isn't writeable|connect ECONNREFUSED|Command timed out|Query read timeout/i.test(
     error.message,
   );
 }

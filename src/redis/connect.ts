@@ -46,6 +46,9 @@ export function createRedis(redisUrl: string, options: RedisClientOptions = {}):
     // While Redis is away a command waits for one reconnect attempt, then fails (the api answers
     // 503) instead of queueing forever; BullMQ's blocking connections must wait instead.
     maxRetriesPerRequest: options.forQueues ? null : 1,
+    // A Redis that accepts connections but drops them (a restarting server, a proxy) would keep a
+    // command waiting through reconnect after reconnect: bound it. Not for BullMQ's blocking reads.
+    ...(options.forQueues ? {} : { commandTimeout: 2000 }),
     connectTimeout: 3000,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
     lazyConnect: false,

@@ -1,0 +1,144 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { type App, createApp } from "../src/app.ts";
+import { createDb, type Db } from "../src/db/connect.ts";
+import { createRedis, type RedisClient } from "../src/redis/connect.ts";
+import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { createPanelUserWithTenant, PanelClient } from "./panel-support.ts";
+import { type ReadingTenant, readingTenant } from "./reading-support.ts";
+import { call, createTestEnv, eventually, type TestEnv } from "./support.ts";
+import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
+
+/**
+ * Postgres or Redis going away and coming back (issue 7): answers are 503 envelopes with
+ * Retry-After, promptly (not hangs, not 500s); /readyz fails; the same app instance recovers by
+ * itself. The dependencies sit behind TCP proxies the test cuts, so the shared servers stay up.
+ */
+let env: TestEnv;
+let pgProxy: TcpProxy;
+let redisProxy: TcpProxy;
+let db: Db;
+let redis: RedisClient;
+let app: App;
+let tenant: ReadingTenant;
+
+beforeAll(async () => {
+  env = await createTestEnv({ simulator: true });
+  tenant = await readingTenant(env, "Outage Shop");
+  await syncSenderTemplates(env.deps, tenant.sender);
+  pgProxy = await startTcpProxy({ host: "127.0.0.1", port: 5432 });
+  redisProxy = await startTcpProxy({ host: "127.0.0.1", port: 6379 });
+  const pgUrl = new URL(env.config.databaseUrl);
+  pgUrl.port = String(pgProxy.port);
+  db = createDb(pgUrl.toString(), { connectionTimeoutMillis: 1000 });
+  redis = createRedis(`redis://127.0.0.1:${redisProxy.port}/0`);
+  app = createApp({ ...env.deps, db, redis });
+});
+afterAll(async () => {
+  await db.destroy();
+  redis.disconnect();
+  await pgProxy.close();
+  await redisProxy.close();
+  await env.close();
+});
+
+const REQUEST_ID = /^req_[0-9A-Za-z]{22}$/;
+
+function expectUnavailable(result: Awaited<ReturnType<typeof call>>) {
+  expect(result.status).toBe(503);
+  expect(Number(result.headers.get("retry-after"))).toBeGreaterThan(0);
+  expect(result.body).toEqual({
+    error: {
+      type: "api_error",
+      code: "service_unavailable",
+      message: expect.any(String),
+      param: null,
+      request_id: expect.stringMatching(REQUEST_ID),
+      doc_url: "http://localhost/v2/docs#service_unavailable",
+    },
+  });
+}
+
+async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number }> {
+  const started = performance.now();
+  const value = await work();
+  return { value, ms: performance.now() - started };
+}
+
+const send = () =>
+  call(app, "POST", "/v2/messages", {
+    token: tenant.token,
+    body: {
+      to: "+4915100000001",
+      template: { name: "order_shipped", language: "en", variables: { body: ["A", "1"] } },
+    },
+  });
+
+describe("Postgres unreachable", () => {
+  test("503 envelopes with Retry-After, /readyz fails, and the same instance recovers", async () => {
+    expect((await call(app, "GET", "/v2/conversations", { token: tenant.token })).status).toBe(200);
+    const panel = await createPanelUserWithTenant(env.deps);
+
+    pgProxy.cut();
+    try {
+      const read = await timed(() => call(app, "GET", "/v2/conversations", { token: tenant.token }));
+      expectUnavailable(read.value);
+      expect(read.ms).toBeLessThan(10_000);
+      expectUnavailable(await send());
+      const token = await call(app, "POST", "/v2/oauth/token", {
+        body: {
+          grant_type: "client_credentials",
+          client_id: tenant.clientId,
+          client_secret: tenant.clientSecret,
+        },
+      });
+      expect(token.status).toBe(503);
+      expect(token.body.error).toBe("server_error");
+      expect(token.headers.get("retry-after")).not.toBeNull();
+      const ready = await call(app, "GET", "/readyz");
+      expect(ready.status).toBe(503);
+      expect(ready.body).toEqual({ status: "unavailable", postgres: "unavailable", redis: "ok" });
+      // The panel answers with a page, not a JSON envelope.
+      const signIn = new PanelClient(app);
+      await signIn.get("/panel/sign-in");
+      const page = await signIn.post("/panel/sign-in", { email: panel.email, password: panel.password });
+      expect(page.status).toBe(503);
+      expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
+      expect(page.text).toContain("Briefly unavailable");
+    } finally {
+      pgProxy.restore();
+    }
+
+    // No restart: the pool opens new connections once Postgres answers again.
+    await eventually(async () => (await call(app, "GET", "/readyz")).status === 200);
+    expect((await call(app, "GET", "/v2/conversations", { token: tenant.token })).status).toBe(200);
+    const accepted = await send();
+    expect(accepted.text).toContain('"status":"accepted"');
+    expect(accepted.status).toBe(201);
+  });
+});
+
+describe("Redis unreachable", () => {
+  test("503 envelopes with Retry-After, /readyz fails, and the same instance recovers", async () => {
+    expect((await call(app, "GET", "/v2/conversations", { token: tenant.token })).status).toBe(200);
+
+    redisProxy.cut();
+    try {
+      const read = await timed(() => call(app, "GET", "/v2/conversations", { token: tenant.token }));
+      expectUnavailable(read.value);
+      expect(read.ms).toBeLessThan(10_000);
+      expectUnavailable(await send());
+      const ready = await call(app, "GET", "/readyz");
+      expect(ready.status).toBe(503);
+      expect(ready.body).toEqual({ status: "unavailable", postgres: "ok", redis: "unavailable" });
+    } finally {
+      redisProxy.restore();
+    }
+
+    // ioredis reconnects by itself (its retry strategy backs off up to 2 s).
+    await eventually(async () => (await call(app, "GET", "/readyz")).status === 200, 15_000);
+    expect((await call(app, "GET", "/v2/conversations", { token: tenant.token })).status).toBe(200);
+    const accepted = await send();
+    expect(accepted.text).toContain('"status":"accepted"');
+    expect(accepted.status).toBe(201);
+  });
+});

@@ -1,0 +1,54 @@
+import { createConnection, createServer, type Server, type Socket } from "node:net";
+
+/**
+ * A TCP proxy in front of Postgres or Redis that a test can cut (every open connection dropped,
+ * new ones refused at once) and restore: the dependency "goes away" without stopping the shared
+ * server other test files use.
+ */
+export interface TcpProxy {
+  port: number;
+  /** Drops every connection and refuses new ones until `restore`. */
+  cut(): void;
+  restore(): void;
+  close(): Promise<void>;
+}
+
+export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+  let down = false;
+  const sockets = new Set<Socket>();
+  const track = (socket: Socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => socket.destroy());
+  };
+  const server: Server = createServer((client) => {
+    track(client);
+    if (down) {
+      client.destroy();
+      return;
+    }
+    const upstream = createConnection(target.port, target.host);
+    track(upstream);
+    client.pipe(upstream);
+    upstream.pipe(client);
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (!address || typeof address === "string") throw new Error("proxy has no port");
+  return {
+    port: address.port,
+    cut() {
+      down = true;
+      for (const socket of sockets) socket.destroy();
+    },
+    restore() {
+      down = false;
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
