@@ -100,9 +100,88 @@ describe("operator CLI", () => {
     expect(seed.object).toBe("seed");
     expect(seed.tenant.name).toBe("Demo Shop");
     expect(seed.application.client_secret).toMatch(/^csec_/);
+    expect(seed.user).toEqual({
+      object: "user",
+      id: expect.stringMatching(/^usr_/),
+      tenant: seed.tenant.id,
+      email: "demo@example.com",
+      password: expect.stringMatching(/^[0-9A-Za-z]{16}$/),
+    });
     const again = await cli("seed");
     expect(again.code).toBe(1);
     expect(JSON.parse(again.stderr).error.code).toBe("already_seeded");
+  });
+});
+
+describe("user create", () => {
+  test("makes a panel user with an argon2id hash; refuses a taken email, a short password, an unknown tenant", async () => {
+    const tenant = JSON.parse((await cli("tenant", "create", "--name", "Panel Shop")).stdout);
+    const created = await cli(
+      "user",
+      "create",
+      "--tenant",
+      tenant.id,
+      "--email",
+      "Owner@Example.com",
+      "--password",
+      "a long enough password",
+    );
+    expect(created.code).toBe(0);
+    const user = JSON.parse(created.stdout);
+    expect(user).toEqual({
+      object: "user",
+      id: expect.stringMatching(/^usr_[0-9A-Za-z]{22}$/),
+      tenant: tenant.id,
+      email: "owner@example.com",
+    });
+    const db = createDb(DATABASE_URL);
+    try {
+      const row = await db
+        .selectFrom("panel_users")
+        .select("password_hash")
+        .where("id", "=", user.id)
+        .executeTakeFirstOrThrow();
+      expect(row.password_hash).toStartWith("$argon2id$");
+      expect(row.password_hash).not.toContain("a long enough password");
+    } finally {
+      await db.destroy();
+    }
+
+    const taken = await cli(
+      "user",
+      "create",
+      "--tenant",
+      tenant.id,
+      "--email",
+      "owner@example.com",
+      "--password",
+      "another password",
+    );
+    expect(taken.code).toBe(1);
+    expect(JSON.parse(taken.stderr).error.message).toContain("exists already");
+    const short = await cli(
+      "user",
+      "create",
+      "--tenant",
+      tenant.id,
+      "--email",
+      "new@example.com",
+      "--password",
+      "short",
+    );
+    expect(short.code).toBe(1);
+    expect(JSON.parse(short.stderr).error.message).toContain("--password");
+    const unknown = await cli(
+      "user",
+      "create",
+      "--tenant",
+      "ten_nope",
+      "--email",
+      "x@example.com",
+      "--password",
+      "long enough pw",
+    );
+    expect(unknown.code).toBe(1);
   });
 });
 
