@@ -88,20 +88,61 @@ export async function findApplicationByClientId(
   return row && toRecord(row);
 }
 
+/** One application of one tenant: another tenant's client_id is as absent as an unknown one. */
+export async function findTenantApplication(
+  db: Db,
+  tenantId: string,
+  clientId: string,
+): Promise<ApplicationRecord | undefined> {
+  const row = await db
+    .selectFrom("applications")
+    .select(COLUMNS)
+    .where("tenant_id", "=", tenantId)
+    .where("client_id", "=", clientId)
+    .executeTakeFirst();
+  return row && toRecord(row);
+}
+
+/** A tenant's applications, revoked ones included: active first, then newest first. */
+export async function listTenantApplications(db: Db, tenantId: string): Promise<ApplicationRecord[]> {
+  const rows = await db
+    .selectFrom("applications")
+    .select(COLUMNS)
+    .where("tenant_id", "=", tenantId)
+    .orderBy((eb) => eb("revoked_at", "is not", null))
+    .orderBy("created_at", "desc")
+    .orderBy("client_id")
+    .execute();
+  return rows.map(toRecord);
+}
+
+export interface ApplicationScope {
+  /** Only this tenant's application (the panel); omitted by operator paths (CLI, token endpoint). */
+  tenantId?: string;
+  /** Only while it is not revoked: a revoked application is left as it is (undefined is returned). */
+  unrevoked?: boolean;
+}
+
+/**
+ * A revocation keeps the first revoked_at (revoking again changes nothing). Undefined when no
+ * application matches the client_id and `scope`.
+ */
 export async function updateApplication(
   db: Db,
   clientId: string,
   changes: { secretDigest?: Buffer; revokedAt?: Date; lastTokenAt?: Date },
+  scope: ApplicationScope = {},
 ): Promise<ApplicationRecord | undefined> {
-  const row = await db
+  let query = db
     .updateTable("applications")
-    .set({
+    .set((eb) => ({
       ...(changes.secretDigest && { secret_digest: changes.secretDigest }),
-      ...(changes.revokedAt && { revoked_at: changes.revokedAt }),
+      ...(changes.revokedAt && { revoked_at: eb.fn.coalesce("revoked_at", eb.val(changes.revokedAt)) }),
       ...(changes.lastTokenAt && { last_token_at: changes.lastTokenAt }),
-    })
-    .where("client_id", "=", clientId)
-    .returning(COLUMNS)
-    .executeTakeFirst();
+    }))
+    .where("client_id", "=", clientId);
+  if (scope.tenantId !== undefined) query = query.where("tenant_id", "=", scope.tenantId);
+  if (scope.unrevoked) query = query.where("revoked_at", "is", null);
+  const row = await query.returning(COLUMNS).executeTakeFirst();
   return row && toRecord(row);
 }

@@ -6,6 +6,7 @@ import { ALL_SCOPES, type Scope } from "../http/request-state.ts";
 import { newId } from "../ids.ts";
 import {
   type ApplicationRecord,
+  type ApplicationScope,
   findApplicationByClientId,
   insertApplication,
   updateApplication,
@@ -45,17 +46,33 @@ export async function createApplication(
   return { application, clientSecret };
 }
 
+/**
+ * A new secret; the old one stops working at once (tokens already issued live until they expire).
+ * `scope` narrows it to one tenant's application (the panel) and/or to one not revoked.
+ */
 export async function rotateApplicationSecret(
   db: Db,
   clientId: string,
+  scope: ApplicationScope = {},
 ): Promise<{ application: ApplicationRecord; clientSecret: string } | undefined> {
   const clientSecret = newId("csec", SECRET_LENGTH);
-  const application = await updateApplication(db, clientId, { secretDigest: digestSecret(clientSecret) });
+  const application = await updateApplication(
+    db,
+    clientId,
+    { secretDigest: digestSecret(clientSecret) },
+    scope,
+  );
   return application && { application, clientSecret };
 }
 
-export async function revokeApplication(db: Db, clientId: string, clock: Clock) {
-  return updateApplication(db, clientId, { revokedAt: clock.now() });
+/** Revoked from now on; revoking again keeps the first time. `scope.tenantId`: the panel's. */
+export async function revokeApplication(
+  db: Db,
+  clientId: string,
+  clock: Clock,
+  scope: Pick<ApplicationScope, "tenantId"> = {},
+) {
+  return updateApplication(db, clientId, { revokedAt: clock.now() }, scope);
 }
 
 /** The application when the credentials are right and it is not revoked; constant-time compare. */

@@ -1,23 +1,200 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
-import { html } from "./html.ts";
-import { page } from "./layout.ts";
-import { htmlResponse, PANEL_PREFIX, signedIn } from "./web.ts";
+import { findTenantApplication, listTenantApplications } from "../applications/repository.ts";
+import { createApplication, revokeApplication, rotateApplicationSecret } from "../applications/service.ts";
+import { ApiError } from "../http/errors.ts";
+import type { Scope } from "../http/request-state.ts";
+import { TOKEN_LIFETIME_SECONDS } from "../oauth/tokens.ts";
+import {
+  APPLICATIONS_PATH,
+  alreadyCreatedPage,
+  applicationsPage,
+  type Frame,
+  type NewApplicationForm,
+  revokeConfirmPage,
+  rotateRevokedPage,
+  SCOPE_CHOICES,
+  secretPage,
+} from "./applications-view.ts";
+import {
+  field,
+  htmlResponse,
+  newFormToken,
+  PANEL_PREFIX,
+  type PanelContext,
+  redirect,
+  signedIn,
+} from "./web.ts";
+
+export const APPLICATION_NAME_MAX = 100;
+/** How long a "new application" form remembers that it was sent (a reload or double click). */
+const FORM_MEMORY_SECONDS = 24 * 3600;
+const FORM_ID = /^[A-Za-z0-9_-]{16,64}$/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it rejects
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
+function frameOf(ctx: PanelContext): Frame {
+  return {
+    session: ctx.session,
+    csrf: ctx.csrf,
+    now: ctx.deps.clock.now(),
+    tokenLifetimeSeconds: TOKEN_LIFETIME_SECONDS,
+  };
+}
+
+function emptyForm(): NewApplicationForm {
+  return { name: "", scopes: SCOPE_CHOICES.map((c) => c.scope), formId: newFormToken() };
+}
+
+/** The form's values checked; errors are sentences for the person filling it in. */
+export function validateNewApplication(form: Record<string, string | string[]>): {
+  name: string;
+  scopes: Scope[];
+  errors: NewApplicationForm["errors"] | undefined;
+} {
+  const name = field(form, "name").trim();
+  const raw = form.scopes;
+  const given = raw === undefined ? [] : Array.isArray(raw) ? raw : [raw];
+  const known = SCOPE_CHOICES.map((c) => c.scope);
+  const scopes = known.filter((s) => given.includes(s));
+  const errors: NonNullable<NewApplicationForm["errors"]> = {};
+  if (name === "") errors.name = "Enter a name for the application.";
+  else if ([...name].length > APPLICATION_NAME_MAX)
+    errors.name = `The name is too long: use at most ${APPLICATION_NAME_MAX} characters.`;
+  else if (CONTROL.test(name)) errors.name = "The name cannot contain line breaks or control characters.";
+  if (given.some((s) => !(known as string[]).includes(s))) errors.scopes = "Choose only the scopes listed.";
+  else if (scopes.length === 0) errors.scopes = "Choose at least one scope.";
+  return { name, scopes, errors: errors.name || errors.scopes ? errors : undefined };
+}
+
+/** The tenant's application, or the same 404 as a page that does not exist (no hint it exists). */
+async function tenantApplicationOr404(ctx: PanelContext) {
+  const clientId = ctx.params.clientId ?? "";
+  const application =
+    clientId.length <= 128
+      ? await findTenantApplication(ctx.deps.db, ctx.session.tenantId, clientId)
+      : undefined;
+  if (!application) throw new ApiError("resource_missing", "No such page.");
+  return application;
+}
 
 /** Applications: list, create (secret shown once), rotate secret, revoke. */
 export function applicationPages(deps: AppDeps) {
-  return new Elysia({ prefix: PANEL_PREFIX }).get(
-    "/applications",
-    signedIn(deps, ({ session, csrf }) =>
-      htmlResponse(
-        page({
-          title: "Applications",
-          section: "applications",
-          session,
-          csrf,
-          body: html`<h1>Applications</h1>`,
-        }),
+  const formKey = (tenantId: string, formId: string) =>
+    `${deps.config.redisPrefix}:{t:${tenantId}}:panel:new-app:${formId}`;
+
+  /**
+   * Claims a form id for one creation. Undefined: go ahead (also when Redis is unreachable: the guard
+   * only spares a duplicate). Otherwise what the earlier post made ("" while it is still in flight).
+   */
+  async function claimForm(tenantId: string, formId: string): Promise<string | undefined> {
+    if (!FORM_ID.test(formId)) return undefined;
+    try {
+      const key = formKey(tenantId, formId);
+      const claimed = await deps.redis.set(key, "", "EX", FORM_MEMORY_SECONDS, "NX");
+      if (claimed === "OK") return undefined;
+      return (await deps.redis.get(key)) ?? "";
+    } catch {
+      return undefined;
+    }
+  }
+
+  async function settleForm(tenantId: string, formId: string, clientId: string | undefined) {
+    if (!FORM_ID.test(formId)) return;
+    const key = formKey(tenantId, formId);
+    try {
+      if (clientId) await deps.redis.set(key, clientId, "EX", FORM_MEMORY_SECONDS, "XX");
+      else await deps.redis.del(key);
+    } catch {
+      // The guard is a convenience; the application itself is created or not regardless.
+    }
+  }
+
+  async function listPage(ctx: PanelContext, form: NewApplicationForm, status = 200) {
+    const applications = await listTenantApplications(deps.db, ctx.session.tenantId);
+    const revokedId = ctx.query.revoked;
+    const revoked = revokedId ? applications.find((a) => a.clientId === revokedId && a.revokedAt) : undefined;
+    return htmlResponse(applicationsPage(frameOf(ctx), { applications, form, revoked }), { status });
+  }
+
+  return new Elysia({ prefix: PANEL_PREFIX })
+    .get(
+      "/applications",
+      signedIn(deps, (ctx) => listPage(ctx, emptyForm())),
+    )
+    .post(
+      "/applications",
+      signedIn(deps, async (ctx) => {
+        const { name, scopes, errors } = validateNewApplication(ctx.form);
+        const formId = field(ctx.form, "form_id");
+        if (errors) {
+          const given = ctx.form.scopes;
+          return listPage(
+            ctx,
+            {
+              name,
+              scopes: given === undefined ? [] : Array.isArray(given) ? given : [given],
+              formId: FORM_ID.test(formId) ? formId : newFormToken(),
+              errors,
+            },
+            400,
+          );
+        }
+        const tenantId = ctx.session.tenantId;
+        const earlier = await claimForm(tenantId, formId);
+        if (earlier !== undefined) {
+          const application = earlier ? await findTenantApplication(deps.db, tenantId, earlier) : undefined;
+          return htmlResponse(alreadyCreatedPage(frameOf(ctx), application), { status: 409 });
+        }
+        let created: Awaited<ReturnType<typeof createApplication>> | undefined;
+        try {
+          created = await createApplication(deps.db, { tenantId, name, scopes });
+        } finally {
+          await settleForm(tenantId, formId, created?.application.clientId);
+        }
+        // Answered here, not redirected: the secret exists only in this response.
+        return htmlResponse(
+          secretPage(frameOf(ctx), {
+            ...created,
+            rotated: false,
+            baseUrl: deps.config.publicBaseUrl,
+          }),
+          { status: 201 },
+        );
+      }),
+    )
+    .post(
+      "/applications/:clientId/rotate-secret",
+      signedIn(deps, async (ctx) => {
+        const application = await tenantApplicationOr404(ctx);
+        if (application.revokedAt) {
+          return htmlResponse(rotateRevokedPage(frameOf(ctx), application), { status: 409 });
+        }
+        const rotated = await rotateApplicationSecret(deps.db, application.clientId, {
+          tenantId: ctx.session.tenantId,
+          unrevoked: true,
+        });
+        // Revoked between the two statements: the same answer as above.
+        if (!rotated) return htmlResponse(rotateRevokedPage(frameOf(ctx), application), { status: 409 });
+        return htmlResponse(
+          secretPage(frameOf(ctx), { ...rotated, rotated: true, baseUrl: deps.config.publicBaseUrl }),
+        );
+      }),
+    )
+    .get(
+      "/applications/:clientId/revoke",
+      signedIn(deps, async (ctx) =>
+        htmlResponse(revokeConfirmPage(frameOf(ctx), await tenantApplicationOr404(ctx))),
       ),
-    ),
-  );
+    )
+    .post(
+      "/applications/:clientId/revoke",
+      signedIn(deps, async (ctx) => {
+        const application = await tenantApplicationOr404(ctx);
+        await revokeApplication(deps.db, application.clientId, deps.clock, {
+          tenantId: ctx.session.tenantId,
+        });
+        return redirect(`${APPLICATIONS_PATH}?revoked=${encodeURIComponent(application.clientId)}`, ctx.htmx);
+      }),
+    );
 }

@@ -1,0 +1,339 @@
+import type { ApplicationRecord } from "../applications/repository.ts";
+import type { Scope } from "../http/request-state.ts";
+import type { PanelSession } from "../users/service.ts";
+import { type Html, html } from "./html.ts";
+import { durationText, page, timeTag } from "./layout.ts";
+import { cell, columnHeaders } from "./list-view.ts";
+import { csrfInput, PANEL_PREFIX } from "./web.ts";
+
+/** The pages of the Applications section; applications.ts decides which one a request gets. */
+
+export const APPLICATIONS_PATH = `${PANEL_PREFIX}/applications`;
+
+export const SCOPE_CHOICES: { scope: Scope; label: string; hint: string }[] = [
+  {
+    scope: "messaging:send",
+    label: "Send messages",
+    hint: "Send text and template messages (POST /messages) and upload media (POST /media).",
+  },
+  {
+    scope: "messaging:read",
+    label: "Read messages",
+    hint: "Read senders, templates, contacts, conversations, message history and the message feed.",
+  },
+];
+
+export interface Frame {
+  session: PanelSession;
+  csrf: string;
+  now: Date;
+  /** Access tokens live this long (the token endpoint's lifetime). */
+  tokenLifetimeSeconds: number;
+}
+
+export interface NewApplicationForm {
+  name: string;
+  scopes: string[];
+  /** A fresh one per form shown, so posting the same form twice creates one application. */
+  formId: string;
+  errors?: { name?: string; scopes?: string };
+}
+
+function appPath(application: ApplicationRecord, action: "revoke" | "rotate-secret"): string {
+  return `${APPLICATIONS_PATH}/${encodeURIComponent(application.clientId)}/${action}`;
+}
+
+function scopeBadges(scopes: readonly string[]): Html {
+  return html`<ul class="scope-list">${scopes.map((s) => html`<li><code class="scope">${s}</code></li>`)}</ul>`;
+}
+
+function ids(...values: (string | false | undefined)[]): string {
+  return values.filter(Boolean).join(" ");
+}
+
+function statusCell(application: ApplicationRecord, now: Date): Html {
+  return application.revokedAt
+    ? html`<span class="badge bad">Revoked</span> <span class="muted small">${timeTag(application.revokedAt, now)}</span>`
+    : html`<span class="badge ok">Active</span>`;
+}
+
+function rotateForm(frame: Frame, application: ApplicationRecord, label = "Rotate secret"): Html {
+  return html`<form method="post" action="${appPath(application, "rotate-secret")}" data-confirm="${`Rotate the secret of “${application.name}”? The current secret stops working at once; tokens already issued stay valid until they expire.`}">
+  ${csrfInput(frame.csrf)}
+  <button type="submit" class="button subtle">${label}<span class="visually-hidden"> of ${application.name}</span></button>
+</form>`;
+}
+
+function applicationRow(frame: Frame, application: ApplicationRecord): Html {
+  const cidId = `cid-${application.clientId}`;
+  return html`<tr role="row"${application.revokedAt ? html` class="is-revoked"` : ""}>
+  <th scope="row" role="rowheader" class="app-name">${application.name}</th>
+  ${cell(
+    "Client ID",
+    html`<span class="id-cell"><code id="${cidId}" class="client-id">${application.clientId}</code><button type="button" class="button subtle copy" data-copy="#${cidId}" aria-describedby="${cidId}">Copy</button></span>`,
+  )}
+  ${cell("Scopes", scopeBadges(application.scopes))}
+  ${cell("Created", timeTag(application.createdAt, frame.now))}
+  ${cell(
+    "Last token",
+    application.lastTokenAt
+      ? timeTag(application.lastTokenAt, frame.now)
+      : html`<span class="muted">never</span>`,
+  )}
+  ${cell("Status", statusCell(application, frame.now))}
+  ${
+    application.revokedAt
+      ? html`<td role="cell" class="actions-cell is-empty"><span class="muted" aria-hidden="true">—</span></td>`
+      : html`<td role="cell" class="actions-cell"><div class="row-actions">
+    ${rotateForm(frame, application)}
+    <a class="button subtle danger-link" href="${appPath(application, "revoke")}">Revoke…<span class="visually-hidden"> ${application.name}</span></a>
+  </div></td>`
+  }
+</tr>`;
+}
+
+function applicationTable(frame: Frame, applications: ApplicationRecord[]): Html {
+  if (applications.length === 0) {
+    return html`<div class="card blank-slate">
+  <h2>No applications yet</h2>
+  <p>An application is how your system signs in to the API: it gets a <strong>client ID</strong> and a
+  <strong>client secret</strong>, and exchanges them for short-lived access tokens. Create one below for each
+  system that sends or reads messages.</p>
+</div>`;
+  }
+  return html`<div class="table-wrap" role="region" aria-labelledby="applications-caption" tabindex="0">
+<table class="list cards applications" role="table" aria-labelledby="applications-caption">
+  <caption id="applications-caption" class="visually-hidden">Your applications</caption>
+  ${columnHeaders([
+    "Name",
+    "Client ID",
+    "Scopes",
+    "Created",
+    "Last token issued",
+    "Status",
+    html`<span class="visually-hidden">Actions</span>`,
+  ])}
+  <tbody role="rowgroup">
+    ${applications.map((a) => applicationRow(frame, a))}
+  </tbody>
+</table>
+</div>`;
+}
+
+function newApplicationForm(frame: Frame, form: NewApplicationForm): Html {
+  const errors = form.errors ?? {};
+  const messages = [errors.name, errors.scopes].filter((m): m is string => Boolean(m));
+  const nameError = errors.name ? "app-name-error" : undefined;
+  const scopesError = errors.scopes ? "app-scopes-error" : undefined;
+  return html`<section class="card new-application" id="new-application" aria-labelledby="new-application-title">
+<h2 id="new-application-title">New application</h2>
+${
+  messages.length > 0
+    ? html`<div class="error" role="alert" id="new-application-errors">
+  <p><strong>The application was not created.</strong></p>
+  <ul class="bullets">${messages.map((m) => html`<li>${m}</li>`)}</ul>
+</div>`
+    : ""
+}
+<form method="post" action="${APPLICATIONS_PATH}" class="stack app-form">
+  ${csrfInput(frame.csrf)}
+  <input type="hidden" name="form_id" value="${form.formId}">
+  <div class="field">
+    <label for="app-name">Name</label>
+    <input id="app-name" name="name" type="text" required maxlength="100" autocomplete="off" value="${form.name}" aria-describedby="${ids("app-name-hint", nameError)}"${nameError ? html` aria-invalid="true" autofocus` : ""}>
+    <p class="hint" id="app-name-hint">For you and your team: which system uses it, for example “Shop backend (production)”. Up to 100 characters.</p>
+    ${nameError ? html`<p class="field-error" id="${nameError}">${errors.name}</p>` : ""}
+  </div>
+  <fieldset class="field scopes">
+    <legend>Scopes</legend>
+    <p class="hint" id="app-scopes-hint">What its access tokens may do. Choose at least one; give a system only what it needs.</p>
+    ${SCOPE_CHOICES.map(
+      (choice, index) => html`<label class="check">
+      <input type="checkbox" name="scopes" value="${choice.scope}"${form.scopes.includes(choice.scope) ? html` checked` : ""} aria-describedby="${ids(`scope-hint-${index}`, scopesError)}"${scopesError ? html` aria-invalid="true"${index === 0 && !nameError ? html` autofocus` : ""}` : ""}>
+      <span><span class="scope-label">${choice.label}</span> <code class="scope">${choice.scope}</code>
+      <span class="hint" id="scope-hint-${index}">${choice.hint}</span></span>
+    </label>`,
+    )}
+    ${scopesError ? html`<p class="field-error" id="${scopesError}">${errors.scopes}</p>` : ""}
+  </fieldset>
+  <div><button type="submit" class="button primary">Create application</button></div>
+</form>
+</section>`;
+}
+
+export function applicationsPage(
+  frame: Frame,
+  input: {
+    applications: ApplicationRecord[];
+    form: NewApplicationForm;
+    revoked?: ApplicationRecord;
+  },
+): Html {
+  const { applications, revoked } = input;
+  return page({
+    title: "Applications",
+    section: "applications",
+    session: frame.session,
+    csrf: frame.csrf,
+    body: html`<div class="page-head">
+  <h1>Applications</h1>
+  ${applications.length > 0 ? html`<a class="button primary" href="#new-application">New application</a>` : ""}
+</div>
+<p class="lead muted">Each application has its own credentials for the API. Your systems exchange them for access tokens that are valid for ${durationText(frame.tokenLifetimeSeconds)}.</p>
+${
+  revoked
+    ? html`<p class="notice" role="status"><strong>“${revoked.name}” is revoked.</strong> It can no longer get access tokens; tokens it already has stop working within ${durationText(frame.tokenLifetimeSeconds)}.</p>`
+    : ""
+}
+${applicationTable(frame, applications)}
+${newApplicationForm(frame, input.form)}`,
+  });
+}
+
+function credentialBlock(id: string, label: string, value: string): Html {
+  return html`<div class="credential">
+  <p class="credential-label" id="${id}-label">${label}</p>
+  <div class="secret"><code id="${id}" aria-labelledby="${id}-label">${value}</code><button type="button" class="button subtle copy" data-copy="#${id}" aria-describedby="${id}-label">Copy</button></div>
+</div>`;
+}
+
+function tokenExample(baseUrl: string, clientId: string): Html {
+  const command = [
+    `curl -X POST ${baseUrl}/oauth/token \\`,
+    "  -d grant_type=client_credentials \\",
+    `  -d client_id=${clientId} \\`,
+    '  -d client_secret="$CLIENT_SECRET"',
+  ].join("\n");
+  return html`<section class="card stack section-card" aria-labelledby="token-example-title">
+  <h2 id="token-example-title">Get an access token</h2>
+  <p>Keep the secret in your system's secret store (here the variable <code>CLIENT_SECRET</code>) and exchange it for a token:</p>
+  <pre class="snippet"><code id="token-example">${command}</code></pre>
+  <div><button type="button" class="button subtle copy" data-copy="#token-example">Copy command</button></div>
+</section>`;
+}
+
+/** The one and only time a client secret is shown: after create and after rotate. */
+export function secretPage(
+  frame: Frame,
+  input: { application: ApplicationRecord; clientSecret: string; rotated: boolean; baseUrl: string },
+): Html {
+  const { application, clientSecret, rotated } = input;
+  const lifetime = durationText(frame.tokenLifetimeSeconds);
+  return page({
+    title: rotated ? "New client secret" : "Application created",
+    section: "applications",
+    session: frame.session,
+    csrf: frame.csrf,
+    body: html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+<h1>${rotated ? html`New secret for “${application.name}”` : html`“${application.name}” is ready`}</h1>
+<div class="warning secret-warning">
+  <p><strong>Copy the client secret now and store it somewhere safe.</strong> It is shown only on this page and will
+  not be shown again: it is not stored anywhere, so nobody can look it up later. If it is lost, rotate the secret to
+  get a new one.</p>
+</div>
+${
+  rotated
+    ? html`<p class="notice" role="status">The old secret stopped working just now: token requests with it are refused. Access tokens already issued with it stay valid until they expire, up to ${lifetime} from when they were issued. Update your system with the new secret.</p>`
+    : ""
+}
+<section class="card stack section-card" aria-labelledby="credentials-title">
+  <h2 id="credentials-title">Credentials</h2>
+  ${credentialBlock("client-id", "Client ID", application.clientId)}
+  ${credentialBlock("client-secret", "Client secret (shown once)", clientSecret)}
+  <div class="credential"><p class="credential-label">Scopes</p>${scopeBadges(application.scopes)}</div>
+</section>
+${tokenExample(input.baseUrl, application.clientId)}
+<p><a class="button primary" href="${APPLICATIONS_PATH}">I have stored the secret: back to applications</a></p>`,
+  });
+}
+
+/** A second post of the same "new application" form (reload, double click): nothing new was made. */
+export function alreadyCreatedPage(frame: Frame, application: ApplicationRecord | undefined): Html {
+  return page({
+    title: "Already created",
+    section: "applications",
+    session: frame.session,
+    csrf: frame.csrf,
+    body: html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+<h1>This form was already sent</h1>
+<div class="card stack">
+  ${
+    application
+      ? html`<p>It created the application <strong>${application.name}</strong> (<code>${application.clientId}</code>), and its secret was shown then. It cannot be shown again; no second application was created.</p>
+  ${application.revokedAt ? "" : html`<p>If the secret was not stored, rotate it to get a new one.</p>${rotateForm(frame, application, "Rotate its secret")}`}`
+      : html`<p>The application it asked for is being created or was created already; no second one was made.</p>`
+  }
+  <p><a class="button" href="${APPLICATIONS_PATH}">Back to applications</a></p>
+</div>`,
+  });
+}
+
+/** Asked before revoking; the page works without JavaScript. */
+export function revokeConfirmPage(frame: Frame, application: ApplicationRecord): Html {
+  const lifetime = durationText(frame.tokenLifetimeSeconds);
+  if (application.revokedAt) {
+    return page({
+      title: "Already revoked",
+      section: "applications",
+      session: frame.session,
+      csrf: frame.csrf,
+      body: html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+<h1>“${application.name}” is already revoked</h1>
+<div class="card stack">
+  <p>It was revoked ${timeTag(application.revokedAt, frame.now)} and can no longer get access tokens.</p>
+  <p><a class="button" href="${APPLICATIONS_PATH}">Back to applications</a></p>
+</div>`,
+    });
+  }
+  const lastToken = application.lastTokenAt;
+  const validUntil = lastToken && new Date(lastToken.getTime() + frame.tokenLifetimeSeconds * 1000);
+  return page({
+    title: `Revoke ${application.name}`,
+    section: "applications",
+    session: frame.session,
+    csrf: frame.csrf,
+    body: html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+<h1>Revoke “${application.name}”?</h1>
+<div class="card stack revoke">
+  <dl class="facts">
+    <div><dt>Client ID</dt><dd><code>${application.clientId}</code></dd></div>
+    <div><dt>Scopes</dt><dd>${scopeBadges(application.scopes)}</dd></div>
+    <div><dt>Created</dt><dd>${timeTag(application.createdAt, frame.now)}</dd></div>
+    <div><dt>Last token issued</dt><dd>${lastToken ? timeTag(lastToken, frame.now) : "never"}</dd></div>
+  </dl>
+  <div class="warning">
+    <p><strong>Revoking is permanent.</strong> A revoked application cannot be restored.</p>
+    <ul class="bullets">
+      <li>It can no longer get access tokens: the token endpoint refuses its credentials at once.</li>
+      <li>Access tokens it already has keep working until they expire, up to ${lifetime} after they were issued${
+        validUntil && validUntil > frame.now
+          ? html` (its last token expires ${timeTag(validUntil, frame.now)})`
+          : ""
+      }.</li>
+      <li>To keep a system running, create a new application first and move the system to its credentials.</li>
+    </ul>
+  </div>
+  <form method="post" action="${appPath(application, "revoke")}" class="row">
+    ${csrfInput(frame.csrf)}
+    <button type="submit" class="button danger">Revoke application</button>
+    <a class="button" href="${APPLICATIONS_PATH}">Cancel</a>
+  </form>
+</div>`,
+  });
+}
+
+/** Rotating a revoked application's secret is refused (409): it could never get a token again. */
+export function rotateRevokedPage(frame: Frame, application: ApplicationRecord): Html {
+  return page({
+    title: "Application revoked",
+    section: "applications",
+    session: frame.session,
+    csrf: frame.csrf,
+    body: html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+<h1>“${application.name}” is revoked</h1>
+<div class="card stack">
+  <p class="error" role="alert">A revoked application's secret cannot be rotated: it can never get access tokens again. Create a new application instead.</p>
+  <p class="row"><a class="button primary" href="${APPLICATIONS_PATH}#new-application">New application</a> <a class="button" href="${APPLICATIONS_PATH}">Back to applications</a></p>
+</div>`,
+  });
+}

@@ -1,0 +1,201 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createApplication } from "../src/applications/service.ts";
+import { CHANNEL } from "../src/messages/admission.ts";
+import { utcDay } from "../src/panel/senders.ts";
+import { highlightVariables } from "../src/panel/senders-view.ts";
+import { insertSender, type SenderRow, setSenderActive } from "../src/senders/repository.ts";
+import { upsertTemplates } from "../src/templates/repository.ts";
+import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { type PanelClient, signedInClient } from "./panel-support.ts";
+import { call, createTestEnv, getToken, type TestEnv } from "./support.ts";
+
+let env: TestEnv;
+let client: PanelClient;
+let tenantId: string;
+let shop: SenderRow;
+let retired: SenderRow;
+let token: string;
+let providerNumber = 310000000000001;
+
+async function connectedSender(tenant: string, name: string | null, phoneNumber: string, sync = true) {
+  const sender = await insertSender(env.deps.db, {
+    tenantId: tenant,
+    name,
+    phoneNumber,
+    providerPhoneNumberId: String(providerNumber++),
+    wabaId: "410000000000001",
+    accessToken: "sim-access-token",
+  });
+  if (sync) await syncSenderTemplates(env.deps, sender);
+  return sender;
+}
+
+function sendTemplate(to: string) {
+  return call(env.app, "POST", "/v2/messages", {
+    token,
+    body: {
+      to,
+      sender: shop.id,
+      template: { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1001"] } },
+    },
+  });
+}
+
+/** The page's text with tags dropped and whitespace collapsed, for sentences split by markup. */
+function plain(markup: string): string {
+  return markup
+    .replace(/<[^>]+>/g, " ")
+    .replace(/\s+/g, " ")
+    .trim();
+}
+
+beforeAll(async () => {
+  env = await createTestEnv({ simulator: true, limits: { anonymous: 10_000, token: 10_000 } });
+  const signedIn = await signedInClient(env.app, env.deps, { tenantName: "Shop Co" });
+  client = signedIn.client;
+  tenantId = signedIn.tenant.id;
+  await env.deps.db.updateTable("tenants").set({ daily_quota: 5 }).where("id", "=", tenantId).execute();
+  shop = await connectedSender(tenantId, "Shop", "+15550100021");
+  retired = await connectedSender(tenantId, null, "+15550100022", false);
+  await setSenderActive(env.deps.db, retired.id, false);
+  const { application, clientSecret } = await createApplication(env.deps.db, {
+    tenantId,
+    name: "Sender",
+    readLimit: 1000,
+    sendLimit: 1000,
+  });
+  token = await getToken(env.app, application.clientId, clientSecret);
+});
+afterAll(() => env.close());
+
+describe("variable highlighting", () => {
+  test("escapes first, then marks each {{n}} and {{name}}", () => {
+    expect(highlightVariables("Hi {{1}}, order {{order_id}} & {{2}}").value).toBe(
+      'Hi <mark class="var">{{1}}</mark>, order <mark class="var">{{order_id}}</mark> &amp; <mark class="var">{{2}}</mark>',
+    );
+    expect(highlightVariables('<img src=x onerror="a">{{1}}</mark>').value).toBe(
+      '&lt;img src=x onerror=&quot;a&quot;&gt;<mark class="var">{{1}}</mark>&lt;/mark&gt;',
+    );
+    expect(highlightVariables("{{ not a var }} {1} {{}}").value).toBe("{{ not a var }} {1} {{}}");
+  });
+});
+
+describe("panel: senders and templates", () => {
+  test("lists the tenant's senders, active and inactive, with their details", async () => {
+    const page = await client.get("/panel/senders");
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('aria-current="page">Senders &amp; templates</a>');
+    const text = plain(page.text);
+    expect(text).toContain("Shop +15550100021");
+    expect(page.text).toContain(shop.provider_phone_number_id);
+    expect(page.text).toContain(retired.provider_phone_number_id);
+    expect(page.text).toContain('<span class="badge ok">Active</span>');
+    expect(page.text).toContain('<span class="badge">Inactive</span>');
+    expect(text).toContain("Templates synced just now");
+    expect(text).toContain("Templates synced never");
+    expect(text).toContain("Templates have not been synced yet");
+    expect(text).toContain("1 active sender, 1 inactive");
+  });
+
+  test("templates with status badges, header formats and highlighted variables", async () => {
+    const page = await client.get("/panel/senders");
+    expect(page.text).toContain('<span class="badge ok" title="APPROVED">Approved</span>');
+    expect(page.text).toContain('<span class="badge warn" title="PENDING">Pending</span>');
+    expect(page.text).toContain('<span class="badge bad" title="REJECTED">Rejected</span>');
+    expect(page.text).toContain(
+      'Hi <mark class="var">{{1}}</mark>, your order <mark class="var">{{2}}</mark> has shipped.',
+    );
+    expect(page.text).toContain(
+      'Hallo <mark class="var">{{1}}</mark>, deine Bestellung <mark class="var">{{2}}</mark> wurde versandt.',
+    );
+    // A TEXT header and a URL button show their variables too.
+    expect(page.text).toContain('Reminder for <mark class="var">{{1}}</mark>');
+    expect(page.text).toContain('https://example.com/a/<mark class="var">{{1}}</mark>');
+    expect(page.text).toContain('data-label="Header"><div class="cell">Document</div>');
+    expect(page.text).toContain('data-label="Header"><div class="cell">Video</div>');
+    expect(page.text).toContain("<code>summer_sale</code>");
+    expect(plain(page.text)).toContain("6 of 8 approved");
+  });
+
+  test("template text from the provider is escaped before variables are marked", async () => {
+    const now = env.clock.now();
+    await upsertTemplates(env.deps.db, [
+      {
+        id: "tpl_hostile00000000000000001",
+        tenant_id: tenantId,
+        sender_id: shop.id,
+        provider_template_id: "hostile",
+        name: "zz_<b>bold</b>",
+        language: "en",
+        category: "UTILITY",
+        status: "PENDING",
+        components: JSON.stringify([{ type: "BODY", text: '<script>alert(1)</script> "{{1}}" & {{2}}' }]),
+        variables: JSON.stringify({ body: ["1", "2"], header: [], buttons: [] }),
+        preview: '<script>alert(1)</script> "{{1}}" & {{2}}',
+        header_format: null,
+        updated_at: now,
+      },
+    ]);
+    const page = await client.get("/panel/senders");
+    expect(page.text).not.toContain("<script>alert(1)");
+    expect(page.text).not.toContain("<b>bold</b>");
+    expect(page.text).toContain("zz_&lt;b&gt;bold&lt;/b&gt;");
+    expect(page.text).toContain(
+      '&lt;script&gt;alert(1)&lt;/script&gt; &quot;<mark class="var">{{1}}</mark>&quot; &amp; <mark class="var">{{2}}</mark>',
+    );
+    await env.deps.db.deleteFrom("templates").where("id", "=", "tpl_hostile00000000000000001").execute();
+  });
+
+  test("today's quota and per-sender counts after sending; Postgres counts when Redis has no counter", async () => {
+    const before = plain((await client.get("/panel/senders")).text);
+    expect(before).toContain("0 of 5 sent today");
+    expect(before).toContain("resets 00:00 UTC");
+    expect(before).toContain("Sent today 0 messages accepted since 00:00 UTC");
+
+    expect((await sendTemplate("+4915100000101")).status).toBe(201);
+    expect((await sendTemplate("+4915100000102")).status).toBe(201);
+
+    const page = await client.get("/panel/senders");
+    expect(page.text).toMatch(
+      /<meter id="quota-whatsapp" min="0" max="5" value="2"[^>]*>2 of 5 sent today<\/meter>/,
+    );
+    expect(page.text).toContain('<label for="quota-whatsapp">WhatsApp</label>');
+    const text = plain(page.text);
+    expect(text).toContain("2 of 5 sent today");
+    expect(text).toContain("Sent today 2 messages accepted since 00:00 UTC");
+    // The inactive sender sent nothing.
+    expect(text).toContain("Sent today 0 messages accepted since 00:00 UTC");
+
+    // Redis lost the counter: the day's accepted messages in Postgres.
+    const key = env.deps.keys.dailyQuota(tenantId, CHANNEL, utcDay(env.clock.now()).key);
+    expect(await env.deps.redis.get(key)).toBe("2");
+    await env.deps.redis.del(key);
+    expect(plain((await client.get("/panel/senders")).text)).toContain("2 of 5 sent today");
+
+    // The counter is what the admission enforces; the page shows it when there is one.
+    await env.deps.redis.set(key, "5");
+    const full = await client.get("/panel/senders");
+    expect(plain(full.text)).toContain("5 of 5 sent today");
+    expect(full.text).toContain('<span class="badge bad">Used up</span>');
+    await env.deps.redis.set(key, "2");
+  });
+
+  test("another tenant sees none of it; a tenant without senders gets an explanation", async () => {
+    const other = await signedInClient(env.app, env.deps, { tenantName: "Other Co" });
+    const page = await other.client.get("/panel/senders");
+    expect(page.status).toBe(200);
+    expect(page.text).not.toContain(shop.id);
+    expect(page.text).not.toContain("+15550100021");
+    expect(page.text).not.toContain("order_shipped");
+    const text = plain(page.text);
+    expect(text).toContain("No senders connected yet");
+    expect(text).toContain("bun run cli sender create");
+    // The default quota (DAILY_SEND_QUOTA), and this tenant's own (zero) use.
+    expect(text).toContain(`0 of ${env.config.dailySendQuota.toLocaleString("en-US")} sent today`);
+  });
+
+  test("signed out: sent to sign in", async () => {
+    const anonymous = await call(env.app, "GET", "/panel/senders");
+    expect(anonymous.status).toBe(303);
+  });
+});
