@@ -15,8 +15,10 @@ import type { Logger } from "./logger.ts";
 import { mediaRoutes } from "./media/routes.ts";
 import { createSendAdmission } from "./messages/admission.ts";
 import { messageRoutes } from "./messages/routes.ts";
+import type { Metrics } from "./metrics/index.ts";
 import { oauthRoutes } from "./oauth/routes.ts";
 import type { TokenService } from "./oauth/tokens.ts";
+import { opsRoutes } from "./ops/routes.ts";
 import { panelErrorResponse } from "./panel/errors.ts";
 import { panelRoutes } from "./panel/routes.ts";
 import { PANEL_PREFIX } from "./panel/web.ts";
@@ -36,6 +38,8 @@ export interface AppDeps {
   tokens: TokenService;
   queues: Queues;
   provider: ChannelProvider;
+  /** This process's Prometheus metrics (src/metrics); a test builds its own registry. */
+  metrics: Metrics;
   /** Per-second limits that are not per application (those live on the application). */
   limits: { anonymous: number; token: number };
 }
@@ -86,6 +90,7 @@ export function createApp(deps: AppDeps) {
           keys: deps.keys,
           tokens: deps.tokens,
           logger: deps.logger,
+          metrics: deps.metrics,
           anonymousLimit: deps.limits.anonymous,
           admitSend: createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota }),
           pageErrors: { prefix: PANEL_PREFIX, render: panelErrorResponse },
@@ -95,6 +100,7 @@ export function createApp(deps: AppDeps) {
     )
     .use(healthRoutes(deps))
     .use(webhookRoutes(deps))
+    .use(opsRoutes(deps))
     .use(panelRoutes(deps))
     .use(api);
   // Read by the pipeline for 405 answers; filled once the app is whole.

@@ -5,6 +5,8 @@ import type { Config } from "./config.ts";
 import { createDb, type DbOptions } from "./db/connect.ts";
 import { DEFAULT_LIMITS } from "./http/rate-limit.ts";
 import { createLogger, type Logger } from "./logger.ts";
+import { createMetrics, type Metrics } from "./metrics/index.ts";
+import { instrumentProvider } from "./metrics/provider.ts";
 import { createTokenService } from "./oauth/tokens.ts";
 import { createQueues } from "./queues/index.ts";
 import { createRedis, redisKeys } from "./redis/connect.ts";
@@ -12,16 +14,24 @@ import { createRedis, redisKeys } from "./redis/connect.ts";
 /** Builds the dependencies from configuration; callers may swap the clock, logger or limits. */
 export function buildDeps(
   config: Config,
-  overrides: { clock?: Clock; logger?: Logger; limits?: Partial<AppDeps["limits"]>; db?: DbOptions } = {},
+  overrides: {
+    clock?: Clock;
+    logger?: Logger;
+    limits?: Partial<AppDeps["limits"]>;
+    db?: DbOptions;
+    metrics?: Metrics;
+  } = {},
 ): AppDeps {
   const clock = overrides.clock ?? systemClock;
+  const metrics = overrides.metrics ?? createMetrics({ process: "api" });
   const redis = createRedis(config.redisUrl, { connectionName: "messaging-api" });
   return {
     config,
     db: createDb(config.databaseUrl, { applicationName: "messaging-api", ...overrides.db }),
     redis,
     queues: createQueues(redis, config.redisPrefix),
-    provider: createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }),
+    provider: instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics),
+    metrics,
     keys: redisKeys(config.redisPrefix),
     clock,
     logger: overrides.logger ?? createLogger(config.logLevel, "api"),

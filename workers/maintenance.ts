@@ -1,6 +1,7 @@
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
+import { instrumentProvider } from "../src/metrics/provider.ts";
 import { syncAllActiveSenders } from "../src/templates/sync.ts";
 import { deleteExpiredPanelSessions } from "../src/users/repository.ts";
 import { startWorkerRuntime } from "./runtime.ts";
@@ -17,7 +18,10 @@ runtime.every("sweep", runtime.config.workers.sweepIntervalMs, async () => {
     runtime.logger.info(result, "sweeper re-enqueued work");
 });
 
-const provider = createWhatsAppProvider({ baseUrl: runtime.config.whatsappGraphUrl });
+const provider = instrumentProvider(
+  createWhatsAppProvider({ baseUrl: runtime.config.whatsappGraphUrl }),
+  runtime.metrics,
+);
 
 runtime.every("template-sync", runtime.config.workers.templateSyncIntervalMs, async () => {
   const outcome = await syncAllActiveSenders({ ...runtime, provider });

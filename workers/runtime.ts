@@ -4,8 +4,10 @@ import { type Config, loadConfigOrExit } from "../src/config.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { type FeedSequencerLoop, startFeedSequencer } from "../src/feed/sequencer.ts";
 import { createLogger, type Logger } from "../src/logger.ts";
+import { createMetrics, type Metrics } from "../src/metrics/index.ts";
+import { startMetricsPublisher } from "../src/metrics/publish.ts";
 import { createQueues, type JobData, type QueueName, type Queues, queuePrefix } from "../src/queues/index.ts";
-import { createRedis, type RedisClient } from "../src/redis/connect.ts";
+import { createRedis, type RedisClient, redisKeys } from "../src/redis/connect.ts";
 
 /** What every worker process has: configuration, Postgres, Redis, the queues, a clock, a logger. */
 export interface WorkerContext {
@@ -15,6 +17,8 @@ export interface WorkerContext {
   queues: Queues;
   clock: Clock;
   logger: Logger;
+  /** This process's metrics; published to Redis for the api's /metrics (src/metrics/publish.ts). */
+  metrics: Metrics;
 }
 
 export interface WorkerRuntime extends WorkerContext {
@@ -38,6 +42,13 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   const db = createDb(config.databaseUrl, { applicationName: `messaging-${processName}`, max: 10 });
   const redis = createRedis(config.redisUrl, { forQueues: true, connectionName: `messaging-${processName}` });
   const queues = createQueues(redis, config.redisPrefix);
+  const metrics = createMetrics({ process: processName });
+  const metricsPublisher = startMetricsPublisher({
+    redis,
+    keys: redisKeys(config.redisPrefix),
+    metrics,
+    logger,
+  });
   const workers: Worker[] = [];
   const timers: ReturnType<typeof setTimeout>[] = [];
   let stopping = false;
@@ -47,7 +58,12 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   });
 
   // Every worker process runs one, so the feed advances while any worker is alive.
-  const feedSequencer = startFeedSequencer(db, logger);
+  const feedSequencer = startFeedSequencer(db, logger, {
+    onTick(tick, seconds) {
+      metrics.feedTickDuration.observe(seconds);
+      metrics.feedBatchSize.observe(tick.taken);
+    },
+  });
 
   const runtime: WorkerRuntime = {
     config,
@@ -56,10 +72,36 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     queues,
     clock: systemClock,
     logger,
+    metrics,
     feedSequencer,
     stopped,
     consume(name, processor, concurrency) {
-      const worker = new Worker(name, processor, {
+      // One log line and one duration sample per job attempt.
+      const timed: Processor<JobData[typeof name]> = async (job, token) => {
+        const started = performance.now();
+        let outcome = "completed";
+        try {
+          return await processor(job, token);
+        } catch (error) {
+          outcome = "failed";
+          throw error;
+        } finally {
+          const seconds = (performance.now() - started) / 1000;
+          metrics.jobDuration.observe({ queue: name, outcome }, seconds);
+          logger.info(
+            {
+              queue: name,
+              job_name: job.name,
+              job_id: job.id,
+              attempt: job.attemptsMade + 1,
+              duration_ms: Math.round(seconds * 100_000) / 100,
+              outcome,
+            },
+            "job",
+          );
+        }
+      };
+      const worker = new Worker(name, timed, {
         connection: createRedis(config.redisUrl, {
           forQueues: true,
           connectionName: `messaging-${processName}-${name}`,
@@ -105,6 +147,8 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     // close() waits for active jobs, so none is left `active` for the stall checker to find.
     await Promise.race([Promise.all(workers.map((w) => w.close())), Bun.sleep(20_000)]);
     await feedSequencer.stop();
+    // The last counts, after the last job: visible to scrapes until the snapshot's TTL lapses.
+    await metricsPublisher.stop();
     await Promise.allSettled([queues.close(), db.destroy()]);
     redis.disconnect();
     logger.info("stopped");

@@ -1,18 +1,24 @@
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
+import { instrumentProvider } from "../src/metrics/provider.ts";
 import { deliverOutboundMessage } from "../src/outbound/send.ts";
 import { startWorkerRuntime } from "./runtime.ts";
 
 /** Send worker: accepted outbound messages -> the provider, exactly once (src/outbound/send.ts). */
 const runtime = startWorkerRuntime("send");
-const provider = createWhatsAppProvider({ baseUrl: runtime.config.whatsappGraphUrl });
+const provider = instrumentProvider(
+  createWhatsAppProvider({ baseUrl: runtime.config.whatsappGraphUrl }),
+  runtime.metrics,
+);
 
 runtime.consume(
   "send",
   async (job) => {
     const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-    return {
-      outcome: await deliverOutboundMessage({ ...runtime, provider }, job.data.messageId, { finalAttempt }),
-    };
+    const outcome = await deliverOutboundMessage({ ...runtime, provider }, job.data.messageId, {
+      finalAttempt,
+    });
+    runtime.metrics.deliveries.inc({ outcome });
+    return { outcome };
   },
   runtime.config.workers.sendConcurrency,
 );

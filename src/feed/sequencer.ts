@@ -94,7 +94,13 @@ export interface FeedSequencerLoop {
 export function startFeedSequencer(
   db: Db,
   logger: Logger,
-  options: { intervalMs?: number; batchSize?: number; kickGapMs?: number } = {},
+  options: {
+    intervalMs?: number;
+    batchSize?: number;
+    kickGapMs?: number;
+    /** Called after each tick that held the lock, with its duration (metrics). */
+    onTick?: (tick: FeedTick, seconds: number) => void;
+  } = {},
 ): FeedSequencerLoop {
   const intervalMs = options.intervalMs ?? FEED_TICK_INTERVAL_MS;
   const batchSize = options.batchSize ?? FEED_BATCH_SIZE;
@@ -115,6 +121,7 @@ export function startFeedSequencer(
       lastTickAt = started;
       try {
         const tick = await sequenceFeed(db, batchSize);
+        if (tick.ran) options.onTick?.(tick, (performance.now() - started) / 1000);
         if (tick.taken > 0) {
           logger.debug(
             {

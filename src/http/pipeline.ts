@@ -2,6 +2,7 @@ import { Elysia } from "elysia";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
 import type { AdmitSend } from "../messages/admission.ts";
+import type { Metrics } from "../metrics/index.ts";
 import type { TokenService } from "../oauth/tokens.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { ApiError, apiErrorBody, OAuthError, oauthErrorBody } from "./errors.ts";
@@ -29,6 +30,7 @@ export interface PipelineDeps {
   keys: RedisKeys;
   tokens: TokenService;
   logger: Logger;
+  metrics: Metrics;
   /** Requests per second for callers without a valid token, per IP. */
   anonymousLimit: number;
   /** Rate limit and daily quota of POST /messages, in one Redis call. */
@@ -49,6 +51,7 @@ interface RouteInfo {
  */
 export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
   const allowedMethods = methodIndex(routes);
+  const templateOf = templateIndex(routes);
 
   return (
     new Elysia()
@@ -88,8 +91,14 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
         if (auth?.ok === true && path === MESSAGES_PATH && request.method === "POST") {
           const admission = await deps.admitSend(auth.auth);
           Object.assign(set.headers, rateLimitHeaders(admission.rate));
-          if (!admission.rate.allowed) throw rateLimited(admission.rate);
-          if (admission.refusal) throw admission.refusal;
+          if (!admission.rate.allowed) {
+            deps.metrics.rateLimited.inc({ kind: "send" });
+            throw rateLimited(admission.rate);
+          }
+          if (admission.refusal) {
+            if (admission.refusal.code === "quota_exceeded") deps.metrics.rateLimited.inc({ kind: "quota" });
+            throw admission.refusal;
+          }
           state.reservedQuotaKey = admission.reservedQuotaKey;
           return;
         }
@@ -104,7 +113,10 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
             : [deps.keys.ipRate(clientIpOf(request, server, deps.trustProxy), "read"), deps.anonymousLimit];
         const outcome = await consumeRateLimit(deps.redis, key, limit);
         Object.assign(set.headers, rateLimitHeaders(outcome));
-        if (!outcome.allowed) throw rateLimited(outcome);
+        if (!outcome.allowed) {
+          deps.metrics.rateLimited.inc({ kind: auth?.ok === true ? kind : "anonymous" });
+          throw rateLimited(outcome);
+        }
       })
 
       // A body that cannot be read is recorded, not thrown: the caller's credentials are judged first
@@ -173,19 +185,33 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
         return apiErrorBody(failure, requestId, deps.publicBaseUrl);
       })
 
-      .onAfterResponse({ as: "global" }, ({ request, set, path, store }) => {
+      .onAfterResponse({ as: "global" }, ({ request, set, path, route, responseValue, store }) => {
         store.inFlight--;
         const state = requestState(request);
         if (!state) return;
+        const status =
+          state.status ??
+          (responseValue instanceof Response
+            ? responseValue.status
+            : typeof set.status === "number"
+              ? set.status
+              : 200);
+        const seconds = (performance.now() - state.startedAt) / 1000;
+        // The matched route's template, never the raw path: ids in paths would be unbounded series.
+        const template = route || templateOf(request.method, path) || "unmatched";
+        const labels = { method: request.method, route: template, status: String(status) };
+        deps.metrics.httpRequests.inc(labels);
+        deps.metrics.httpRequestDuration.observe(labels, seconds);
         deps.logger.info(
           {
             request_id: state.requestId,
             method: request.method,
+            route: template,
             path,
-            status: state.status ?? (typeof set.status === "number" ? set.status : 200),
-            duration_ms: Math.round((performance.now() - state.startedAt) * 100) / 100,
-            tenant: state.auth?.tenantId,
-            application: state.auth?.clientId,
+            status,
+            duration_ms: Math.round(seconds * 100_000) / 100,
+            tenant: state.auth?.tenantId ?? null,
+            application: state.auth?.clientId ?? state.tokenClientId ?? null,
           },
           "request",
         );
@@ -295,17 +321,40 @@ export function clientIpOf(
   return server?.requestIP(request)?.address ?? "local";
 }
 
-function methodIndex(routes: () => RouteInfo[]) {
-  let patterns: { regex: RegExp; method: string }[] | undefined;
-  return (path: string): string[] => {
-    patterns ??= routes().map((route) => ({
+function routePatterns(routes: () => RouteInfo[]) {
+  let patterns: { regex: RegExp; method: string; path: string; params: number }[] | undefined;
+  return () =>
+    (patterns ??= routes().map((route) => ({
       method: route.method,
+      path: route.path,
+      params: route.path.split(":").length - 1,
       regex: new RegExp(
         `^${route.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+")}/?$`,
       ),
-    }));
-    return [...new Set(patterns.filter((p) => p.regex.test(path)).map((p) => p.method))];
-  };
+    })));
+}
+
+function methodIndex(routes: () => RouteInfo[]) {
+  const patterns = routePatterns(routes);
+  return (path: string): string[] => [
+    ...new Set(
+      patterns()
+        .filter((p) => p.regex.test(path))
+        .map((p) => p.method),
+    ),
+  ];
+}
+
+/**
+ * The route template a request would have matched, for requests answered before routing (a 429 or
+ * 401 from onRequest): the most specific (fewest parameters) route of its method whose pattern fits.
+ */
+function templateIndex(routes: () => RouteInfo[]) {
+  const patterns = routePatterns(routes);
+  return (method: string, path: string): string | undefined =>
+    patterns()
+      .filter((p) => (p.method === method || p.method === "ALL") && p.regex.test(path))
+      .sort((a, b) => a.params - b.params)[0]?.path;
 }
 
 const DOWN_CODES = new Set([

@@ -20,6 +20,8 @@ export interface RequestState {
   /** Why authentication failed, when a token was given but not accepted. */
   authProblem?: "malformed" | "invalid" | "expired";
   tokenGiven: boolean;
+  /** The client_id a token request named (the access log's `application` before any token exists). */
+  tokenClientId?: string;
   /** Final HTTP status, recorded where the response is made (for the access log). */
   status?: number;
   /** The body's exact bytes, kept by the parser for signature checks (webhooks). */

@@ -8,6 +8,7 @@ import type { AuthContext } from "../http/request-state.ts";
 import { isId, newId } from "../ids.ts";
 import { ttlCache } from "../lib/ttl-cache.ts";
 import type { Logger } from "../logger.ts";
+import type { Metrics } from "../metrics/index.ts";
 import { type Queues, sendJobOptions } from "../queues/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { listTenantSenders } from "../senders/repository.ts";
@@ -35,6 +36,7 @@ export interface AcceptDeps {
   queues: Queues;
   clock: Clock;
   logger: Logger;
+  metrics: Pick<Metrics, "messagesAccepted">;
 }
 
 export interface AcceptOutcome {
@@ -297,6 +299,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
         if (claim?.kind === "new") await claim.complete(replay.message.id);
         return replay;
       }
+      deps.metrics.messagesAccepted.inc({ type: valid.type });
       if (claim?.kind === "new") await claim.complete(messageId);
       return {
         replayed: false,

@@ -3,6 +3,7 @@ import type { AppDeps } from "../app.ts";
 import { OAuthError } from "../http/errors.ts";
 import { clientIpOf, throwBodyProblem } from "../http/pipeline.ts";
 import { consumeRateLimit, rateLimitHeaders, retryAfterSeconds } from "../http/rate-limit.ts";
+import { requestState } from "../http/request-state.ts";
 import { OAuthErrorResponse, TokenRequest, TokenResponse } from "./schemas.ts";
 import { type ClientCredentials, issueAccessToken, readClientCredentials } from "./service.ts";
 
@@ -26,12 +27,15 @@ export function oauthRoutes(deps: AppDeps) {
         credentialProblem = error;
       }
       const clientId = credentials?.clientId;
+      const state = requestState(request);
+      if (state && clientId) state.tokenClientId = clientId.slice(0, 128);
       const key = clientId
         ? deps.keys.clientRate(clientId.slice(0, 128))
         : deps.keys.ipRate(clientIpOf(request, server, deps.config.trustProxy), "token");
       const outcome = await consumeRateLimit(deps.redis, key, deps.limits.token);
       Object.assign(set.headers, rateLimitHeaders(outcome));
       if (!outcome.allowed) {
+        deps.metrics.rateLimited.inc({ kind: "token" });
         throw new OAuthError(
           "rate_limit_exceeded",
           `Too many token requests: the limit is ${outcome.limit} per second.`,

@@ -82,6 +82,9 @@ export function redisKeys(prefix: string) {
     /** Idempotency fast path; the key itself is hashed (it is client-chosen, up to 255 chars). */
     idempotency: (tenantId: string, clientId: string, keyDigest: string) =>
       `${prefix}:{t:${tenantId}}:idem:${clientId}:${keyDigest}`,
+    /** A worker process's metrics snapshot (src/metrics/publish.ts), and the index of live snapshots. */
+    workerMetrics: (worker: string, processId: string) => `${prefix}:{metrics}:worker:${worker}:${processId}`,
+    workerMetricsIndex: () => `${prefix}:{metrics}:workers`,
   };
 }
 export type RedisKeys = ReturnType<typeof redisKeys>;

@@ -28,13 +28,15 @@ interface WebhookBody {
 export interface IngestResult {
   inbound: string[];
   statuses: string[];
+  /** Status events carried (one message may have several: sent, delivered, ...). */
+  statusEvents: number;
   unknownNumbers: string[];
 }
 
 const STATUS_VALUES = new Set(["sent", "delivered", "read", "failed"]);
 
 export async function ingestWebhook(deps: { db: Db; logger: Logger }, body: unknown): Promise<IngestResult> {
-  const result: IngestResult = { inbound: [], statuses: [], unknownNumbers: [] };
+  const result: IngestResult = { inbound: [], statuses: [], statusEvents: 0, unknownNumbers: [] };
   const payload = body as WebhookBody;
   if (payload?.object !== "whatsapp_business_account" || !Array.isArray(payload.entry)) return result;
 
@@ -124,6 +126,7 @@ export async function ingestWebhook(deps: { db: Db; logger: Logger }, body: unkn
   }
   result.inbound = inboundRows.map((r) => r.provider_message_id);
   result.statuses = [...new Set(statusRows.map((r) => r.provider_message_id))];
+  result.statusEvents = statusRows.length;
   if (result.unknownNumbers.length > 0) {
     deps.logger.warn(
       { phone_number_ids: result.unknownNumbers },

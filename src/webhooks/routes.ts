@@ -42,11 +42,17 @@ export function webhookRoutes(deps: AppDeps) {
       async ({ body, request, set }) => {
         const raw = requestState(request)?.rawBody ?? new Uint8Array();
         if (!verifySignature(raw, request.headers.get(SIGNATURE_HEADER), deps.config.whatsappAppSecret)) {
+          deps.metrics.webhookRejected.inc({ reason: "bad_signature" });
           set.status = 401;
           return { error: "invalid signature" };
         }
+        if (requestState(request)?.bodyProblem) deps.metrics.webhookRejected.inc({ reason: "bad_body" });
         throwBodyProblem(request);
         const result = await ingestWebhook(deps, body);
+        deps.metrics.webhookEvents.inc({ kind: "message" }, result.inbound.length);
+        deps.metrics.webhookEvents.inc({ kind: "status" }, result.statusEvents);
+        if (result.unknownNumbers.length > 0)
+          deps.metrics.webhookRejected.inc({ reason: "unknown_phone_number" }, result.unknownNumbers.length);
         await enqueueIngested(deps.queues, result, deps.logger);
         return { received: true };
       },

@@ -1,0 +1,79 @@
+import { AggregatorRegistry } from "prom-client";
+import type { Db } from "../db/connect.ts";
+import { feedOldestPendingAgeSeconds, feedPendingCount } from "../feed/metrics.ts";
+import type { Logger } from "../logger.ts";
+import { QUEUE_NAMES, type Queues } from "../queues/index.ts";
+import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+import type { Metrics } from "./index.ts";
+import { readWorkerSnapshots } from "./publish.ts";
+
+export const QUEUE_STATES = ["waiting", "active", "delayed", "failed", "completed"] as const;
+
+export interface ScrapeDeps {
+  metrics: Metrics;
+  db: Db;
+  redis: RedisClient;
+  keys: RedisKeys;
+  queues: Queues;
+  logger: Logger;
+}
+
+/**
+ * The body of GET /metrics: the api's own registry (with the gauges read now from BullMQ and
+ * Postgres) merged with the snapshots the workers published to Redis. Every series carries its
+ * process labels, so AggregatorRegistry only concatenates; it never sums two processes together.
+ * A dependency that does not answer leaves its gauges out of this scrape instead of failing it.
+ */
+export async function renderMetrics(deps: ScrapeDeps): Promise<{ body: string; contentType: string }> {
+  const { metrics } = deps;
+  const [workers] = await Promise.all([
+    readWorkerSnapshots(deps.redis, deps.keys).catch((error) => {
+      deps.logger.warn({ err: (error as Error).message }, "metrics: worker snapshots unreadable");
+      return undefined;
+    }),
+    refreshQueueDepths(deps),
+    refreshFeedGauges(deps),
+  ]);
+
+  metrics.workerProcesses.reset();
+  if (workers) {
+    for (const worker of workers) metrics.workerProcesses.inc({ worker: worker.worker });
+  }
+  const merged = AggregatorRegistry.aggregate([
+    await metrics.registry.getMetricsAsJSON(),
+    ...(workers ?? []).map((w) => w.metrics),
+  ]);
+  return { body: await merged.metrics(), contentType: merged.contentType };
+}
+
+async function refreshQueueDepths(deps: ScrapeDeps): Promise<void> {
+  const gauge = deps.metrics.queueJobs;
+  try {
+    const counts = await Promise.all(
+      QUEUE_NAMES.map((name) => deps.queues[name].getJobCounts(...QUEUE_STATES)),
+    );
+    gauge.reset();
+    QUEUE_NAMES.forEach((queue, i) => {
+      for (const state of QUEUE_STATES) gauge.set({ queue, state }, counts[i]?.[state] ?? 0);
+    });
+  } catch (error) {
+    gauge.reset();
+    deps.logger.warn({ err: (error as Error).message }, "metrics: queue depths unreadable");
+  }
+}
+
+async function refreshFeedGauges(deps: ScrapeDeps): Promise<void> {
+  try {
+    const [pending, age] = await Promise.all([
+      feedPendingCount(deps.db),
+      feedOldestPendingAgeSeconds(deps.db),
+    ]);
+    deps.metrics.feedPending.set(pending);
+    deps.metrics.feedOldestPendingAge.set(age);
+  } catch (error) {
+    // NaN, not 0: an unknown age must not read as a healthy one.
+    deps.metrics.feedPending.set(Number.NaN);
+    deps.metrics.feedOldestPendingAge.set(Number.NaN);
+    deps.logger.warn({ err: (error as Error).message }, "metrics: feed gauges unreadable");
+  }
+}

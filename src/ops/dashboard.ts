@@ -1,0 +1,55 @@
+import { createBullBoard } from "@bull-board/api";
+import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
+import { ElysiaAdapter } from "@bull-board/elysia";
+import { Elysia } from "elysia";
+import { QUEUE_NAMES, type Queues } from "../queues/index.ts";
+
+export const DASHBOARD_PATH = "/ops/queues";
+
+/**
+ * The queue dashboard: bull-board with its own Elysia adapter, over every queue (counts, jobs by
+ * state, failed jobs with their reasons, retry). The adapter registers its UI assets asynchronously
+ * (it lists the files of @bull-board/ui), and Elysia's lazy plugin loading does not survive being
+ * nested, so the board is its own small Elysia app, built on first use, and the main app hands it
+ * every request under DASHBOARD_PATH (see ops/routes.ts, which guards them first). The UI's assets
+ * are served from node_modules by the adapter; nothing is loaded from a CDN.
+ */
+export function queueDashboard(queues: Queues) {
+  let board: Promise<Elysia> | undefined;
+  const build = async (): Promise<Elysia> => {
+    const adapter = new ElysiaAdapter(DASHBOARD_PATH);
+    createBullBoard({
+      queues: QUEUE_NAMES.map((name) => new BullMQAdapter(queues[name])),
+      serverAdapter: adapter,
+      options: { uiConfig: { boardTitle: "Messaging queues" } },
+    });
+    return new Elysia().use(await adapter.registerPlugin()) as unknown as Elysia;
+  };
+
+  /** Answers one request under DASHBOARD_PATH; `body` is the raw body the pipeline already read. */
+  return async function handle(request: Request, body: Uint8Array | undefined): Promise<Response> {
+    board ??= build().catch((error) => {
+      board = undefined;
+      throw error;
+    });
+    const app = await board;
+    // The pipeline's parser consumed the body; the board parses it again from the same bytes.
+    const forwarded =
+      request.method === "GET" || request.method === "HEAD"
+        ? request
+        : new Request(request.url, {
+            method: request.method,
+            headers: request.headers,
+            body: (body as Uint8Array<ArrayBuffer> | undefined) ?? null,
+          });
+    const response = await app.handle(forwarded);
+    if (!response.headers.get("content-type")?.startsWith("text/html")) return response;
+    // The page asks Google Fonts for its typeface; without it the page falls back to a system font.
+    const html = (await response.text()).replace(/<link[^>]+fonts\.googleapis\.com[^>]*>/g, "");
+    const headers = new Headers(response.headers);
+    headers.set("content-type", "text/html; charset=utf-8");
+    headers.set("x-frame-options", "DENY");
+    headers.set("cache-control", "no-store");
+    return new Response(html, { status: response.status, headers });
+  };
+}
