@@ -104,9 +104,10 @@ export function relativeTime(date: Date, now: Date): string {
   return seconds < 0 ? `${text} ago` : `in ${text}`;
 }
 
-/** "5 h 12 min", "48 min". */
+/** "5 h 12 min", "1 h", "48 min". */
 export function durationText(seconds: number): string {
   const hours = Math.floor(seconds / 3600);
   const minutes = Math.floor((seconds % 3600) / 60);
-  return hours > 0 ? `${hours} h ${minutes} min` : `${Math.max(1, minutes)} min`;
+  if (hours === 0) return `${Math.max(1, minutes)} min`;
+  return minutes === 0 ? `${hours} h` : `${hours} h ${minutes} min`;
 }
