@@ -190,6 +190,24 @@ beforeAll(async () => {
   });
   expect(replay.status).toBe(200);
 
+  // 429s from an application's read and send limits, and from a tenant's daily quota.
+  const tight = await createTenantWithApp(env.deps, { name: "Tight", readLimit: 1, sendLimit: 1 });
+  const tightToken = await getToken(env.app, tight.clientId, tight.clientSecret);
+  const refusedUntil429 = async (make: () => Promise<{ status: number }>) => {
+    for (let i = 0; i < 10; i++) if ((await make()).status === 429) return;
+    throw new Error("no 429");
+  };
+  await refusedUntil429(() => call(env.app, "GET", "/v2/contacts", { token: tightToken }));
+  await refusedUntil429(() => call(env.app, "POST", "/v2/messages", { token: tightToken, body: {} }));
+  const spent = await createTenantWithApp(env.deps, { name: "Spent" });
+  const spentToken = await getToken(env.app, spent.clientId, spent.clientSecret);
+  const noQuota = createApp({ ...env.deps, config: { ...env.config, dailySendQuota: 0 } });
+  const refused = await call(noQuota, "POST", "/v2/messages", { token: spentToken, body: {} });
+  expect({ status: refused.status, code: refused.body.error.code }).toEqual({
+    status: 429,
+    code: "quota_exceeded",
+  });
+
   expect((await call(env.app, "GET", "/v2/senders", { token })).status).toBe(200);
   expect((await call(env.app, "GET", `/v2/senders/${sender.id}/templates`, { token })).status).toBe(200);
   expect((await call(env.app, "GET", "/v2/no-such-thing", { token })).status).toBe(404);
@@ -300,6 +318,9 @@ describe("GET /metrics", () => {
     expect(family("http_rate_limited_total").type).toBe("counter");
     expect(total("http_rate_limited_total", { kind: "token" })).toBe(1);
     expect(total("http_rate_limited_total", { kind: "anonymous" })).toBe(1);
+    expect(total("http_rate_limited_total", { kind: "read" })).toBe(1);
+    expect(total("http_rate_limited_total", { kind: "send" })).toBe(1);
+    expect(total("http_rate_limited_total", { kind: "quota" })).toBe(1);
   });
 
   test("accepted sends: at least every 201, replays not counted", () => {
