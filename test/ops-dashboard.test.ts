@@ -77,6 +77,12 @@ describe("with OPS_USER and OPS_PASSWORD set", () => {
       // Assets are behind the guard too.
       expect((await call(env.app, "GET", path)).status).toBe(401);
     }
+    // A path the board does not know is a 404 like any other (not the board's 500).
+    const unknown = await call(env.app, "GET", "/ops/queues/api/no-such-thing", { headers: RIGHT });
+    expect({ status: unknown.status, code: unknown.body?.error?.code }).toEqual({
+      status: 404,
+      code: "resource_missing",
+    });
     // The UI's client-side routes render the same page.
     expect((await call(env.app, "GET", "/ops/queues/queue/send", { headers: RIGHT })).text).toContain(
       '<div id="root">',

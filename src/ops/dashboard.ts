@@ -2,6 +2,8 @@ import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { ElysiaAdapter } from "@bull-board/elysia";
 import { Elysia } from "elysia";
+import { ApiError } from "../http/errors.ts";
+import { pathOf } from "../http/pipeline.ts";
 import { QUEUE_NAMES, type Queues } from "../queues/index.ts";
 
 export const DASHBOARD_PATH = "/ops/queues";
@@ -23,7 +25,11 @@ export function queueDashboard(queues: Queues) {
       serverAdapter: adapter,
       options: { uiConfig: { boardTitle: "Messaging queues" } },
     });
-    return new Elysia().use(await adapter.registerPlugin()) as unknown as Elysia;
+    const plugin = await adapter.registerPlugin();
+    // Before the board's own error handler, which would answer an unknown path with a 500.
+    return new Elysia()
+      .onError(({ code }) => (code === "NOT_FOUND" ? new Response(null, { status: 404 }) : undefined))
+      .use(plugin) as unknown as Elysia;
   };
 
   /** Answers one request under DASHBOARD_PATH; `body` is the raw body the pipeline already read. */
@@ -43,6 +49,9 @@ export function queueDashboard(queues: Queues) {
             body: (body as Uint8Array<ArrayBuffer> | undefined) ?? null,
           });
     const response = await app.handle(forwarded);
+    if (response.status === 404 && !response.body) {
+      throw new ApiError("resource_missing", `Unknown path: ${request.method} ${pathOf(request.url)}.`);
+    }
     if (!response.headers.get("content-type")?.startsWith("text/html")) return response;
     // The page asks Google Fonts for its typeface; without it the page falls back to a system font.
     const html = (await response.text()).replace(/<link[^>]+fonts\.googleapis\.com[^>]*>/g, "");
