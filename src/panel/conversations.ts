@@ -1,23 +1,425 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
-import { html } from "./html.ts";
+import { messagingState } from "../contacts/messaging-state.ts";
+import type { ContactRow } from "../contacts/repository.ts";
+import { ApiError } from "../http/errors.ts";
+import { returnReservedQuota } from "../http/pipeline.ts";
+import { DEFAULT_LIMITS, retryAfterSeconds } from "../http/rate-limit.ts";
+import type { AuthContext, RequestState } from "../http/request-state.ts";
+import { createMessageAcceptor, type SendMessageInput } from "../messages/accept.ts";
+import { createSendAdmission } from "../messages/admission.ts";
+import type { TemplateRow } from "../templates/repository.ts";
+import {
+  type ConversationState,
+  conversationListPage,
+  conversationState,
+  markConversationRead,
+  replyTemplates,
+  requireConversationContact,
+  type ThreadPage,
+  threadPage,
+} from "./conversation-data.ts";
+import {
+  emptyReplyValues,
+  type ReplyValues,
+  type ReplyView,
+  readReplyForm,
+  renderReply,
+  renderTemplateFields,
+  sendRequestOf,
+} from "./conversation-reply.ts";
+import {
+  announce,
+  announcer,
+  CONVERSATIONS_PATH,
+  contactLabel,
+  conversationPath,
+  renderListRegion,
+  renderThreadRegion,
+  renderWindowState,
+} from "./conversation-views.ts";
+import { type Html, html } from "./html.ts";
 import { page } from "./layout.ts";
-import { htmlResponse, PANEL_PREFIX, signedIn } from "./web.ts";
+import { htmlResponse, PANEL_PREFIX, type PanelContext, redirect, signedIn } from "./web.ts";
 
-/** Conversations: the list, one conversation's history, marking read, replying. */
+/**
+ * Conversations (issue 6 §4): the list, one conversation's history, marking it read, replying.
+ *
+ * Routes (all signed in, tenant-scoped; another tenant's contact is the same 404 as an unknown id):
+ *   GET  /panel/conversations                       the list, newest first (`?before=` epoch seconds: older)
+ *   GET  /panel/conversations/list?v=&u=&current=   the list region alone, polled; 204 while unchanged
+ *   GET  /panel/conversations/:contactId            the conversation (`?before=msg_…` earlier messages,
+ *                                                   `?template=tpl_…` that template's variables)
+ *   GET  /panel/conversations/:contactId/thread?v=&last=&mode=   the thread region, polled; 204 while unchanged
+ *   POST /panel/conversations/:contactId/messages   reply (free text or template) through the API's send path
+ */
+
+const PANEL_SCOPES = ["messaging:send"] as const;
+
+/** A poll's conditional parameters are opaque to the client; anything else is ignored. */
+function param(value: string | undefined, pattern: RegExp): string | undefined {
+  return value !== undefined && pattern.test(value) ? value : undefined;
+}
+
+function beforeSeconds(value: string | undefined): number | undefined {
+  return /^\d{1,12}$/.test(value ?? "") ? Number(value) : undefined;
+}
+
+function notModified(): Response {
+  return new Response(null, { status: 204, headers: { "cache-control": "no-store" } });
+}
+
 export function conversationPages(deps: AppDeps) {
-  return new Elysia({ prefix: PANEL_PREFIX }).get(
-    "/conversations",
-    signedIn(deps, ({ session, csrf }) =>
-      htmlResponse(
-        page({
-          title: "Conversations",
-          section: "conversations",
-          session,
-          csrf,
-          body: html`<h1>Conversations</h1>`,
-        }),
-      ),
-    ),
-  );
+  // The API's own acceptance path, built once: the same rate limit, quota, window, template and
+  // idempotency rules as POST /v2/messages, and the same group commit and send queue.
+  const acceptOutboundMessage = createMessageAcceptor(deps);
+  const admitSend = createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota });
+
+  /**
+   * The panel user sends as if they were an application of their tenant: its id stands in for the
+   * client id, so `messages.application_id` records which panel user sent a reply, idempotency keys
+   * are scoped to that user, and the user has an application's default limits.
+   */
+  function panelAuth(ctx: PanelContext): AuthContext {
+    return {
+      clientId: ctx.session.userId,
+      tenantId: ctx.session.tenantId,
+      scopes: PANEL_SCOPES,
+      readLimit: DEFAULT_LIMITS.read,
+      sendLimit: DEFAULT_LIMITS.send,
+    };
+  }
+
+  /** POST /v2/messages without HTTP: admission (rate limit + daily quota), then acceptance. */
+  async function send(auth: AuthContext, input: SendMessageInput, idempotencyKey: string) {
+    const admission = await admitSend(auth);
+    if (!admission.rate.allowed) {
+      throw new ApiError(
+        "rate_limit_exceeded",
+        `Too many messages at once: at most ${admission.rate.limit} per second. Wait a moment and send again.`,
+        { headers: { "retry-after": retryAfterSeconds(admission.rate) } },
+      );
+    }
+    if (admission.refusal) throw admission.refusal;
+    // As the pipeline does: the reserved quota unit goes back unless a new message was accepted.
+    const state: RequestState = {
+      requestId: "",
+      startedAt: 0,
+      tokenGiven: false,
+      reservedQuotaKey: admission.reservedQuotaKey,
+    };
+    try {
+      const outcome = await acceptOutboundMessage(auth, input, idempotencyKey);
+      if (!outcome.replayed) state.accepted = true;
+      return outcome;
+    } finally {
+      await returnReservedQuota(deps.redis, state);
+    }
+  }
+
+  const messagingAt = (now: Date) => (lastInboundAt: Date | null) => messagingState(lastInboundAt, now, true);
+
+  async function listRegion(tenantId: string, now: Date, options: { before?: number; current?: string }) {
+    const listPage = await conversationListPage(deps.db, tenantId, options.before);
+    return renderListRegion(
+      { page: listPage, now, poll: options.before === undefined, ...options },
+      messagingAt(now),
+    );
+  }
+
+  async function templatesFor(ctx: PanelContext, state: ConversationState): Promise<TemplateRow[]> {
+    return state.sender ? replyTemplates(deps.db, ctx.session.tenantId, state.sender) : [];
+  }
+
+  function replyView(
+    ctx: PanelContext,
+    contact: ContactRow,
+    state: ConversationState,
+    templates: TemplateRow[],
+    now: Date,
+  ): ReplyView {
+    return {
+      contactId: contact.id,
+      contactName: contactLabel(contact),
+      csrf: ctx.csrf,
+      state,
+      templates,
+      now,
+    };
+  }
+
+  function threadRegion(
+    contact: ContactRow,
+    state: ConversationState,
+    thread: ThreadPage,
+    now: Date,
+    oob = false,
+  ) {
+    return renderThreadRegion({
+      contactId: contact.id,
+      contactName: contactLabel(contact),
+      thread,
+      now,
+      poll: { mode: state.mode, windowState: renderWindowState(state.messaging, now) },
+      oob,
+    });
+  }
+
+  async function conversationPage(
+    ctx: PanelContext,
+    input: {
+      contact: ContactRow;
+      state: ConversationState;
+      templates: TemplateRow[];
+      thread: ThreadPage;
+      before?: string;
+      values: ReplyValues;
+      now: Date;
+    },
+  ): Promise<Html> {
+    const { contact, state, thread, now } = input;
+    const name = contactLabel(contact);
+    const sidebar = await listRegion(ctx.session.tenantId, now, { current: contact.id });
+    const region =
+      input.before === undefined
+        ? threadRegion(contact, state, thread, now)
+        : renderThreadRegion({ contactId: contact.id, contactName: name, thread, now, before: input.before });
+    return page({
+      title: `${name} · Conversations`,
+      section: "conversations",
+      session: ctx.session,
+      csrf: ctx.csrf,
+      body: html`<div class="conversation-layout">
+<a class="skip-link" href="#conversation">Skip to the conversation</a>
+<aside class="conversation-sidebar" aria-labelledby="sidebar-title">
+<h2 id="sidebar-title" class="visually-hidden">All conversations</h2>
+${announcer("conversations-announce")}
+${sidebar.html}
+</aside>
+<div class="conversation-main" id="conversation">
+<p class="conversation-back"><a href="${CONVERSATIONS_PATH}"><span aria-hidden="true">←</span> All conversations</a></p>
+<header class="conversation-head">
+<h1>${name}</h1>
+<p class="conversation-contact">${contact.name?.trim() ? html`<span class="mono">${contact.phone}</span> · ` : ""}WhatsApp</p>
+${renderWindowState(state.messaging, now)}
+</header>
+<section class="thread-section" aria-labelledby="thread-title">
+<h2 id="thread-title" class="visually-hidden">Messages</h2>
+${announcer("thread-announce")}
+<div class="thread-scroll" tabindex="0" role="region" aria-label="Message history">
+${region.html}
+</div>
+</section>
+${renderReply(replyView(ctx, contact, state, input.templates, now), input.values)}
+</div>
+</div>`,
+    });
+  }
+
+  /** What a thread poll or an htmx send brings besides the thread: window line, announcements. */
+  function threadUpdates(
+    contact: ContactRow,
+    state: ConversationState,
+    thread: ThreadPage,
+    now: Date,
+    last: string | undefined,
+  ): Html {
+    const lastIndex = last === undefined ? -1 : thread.rows.findIndex((row) => row.id === last);
+    const fresh = thread.rows.slice(lastIndex + 1).filter((row) => row.direction === "inbound").length;
+    const name = contactLabel(contact);
+    return html`${renderWindowState(state.messaging, now, true)}${
+      fresh > 0
+        ? announce("thread-announce", `${fresh} new message${fresh === 1 ? "" : "s"} from ${name}`)
+        : ""
+    }`;
+  }
+
+  return new Elysia({ prefix: PANEL_PREFIX })
+    .get(
+      "/conversations",
+      signedIn(deps, async (ctx) => {
+        const now = deps.clock.now();
+        const before = beforeSeconds(ctx.query.before);
+        const region = await listRegion(ctx.session.tenantId, now, { before });
+        return htmlResponse(
+          page({
+            title: "Conversations",
+            section: "conversations",
+            session: ctx.session,
+            csrf: ctx.csrf,
+            body: html`<div class="page-head">
+<h1>Conversations</h1>
+<p class="muted">Newest first. New messages appear here without reloading.</p>
+</div>
+${announcer("conversations-announce")}
+${region.html}`,
+          }),
+        );
+      }),
+    )
+
+    .get(
+      "/conversations/list",
+      signedIn(deps, async (ctx) => {
+        const now = deps.clock.now();
+        const current = param(ctx.query.current, /^ctc_[0-9A-Za-z]{1,64}$/);
+        const region = await listRegion(ctx.session.tenantId, now, { current });
+        if (ctx.query.v === region.version) return notModified();
+        const before = Number(param(ctx.query.u, /^\d{1,9}$/) ?? 0);
+        const news =
+          region.unread > before
+            ? announce(
+                "conversations-announce",
+                `New messages: ${region.unread} unread message${region.unread === 1 ? "" : "s"}`,
+              )
+            : "";
+        return htmlResponse(html`${region.html}${news}`);
+      }),
+    )
+
+    .get(
+      "/conversations/:contactId",
+      signedIn(deps, async (ctx) => {
+        const tenantId = ctx.session.tenantId;
+        const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
+        const now = deps.clock.now();
+        const templateId = param(ctx.query.template, /^tpl_[0-9A-Za-z]{1,64}$/) ?? "";
+        if (ctx.htmx && ctx.request.headers.get("hx-target") === "template-fields") {
+          // The template picker changed: only its variables fieldset.
+          const state = await conversationState(deps.db, tenantId, contact, now);
+          const view = replyView(ctx, contact, state, await templatesFor(ctx, state), now);
+          return htmlResponse(renderTemplateFields(view, emptyReplyValues(templateId)));
+        }
+        await markConversationRead(deps.db, tenantId, contact.id, now);
+        const before = ctx.query.before || undefined;
+        const [state, thread] = await Promise.all([
+          conversationState(deps.db, tenantId, contact, now),
+          threadPage(deps.db, tenantId, contact.id, before),
+        ]);
+        const templates = state.mode === "template" ? await templatesFor(ctx, state) : [];
+        return htmlResponse(
+          await conversationPage(ctx, {
+            contact,
+            state,
+            templates,
+            thread,
+            before,
+            values: emptyReplyValues(templateId),
+            now,
+          }),
+        );
+      }),
+    )
+
+    .get(
+      "/conversations/:contactId/thread",
+      signedIn(deps, async (ctx) => {
+        const tenantId = ctx.session.tenantId;
+        const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
+        const now = deps.clock.now();
+        // Watching the conversation keeps it read: what arrives while it is open is seen.
+        await markConversationRead(deps.db, tenantId, contact.id, now);
+        const [state, thread] = await Promise.all([
+          conversationState(deps.db, tenantId, contact, now),
+          threadPage(deps.db, tenantId, contact.id, undefined),
+        ]);
+        const region = threadRegion(contact, state, thread, now);
+        if (ctx.query.v === region.version) return notModified();
+        // The window opened or closed since the page was drawn: the reply box changes with it.
+        const reply =
+          ctx.query.mode !== undefined && ctx.query.mode !== state.mode
+            ? renderReply(
+                replyView(ctx, contact, state, await templatesFor(ctx, state), now),
+                emptyReplyValues(),
+                { oob: true },
+              )
+            : "";
+        const last = param(ctx.query.last, /^msg_[0-9A-Za-z]{1,64}$/);
+        return htmlResponse(html`${region.html}${threadUpdates(contact, state, thread, now, last)}${reply}`);
+      }),
+    )
+
+    .post(
+      "/conversations/:contactId/messages",
+      signedIn(deps, async (ctx) => {
+        const tenantId = ctx.session.tenantId;
+        const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
+        const state = await conversationState(deps.db, tenantId, contact, deps.clock.now());
+        const templates = await templatesFor(ctx, state);
+        const values = readReplyForm(ctx.form);
+
+        let refusal: ApiError | undefined;
+        try {
+          if (!state.sender) {
+            throw new ApiError(
+              "messaging_window_closed",
+              "This account has no active number to reply from.",
+              {
+                param: "sender",
+              },
+            );
+          }
+          const request = sendRequestOf(values, templates);
+          await send(
+            panelAuth(ctx),
+            { contact: contact.id, sender: state.sender.id, ...request },
+            values.idempotencyKey,
+          );
+        } catch (error) {
+          if (!(error instanceof ApiError)) throw error;
+          // The same form posted twice at once: the first post is sending it.
+          if (error.code !== "idempotency_key_in_use") refusal = error;
+        }
+
+        if (!refusal && !ctx.htmx) return redirect(conversationPath(contact.id), false);
+
+        // Re-read after the send: the thread has the new message, the window may have moved.
+        const now = deps.clock.now();
+        const fresh = await requireConversationContact(deps.db, tenantId, contact.id);
+        await markConversationRead(deps.db, tenantId, contact.id, now);
+        const [after, thread] = await Promise.all([
+          conversationState(deps.db, tenantId, fresh, now),
+          threadPage(deps.db, tenantId, contact.id, undefined),
+        ]);
+        const afterTemplates =
+          after.sender?.id === state.sender?.id ? templates : await templatesFor(ctx, after);
+        // A refused send keeps what was typed (and its key: a refusal does not use a key up).
+        const shown: ReplyValues = !refusal
+          ? emptyReplyValues()
+          : refusal.code === "idempotency_key_reused"
+            ? // This form was sent before with other content: a new key for the new message.
+              {
+                ...values,
+                idempotencyKey: emptyReplyValues().idempotencyKey,
+                error: {
+                  message:
+                    "This form was already used to send a message (see the conversation). Check it, then send again.",
+                  param: null,
+                },
+              }
+            : { ...values, error: { message: refusal.message, param: refusal.param } };
+
+        if (!ctx.htmx) {
+          return htmlResponse(
+            await conversationPage(ctx, {
+              contact: fresh,
+              state: after,
+              templates: afterTemplates,
+              thread,
+              values: shown,
+              now,
+            }),
+            { status: refusal?.status ?? 200, headers: refusal?.headers },
+          );
+        }
+        // htmx swaps only 2xx answers: the refusal is shown in the form (role="alert") with 200.
+        const region = threadRegion(fresh, after, thread, now, true);
+        return htmlResponse(
+          html`${renderReply(replyView(ctx, fresh, after, afterTemplates, now), shown, {
+            autofocus: !refusal,
+          })}${region.html}${renderWindowState(after.messaging, now, true)}`,
+          { headers: refusal ? { "x-panel-refusal": refusal.code } : {} },
+        );
+      }),
+    );
 }

@@ -1,0 +1,346 @@
+import { ApiError } from "../http/errors.ts";
+import { randomBase62 } from "../ids.ts";
+import type { TemplateRequest } from "../messages/template-binding.ts";
+import { storedComponents, type TemplateRow } from "../templates/repository.ts";
+import {
+  bodyText,
+  headerFormat,
+  headerText,
+  templateButtons,
+  templateVariables,
+} from "../templates/variables.ts";
+import type { ConversationState } from "./conversation-data.ts";
+import { conversationPath } from "./conversation-views.ts";
+import { type Html, html } from "./html.ts";
+import { relativeTime } from "./layout.ts";
+import { csrfInput, field } from "./web.ts";
+
+/**
+ * The reply box of a conversation: free text while the 24-hour window is open, otherwise a picker
+ * of the sender's approved templates with one input per variable. The form only collects what the
+ * API's send request takes; deciding (window, quota, variables) is the API's acceptance path.
+ */
+
+export const IDEMPOTENCY_FIELD = "idempotency_key";
+const IDEMPOTENCY_FORMAT = /^panel-[0-9A-Za-z]{16,64}$/;
+/** What WhatsApp takes in one text message (the API checks it too, by code points). */
+export const REPLY_MAX_CHARS = 4096;
+
+/** A fresh key per rendered form: posting the same form twice sends once (SPEC §4 Idempotency-Key). */
+export function newIdempotencyKey(): string {
+  return `panel-${randomBase62(22)}`;
+}
+
+export interface ReplyValues {
+  idempotencyKey: string;
+  /** Which form was posted (the page may be older than the window's state). */
+  kind: "text" | "template";
+  body: string;
+  templateId: string;
+  /** Template variable inputs by field name (`header.1`, `body.2`, `buttons.0`). */
+  variables: Record<string, string>;
+  error?: { message: string; param: string | null };
+}
+
+export function emptyReplyValues(templateId = ""): ReplyValues {
+  return { idempotencyKey: newIdempotencyKey(), kind: "text", body: "", templateId, variables: {} };
+}
+
+/** A posted reply form, as values to send and to show again if the send is refused. */
+export function readReplyForm(form: Record<string, string | string[]>): ReplyValues {
+  const key = field(form, IDEMPOTENCY_FIELD);
+  const variables: Record<string, string> = {};
+  for (const name of Object.keys(form)) {
+    if (/^(header|body|buttons)\.[A-Za-z0-9_]{1,64}$/.test(name)) variables[name] = field(form, name);
+  }
+  return {
+    // A form without a usable key still sends (once per post): the key only guards repeats.
+    idempotencyKey: IDEMPOTENCY_FORMAT.test(key) ? key : newIdempotencyKey(),
+    kind: field(form, "kind") === "template" ? "template" : "text",
+    body: field(form, "body"),
+    templateId: field(form, "template"),
+    variables,
+  };
+}
+
+/** Media headers need a file the panel cannot attach: such templates are sent through the API. */
+export function needsMediaHandle(template: TemplateRow): boolean {
+  const format = headerFormat(storedComponents(template));
+  return format === "IMAGE" || format === "VIDEO" || format === "DOCUMENT";
+}
+
+interface VariableField {
+  name: string;
+  id: string;
+  label: Html;
+  hint?: Html;
+}
+
+/** One input per variable, in the order the customer reads them: header, body, buttons. */
+function variableFields(template: TemplateRow): VariableField[] {
+  const components = storedComponents(template);
+  const variables = templateVariables(components);
+  const buttons = templateButtons(components);
+  const header = headerText(components);
+  return [
+    ...variables.header.map((name) => ({
+      name: `header.${name}`,
+      id: `reply-var-header-${name}`,
+      label: html`Header <mark class="var">{{${name}}}</mark>`,
+      hint: header ? html`In: ${highlight(header)}` : undefined,
+    })),
+    ...variables.body.map((name) => ({
+      name: `body.${name}`,
+      id: `reply-var-body-${name}`,
+      label: html`Body <mark class="var">{{${name}}}</mark>`,
+    })),
+    ...variables.buttons.map((index) => {
+      const button = buttons[Number(index)];
+      return {
+        name: `buttons.${index}`,
+        id: `reply-var-buttons-${index}`,
+        label: html`Button “${button?.text ?? `#${Number(index) + 1}`}” link`,
+        hint: button && button.type === "URL" ? html`In: ${highlight(button.url)}` : undefined,
+      };
+    }),
+  ];
+}
+
+/** The template's text with each `{{n}}` as a highlighted mark (text escaped). */
+function highlight(text: string): Html {
+  return html`${text
+    .split(/(\{\{[A-Za-z0-9_]+\}\})/)
+    .map((part, i) => (i % 2 === 1 ? html`<mark class="var">${part}</mark>` : part))}`;
+}
+
+function templatePreview(template: TemplateRow): Html {
+  const components = storedComponents(template);
+  const header = headerText(components);
+  const footer = components.find((c) => c.type === "FOOTER");
+  const buttons = templateButtons(components);
+  return html`<figure class="reply-template-preview">
+<figcaption>Preview</figcaption>
+${header ? html`<p class="template-header">${highlight(header)}</p>` : ""}
+<p class="template-body">${highlight(bodyText(components))}</p>
+${footer && "text" in footer ? html`<p class="template-footer muted">${footer.text}</p>` : ""}
+${buttons.length > 0 ? html`<ul class="template-buttons">${buttons.map((b) => html`<li>${b.text}${b.type === "URL" ? html` → ${highlight(b.url)}` : ""}</li>`)}</ul>` : ""}
+</figure>`;
+}
+
+function templateLabel(template: TemplateRow): string {
+  return `${template.name} (${template.language}) · ${template.category.toLowerCase()}`;
+}
+
+/** Which input an API error's `param` points at, to mark it invalid. */
+function fieldForParam(param: string | null, template: TemplateRow | undefined): string | undefined {
+  if (!param) return undefined;
+  if (param === "body") return "body";
+  if (param === "template.name" || param === "template.language") return "template";
+  if (!template) return undefined;
+  const variables = templateVariables(storedComponents(template));
+  if (param === "template.header") return variables.header[0] ? `header.${variables.header[0]}` : undefined;
+  const body = /^template\.variables\.body(?:\.(.+))?$/.exec(param);
+  if (body) return `body.${body[1] ?? variables.body[0]}`;
+  const button = /^template\.buttons(?:\.(.+))?$/.exec(param);
+  if (button) return `buttons.${button[1] ?? variables.buttons[0]}`;
+  return undefined;
+}
+
+export interface ReplyView {
+  contactId: string;
+  contactName: string;
+  csrf: string;
+  state: ConversationState;
+  /** The sender's approved templates (only read when the window is closed). */
+  templates: TemplateRow[];
+  now: Date;
+}
+
+function describedBy(ids: (string | undefined)[]): Html {
+  const present = ids.filter((id) => id !== undefined);
+  return present.length > 0 ? html` aria-describedby="${present.join(" ")}"` : html``;
+}
+
+/** The variables fieldset (`#template-fields`): swapped alone when the picker changes (htmx). */
+export function renderTemplateFields(view: ReplyView, values: ReplyValues): Html {
+  const template = view.templates.find((t) => t.id === values.templateId && !needsMediaHandle(t));
+  if (!template) {
+    return html`<fieldset id="template-fields" class="template-fields">
+<legend>Variables</legend>
+<p class="hint">Choose a template above to see its text and fill in its variables.</p>
+</fieldset>`;
+  }
+  const invalid = fieldForParam(values.error?.param ?? null, template);
+  const fields = variableFields(template);
+  return html`<fieldset id="template-fields" class="template-fields">
+<legend>${template.name} <span class="muted">(${template.language})</span></legend>
+<input type="hidden" name="template" value="${template.id}">
+${templatePreview(template)}
+${fields.length === 0 ? html`<p class="hint">This template has no variables: it is sent as shown.</p>` : ""}
+${fields.map(
+  (f) => html`<div class="field">
+<label for="${f.id}">${f.label}</label>
+<input type="text" id="${f.id}" name="${f.name}" value="${values.variables[f.name] ?? ""}" required maxlength="1024" autocomplete="off"${describedBy([f.hint ? `${f.id}-hint` : undefined, invalid === f.name ? "reply-error" : undefined])}${invalid === f.name ? html` aria-invalid="true"` : ""}>
+${f.hint ? html`<p class="hint" id="${f.id}-hint">${f.hint}</p>` : ""}
+</div>`,
+)}
+</fieldset>`;
+}
+
+function errorNotice(values: ReplyValues): Html {
+  return values.error
+    ? html`<p class="error" id="reply-error" role="alert">${values.error.message}</p>`
+    : html``;
+}
+
+function hiddenFields(view: ReplyView, values: ReplyValues, kind: "text" | "template"): Html {
+  return html`${csrfInput(view.csrf)}
+<input type="hidden" name="${IDEMPOTENCY_FIELD}" value="${values.idempotencyKey}">
+<input type="hidden" name="kind" value="${kind}">`;
+}
+
+function formAttributes(view: ReplyView): Html {
+  const action = `${conversationPath(view.contactId)}/messages`;
+  return html`method="post" action="${action}" hx-post="${action}" hx-target="#reply" hx-swap="outerHTML"`;
+}
+
+/**
+ * The reply section (`#reply`). `autofocus` after a successful htmx send (the user asked for the
+ * box by sending); `oob` when a poll replaces it because the window opened or closed meanwhile.
+ */
+export function renderReply(
+  view: ReplyView,
+  values: ReplyValues,
+  options: { autofocus?: boolean; oob?: boolean } = {},
+): Html {
+  const { state } = view;
+  const sender = state.sender;
+  const oob = options.oob ? html` hx-swap-oob="true"` : "";
+  const from = sender
+    ? html`<p class="hint reply-from">From ${sender.name ? html`${sender.name} (${sender.phone_number})` : sender.phone_number}</p>`
+    : "";
+
+  if (state.mode === "none") {
+    return html`<section id="reply" class="card reply" aria-labelledby="reply-title"${oob}>
+<h2 id="reply-title">Reply</h2>
+${errorNotice(values)}
+<p class="warning">${
+      sender
+        ? html`The number this conversation uses (${sender.phone_number}) is not active, so no reply can be sent from here.`
+        : "This account has no active number to reply from."
+    }</p>
+</section>`;
+  }
+
+  if (state.mode === "text") {
+    const invalid = values.error?.param === "body";
+    return html`<section id="reply" class="card reply" aria-labelledby="reply-title"${oob}>
+<h2 id="reply-title">Reply</h2>
+${errorNotice(values)}
+<form id="reply-form" class="stack" ${formAttributes(view)}>
+${hiddenFields(view, values, "text")}
+<div class="field">
+<label for="reply-body">Message to ${view.contactName}</label>
+<textarea id="reply-body" name="body" rows="3" required maxlength="${REPLY_MAX_CHARS}" aria-describedby="reply-body-hint${values.error ? " reply-error" : ""}"${invalid ? html` aria-invalid="true"` : ""}${options.autofocus ? html` autofocus` : ""}>${values.body}</textarea>
+<p class="hint" id="reply-body-hint">Free text, up to 4,096 characters, while the 24-hour window is open.</p>
+</div>
+<div class="reply-actions">
+${from}
+<button type="submit" id="reply-send" class="button primary">Send</button>
+</div>
+</form>
+</section>`;
+  }
+
+  const usable = view.templates.filter((t) => !needsMediaHandle(t));
+  const unavailable = view.templates.filter(needsMediaHandle);
+  const selected = usable.some((t) => t.id === values.templateId) ? values.templateId : "";
+  const path = conversationPath(view.contactId);
+  const pickerInvalid = fieldForParam(values.error?.param ?? null, undefined) === "template";
+  return html`<section id="reply" class="card reply" aria-labelledby="reply-title"${oob}>
+<h2 id="reply-title">Reply with a template</h2>
+${errorNotice(values)}
+<p class="warning reply-closed">The 24-hour window is closed: ${
+    view.state.contact.last_inbound_at
+      ? `${view.contactName} last wrote ${relativeTime(view.state.contact.last_inbound_at, view.now)}`
+      : `${view.contactName} has not written yet`
+  }. Only an approved template can be sent until they write again.</p>
+${
+  usable.length === 0
+    ? html`<p class="warning">This number has no approved template that can be sent from here.</p>`
+    : html`<form id="template-picker" class="field template-picker" method="get" action="${path}#reply">
+<label for="reply-template">Template</label>
+<div class="row">
+<select id="reply-template" name="template" hx-get="${path}" hx-target="#template-fields" hx-swap="outerHTML" hx-trigger="change"${pickerInvalid ? html` aria-invalid="true"` : ""}>
+<option value=""${selected === "" ? html` selected` : ""}>Choose a template…</option>
+${usable.map((t) => html`<option value="${t.id}"${t.id === selected ? html` selected` : ""}>${templateLabel(t)}</option>`)}
+</select>
+<button type="submit" id="template-choose" class="button">Choose</button>
+</div>
+</form>
+<form id="reply-form" class="stack" ${formAttributes(view)}>
+${hiddenFields(view, values, "template")}
+${renderTemplateFields(view, { ...values, templateId: selected })}
+<div class="reply-actions">
+${from}
+<button type="submit" id="reply-send" class="button primary"${options.autofocus ? html` autofocus` : ""}>Send template</button>
+</div>
+</form>`
+}
+${
+  unavailable.length > 0
+    ? html`<div class="template-unavailable">
+<h3>Not available here</h3>
+<p class="hint">These templates have a media header: send them with a media handle through the API (<code>POST /v2/media</code>, then <code>template.header.media</code>).</p>
+<ul class="unavailable-list">${unavailable.map((t) => html`<li>${templateLabel(t)} <span class="badge">${headerFormat(storedComponents(t))?.toLowerCase()} header</span></li>`)}</ul>
+</div>`
+    : ""
+}
+</section>`;
+}
+
+/** The body of the API send request for the posted values (problems the panel can name itself). */
+export function sendRequestOf(
+  values: ReplyValues,
+  templates: TemplateRow[],
+): { body: string } | { template: TemplateRequest } {
+  if (values.kind === "text") {
+    if (values.body.trim() === "") {
+      throw new ApiError("parameter_missing", "Write a message before sending.", { param: "body" });
+    }
+    return { body: values.body };
+  }
+  const template = templates.find((t) => t.id === values.templateId);
+  if (!template) {
+    throw new ApiError(
+      "template_not_found",
+      values.templateId ? "That template is no longer approved; choose another." : "Choose a template first.",
+      { param: "template.name" },
+    );
+  }
+  if (needsMediaHandle(template)) {
+    throw new ApiError(
+      "parameter_invalid",
+      "This template has a media header: send it with a media handle through the API.",
+      { param: "template.header" },
+    );
+  }
+  for (const f of variableFields(template)) {
+    if ((values.variables[f.name] ?? "").trim() === "") {
+      const param = f.name.startsWith("body.")
+        ? `template.variables.${f.name}`
+        : f.name.startsWith("header.")
+          ? "template.header"
+          : `template.${f.name}`;
+      throw new ApiError("parameter_missing", "Fill in every variable of the template.", { param });
+    }
+  }
+  const variables = templateVariables(storedComponents(template));
+  const pick = (prefix: string, names: string[]) =>
+    Object.fromEntries(names.map((name) => [name, values.variables[`${prefix}.${name}`] ?? ""]));
+  const request: TemplateRequest = { name: template.name, language: template.language };
+  if (variables.body.length > 0) request.variables = { body: pick("body", variables.body) };
+  if (variables.header[0] !== undefined) request.header = values.variables[`header.${variables.header[0]}`];
+  if (variables.buttons.length > 0) request.buttons = pick("buttons", variables.buttons);
+  return { template: request };
+}

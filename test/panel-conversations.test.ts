@@ -1,0 +1,688 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createApplication } from "../src/applications/service.ts";
+import { finalizeInbound } from "../src/inbound/finalize.ts";
+import { insertSender, type SenderRow } from "../src/senders/repository.ts";
+import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { type PanelClient, type PanelResponse, signedInClient } from "./panel-support.ts";
+import { insertOutbound, type ReadingTenant } from "./reading-support.ts";
+import {
+  call,
+  createTestEnv,
+  eventually,
+  getToken,
+  nextSecond,
+  spawnWorker,
+  type TestEnv,
+} from "./support.ts";
+
+/**
+ * The panel's Conversations section, end to end: a real app listening, the real simulator posting
+ * signed webhooks, finalize run as the worker runs it, replies through the API's acceptance path.
+ */
+
+let env: TestEnv;
+let client: PanelClient;
+let account: { email: string; password: string; tenant: { id: string }; user: { id: string } };
+let sender: SenderRow;
+let credentials: { clientId: string; clientSecret: string };
+const PHONE_NUMBER_ID = "661000000000001";
+const ANA = "4915166000001";
+const HX = { "hx-request": "true" };
+
+beforeAll(async () => {
+  env = await createTestEnv({ simulator: true, limits: { anonymous: 10_000, token: 10_000 } });
+  // Whole seconds, as provider timestamps are: "closes in" and "ago" come out exact.
+  env.clock.set(new Date(Math.floor(Date.now() / 1000) * 1000));
+  const signedIn = await signedInClient(env.app, env.deps, { tenantName: "Acme Shop" });
+  client = signedIn.client;
+  account = signedIn;
+  sender = await insertSender(env.deps.db, {
+    tenantId: signedIn.tenant.id,
+    phoneNumber: "+15550166001",
+    providerPhoneNumberId: PHONE_NUMBER_ID,
+    wabaId: "761000000000001",
+    accessToken: "sim-token",
+    name: "Acme support",
+  });
+  await syncSenderTemplates(env.deps, sender);
+  const { application, clientSecret } = await createApplication(env.deps.db, {
+    tenantId: signedIn.tenant.id,
+    name: "Reader",
+    readLimit: 1000,
+    sendLimit: 1000,
+  });
+  credentials = { clientId: application.clientId, clientSecret };
+});
+afterAll(() => env.close());
+
+const nowSeconds = () => Math.floor(env.clock.now().getTime() / 1000);
+
+/** The customer writes through the simulator (a signed webhook), then finalize runs. */
+async function customerWrites(
+  fields: { from?: string; text?: string; name?: string; timestamp?: number } & Record<string, unknown>,
+): Promise<{ contactId: string; messageId: string }> {
+  const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      phone_number_id: PHONE_NUMBER_ID,
+      from: ANA,
+      type: "text",
+      timestamp: nowSeconds(),
+      ...fields,
+    }),
+  });
+  const sent = (await response.json()) as { id: string; webhook_status: number };
+  expect(sent.webhook_status).toBe(200);
+  const outcome = await finalizeInbound(env.deps.db, env.clock, sent.id);
+  const row = await env.deps.db
+    .selectFrom("messages")
+    .select("contact_id")
+    .where("id", "=", outcome!.messageId)
+    .executeTakeFirstOrThrow();
+  return { contactId: row.contact_id, messageId: outcome!.messageId };
+}
+
+/** An attribute's value as the browser reads it (the markup escapes `&`). */
+function attribute(text: string, pattern: RegExp): string {
+  const value = pattern.exec(text)?.[1];
+  if (value === undefined) throw new Error(`no match for ${pattern}`);
+  return value.replaceAll("&amp;", "&");
+}
+
+const listPoll = (page: PanelResponse) =>
+  attribute(page.text, /id="conversation-list" class="conversation-list" hx-get="([^"]+)"/);
+const threadPoll = (page: PanelResponse) =>
+  attribute(page.text, /id="thread" class="thread-region" hx-get="([^"]+)"/);
+const idempotencyKey = (page: PanelResponse) =>
+  attribute(page.text, /name="idempotency_key" value="([^"]+)"/);
+
+/** The one row of the list for this contact (its <li>). */
+function listRow(text: string, contactId: string): string {
+  const start = text.indexOf(`id="conversation-${contactId}"`);
+  if (start < 0) throw new Error(`no row for ${contactId}`);
+  return text.slice(text.lastIndexOf("<li", start), text.indexOf("</li>", start));
+}
+
+async function unread(contactId: string) {
+  return env.deps.db
+    .selectFrom("conversations")
+    .select(["unread", "panel_read_at"])
+    .where("contact_id", "=", contactId)
+    .executeTakeFirstOrThrow();
+}
+
+async function outboundMessages(contactId: string) {
+  return env.deps.db
+    .selectFrom("messages")
+    .select(["id", "type", "text", "application_id", "status"])
+    .where("contact_id", "=", contactId)
+    .where("direction", "=", "outbound")
+    .orderBy("seq")
+    .execute();
+}
+
+async function sentToSimulator(messageId: string): Promise<number> {
+  const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${PHONE_NUMBER_ID}`);
+  const { data } = (await response.json()) as { data: { payload: Record<string, unknown> }[] };
+  return data.filter((record) => record.payload.biz_opaque_callback_data === messageId).length;
+}
+
+describe("the conversation list and view", () => {
+  let contactId: string;
+
+  test("an empty account explains where conversations come from", async () => {
+    const other = await signedInClient(env.app, env.deps, { tenantName: "Empty" });
+    const page = await other.client.get("/panel/conversations");
+    expect(page.status).toBe(200);
+    expect(page.text).toContain("No conversations yet");
+    expect(page.text).toContain("When a customer writes to one of your numbers");
+    // Even the empty list polls, so the first message appears without a reload.
+    expect(listPoll(page)).toStartWith("/panel/conversations/list?v=");
+  });
+
+  test("an inbound message shows in the list with an unread badge and the open window", async () => {
+    ({ contactId } = await customerWrites({
+      text: "Where is my order?",
+      name: "Ana",
+      timestamp: nowSeconds() - 3600,
+    }));
+    const page = await client.get("/panel/conversations");
+    expect(page.status).toBe(200);
+    const row = listRow(page.text, contactId);
+    expect(row).toContain('class="conversation is-unread"');
+    expect(row).toContain(`href="/panel/conversations/${contactId}"`);
+    expect(row).toContain('<span class="conversation-name">Ana</span>');
+    expect(row).toContain('<span class="conversation-phone">+4915166000001</span>');
+    expect(row).toContain("Where is my order?");
+    expect(row).toContain('<span class="visually-hidden">They wrote:</span>');
+    expect(row).toContain(
+      '<span class="badge count unread-badge">1<span class="visually-hidden"> unread message</span></span>',
+    );
+    expect(row).toContain("open · closes in 23 h</span>");
+    expect(row).toContain(">1 h ago</time>");
+  });
+
+  test("opening the conversation shows it, marks it read, and the badge goes", async () => {
+    const view = await client.get(`/panel/conversations/${contactId}`);
+    expect(view.status).toBe(200);
+    expect(view.text).toContain("<h1>Ana</h1>");
+    expect(view.text).toMatch(/<li class="message inbound" id="message-msg_\w+" data-type="text">/);
+    expect(view.text).toContain('<p class="message-text">Where is my order?</p>');
+    expect(view.text).toContain(
+      '<ol class="thread" role="log" aria-label="Messages with Ana, oldest first">',
+    );
+    expect(view.text).toContain('<span class="badge ok">Window open</span>');
+    expect(view.text).toContain('<span>closes in 23 h <span class="muted">');
+    // Free text while the window is open: a labelled textarea, no template picker.
+    expect(view.text).toContain('<label for="reply-body">Message to Ana</label>');
+    expect(view.text).toMatch(/<textarea id="reply-body" name="body" rows="3" required maxlength="4096"/);
+    expect(view.text).not.toContain('id="reply-template"');
+    expect(idempotencyKey(view)).toMatch(/^panel-[0-9A-Za-z]{22}$/);
+
+    const summary = await unread(contactId);
+    expect(summary.unread).toBe(0);
+    expect(summary.panel_read_at?.getTime()).toBe(env.clock.now().getTime());
+
+    const list = await client.get("/panel/conversations");
+    const row = listRow(list.text, contactId);
+    expect(row).not.toContain("unread-badge");
+    expect(row).toContain('class="conversation"');
+  });
+
+  test("the thread poll answers 204 while nothing changed, then the new message (and keeps it read)", async () => {
+    const view = await client.get(`/panel/conversations/${contactId}`);
+    const poll = threadPoll(view);
+    expect(poll).toStartWith(`/panel/conversations/${contactId}/thread?v=`);
+    expect(poll).toContain("&mode=text");
+    const same = await client.get(poll, HX);
+    expect(same.status).toBe(204);
+    expect(same.text).toBe("");
+
+    env.clock.advance(60);
+    await customerWrites({ text: "Hello again", timestamp: nowSeconds() });
+    expect((await unread(contactId)).unread).toBe(1);
+
+    const changed = await client.get(poll, HX);
+    expect(changed.status).toBe(200);
+    expect(changed.text).toStartWith('<div id="thread" class="thread-region" hx-get=');
+    expect(changed.text).toContain('<p class="message-text">Hello again</p>');
+    expect(changed.text).toContain(
+      '<p id="thread-announce" hx-swap-oob="innerHTML">1 new message from Ana</p>',
+    );
+    expect(changed.text).toContain('<p id="window-state" class="window-state open" hx-swap-oob="true">');
+    // Same mode: the reply box (and whatever is being typed in it) is left alone.
+    expect(changed.text).not.toContain('id="reply"');
+    // Watching the conversation keeps it read.
+    expect((await unread(contactId)).unread).toBe(0);
+    // The answer carries the new version: polling it again is 204.
+    const next = threadPoll({ ...changed, text: changed.text });
+    expect(next).not.toBe(poll);
+    expect((await client.get(next, HX)).status).toBe(204);
+  });
+
+  test("the list poll answers 204 while nothing changed, then the new conversation state", async () => {
+    const page = await client.get("/panel/conversations");
+    const poll = listPoll(page);
+    expect((await client.get(poll, HX)).status).toBe(204);
+
+    env.clock.advance(60);
+    const bo = await customerWrites({
+      from: "4915166000002",
+      text: "Bo here",
+      name: "Bo",
+      timestamp: nowSeconds(),
+    });
+    const changed = await client.get(poll, HX);
+    expect(changed.status).toBe(200);
+    expect(changed.text).toStartWith('<div id="conversation-list" class="conversation-list" hx-get=');
+    const row = listRow(changed.text, bo.contactId);
+    expect(row).toContain("Bo here");
+    expect(row).toContain("unread-badge");
+    // Newest first: Bo above Ana.
+    expect(changed.text.indexOf(bo.contactId)).toBeLessThan(changed.text.indexOf(contactId));
+    expect(changed.text).toContain(
+      '<p id="conversations-announce" hx-swap-oob="innerHTML">New messages: 1 unread message</p>',
+    );
+    expect((await client.get(listPoll(changed), HX)).status).toBe(204);
+  });
+
+  test("media placeholders with captions, statuses as text, failure reasons", async () => {
+    env.clock.advance(60);
+    await customerWrites({
+      type: "document",
+      filename: "invoice.pdf",
+      caption: "see attached",
+      timestamp: nowSeconds(),
+    });
+    const tenant = { tenantId: account.tenant.id, sender } as ReadingTenant;
+    await insertOutbound(env, tenant, {
+      contactId,
+      text: "We could not deliver this",
+      status: "failed",
+      failure: { code: "recipient_invalid", message: "The number is not on WhatsApp.", retryable: false },
+      createdAt: env.clock.now(),
+    });
+    const view = await client.get(`/panel/conversations/${contactId}`);
+    expect(view.text).toContain(
+      '<p class="message-media"><span aria-hidden="true">📄</span> document: invoice.pdf</p>',
+    );
+    expect(view.text).toContain('<p class="message-text">see attached</p>');
+    expect(view.text).toMatch(/<li class="message outbound failed" id="message-msg_\w+" data-type="text">/);
+    expect(view.text).toContain(
+      '<span class="badge message-status bad" data-status="failed"><span class="visually-hidden">Status: </span>Failed</span>',
+    );
+    expect(view.text).toContain(
+      '<p class="message-failure"><strong>Not delivered:</strong> The number is not on WhatsApp. <code>recipient_invalid</code></p>',
+    );
+    // Oldest first: the document before the failed reply.
+    const thread = view.text.slice(view.text.indexOf('<ol class="thread"'));
+    expect(thread.indexOf("invoice.pdf")).toBeLessThan(thread.indexOf("We could not deliver this"));
+  });
+
+  test("HTML in what customers send is shown as text", async () => {
+    const evil = await customerWrites({
+      from: "4915166000003",
+      text: '<img src=x onerror="alert(1)"><script>alert(2)</script>',
+      name: "<b>Eve</b>",
+      timestamp: nowSeconds(),
+    });
+    const list = await client.get("/panel/conversations");
+    const view = await client.get(`/panel/conversations/${evil.contactId}`);
+    for (const page of [list, view]) {
+      expect(page.text).not.toContain("<img src=x");
+      expect(page.text).not.toContain("<script>alert");
+      expect(page.text).not.toContain("<b>Eve</b>");
+      expect(page.text).toContain("&lt;b&gt;Eve&lt;/b&gt;");
+    }
+    expect(view.text).toContain(
+      '<p class="message-text">&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&lt;script&gt;alert(2)&lt;/script&gt;</p>',
+    );
+  });
+
+  test("the latest 100 messages, and the earlier ones behind a link", async () => {
+    const many = await customerWrites({
+      from: "4915166000004",
+      text: "message 0",
+      name: "Many",
+      timestamp: nowSeconds() - 500,
+    });
+    const tenant = { tenantId: account.tenant.id, sender } as ReadingTenant;
+    for (let i = 1; i <= 104; i++) {
+      await insertOutbound(env, tenant, {
+        contactId: many.contactId,
+        text: `message ${i}`,
+        status: "delivered",
+        createdAt: new Date((nowSeconds() - 500 + i) * 1000),
+      });
+    }
+    const view = await client.get(`/panel/conversations/${many.contactId}`);
+    expect(view.text.match(/<li class="message /g)?.length).toBe(100);
+    expect(view.text).toContain(">message 104</p>");
+    expect(view.text).toContain(">message 5</p>");
+    expect(view.text).not.toContain(">message 4</p>");
+    const earlier = attribute(view.text, /<a id="thread-earlier" href="([^"]+)">Earlier messages<\/a>/);
+    const older = await client.get(earlier);
+    expect(older.status).toBe(200);
+    expect(older.text.match(/<li class="message /g)?.length).toBe(5);
+    expect(older.text).toContain(">message 0</p>");
+    expect(older.text).not.toContain('id="thread-earlier"');
+    expect(older.text).toContain(`<a id="thread-latest" href="/panel/conversations/${many.contactId}">`);
+    // An earlier page is history: it does not poll.
+    expect(older.text).not.toContain("/thread?v=");
+  });
+});
+
+describe("replying inside the window", () => {
+  let contactId: string;
+
+  beforeAll(async () => {
+    env.clock.advance(60);
+    ({ contactId } = await customerWrites({
+      from: "4915166000010",
+      text: "Can you help?",
+      name: "Cleo",
+      timestamp: nowSeconds(),
+    }));
+  });
+
+  test("a reply is sent once through the API's path even when the same form is posted twice", async () => {
+    await nextSecond();
+    const view = await client.get(`/panel/conversations/${contactId}`);
+    const form = {
+      kind: "text",
+      body: "Of course!\nWhat is your order number?",
+      idempotency_key: idempotencyKey(view),
+    };
+    const first = await client.post(`/panel/conversations/${contactId}/messages`, form);
+    expect(first.status).toBe(303);
+    expect(first.headers.get("location")).toBe(`/panel/conversations/${contactId}`);
+    const again = await client.post(`/panel/conversations/${contactId}/messages`, form);
+    expect(again.status).toBe(303);
+
+    const sent = await outboundMessages(contactId);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({
+      type: "text",
+      text: "Of course!\nWhat is your order number?",
+      status: "accepted",
+    });
+    // The panel user stands in for the application: messages.application_id names who replied.
+    expect(sent[0]!.application_id).toBe(account.user.id);
+
+    const token = await getToken(env.app, credentials.clientId, credentials.clientSecret);
+    const history = await call(env.app, "GET", `/v2/contacts/${contactId}/messages?order=desc&limit=1`, {
+      token,
+    });
+    expect(history.status).toBe(200);
+    expect(history.body.data[0]).toMatchObject({
+      id: sent[0]!.id,
+      direction: "outbound",
+      type: "text",
+      text: "Of course!\nWhat is your order number?",
+    });
+
+    const worker = spawnWorker(env, "send");
+    try {
+      await eventually(async () => (await sentToSimulator(sent[0]!.id!)) === 1, 15_000);
+      await Bun.sleep(300);
+      expect(await sentToSimulator(sent[0]!.id!)).toBe(1);
+    } finally {
+      await worker.stop();
+    }
+
+    const after = await client.get(`/panel/conversations/${contactId}`);
+    expect(after.text).toContain('<p class="message-text">Of course!\nWhat is your order number?</p>');
+    // A fresh form: a new key for the next message.
+    expect(idempotencyKey(after)).not.toBe(form.idempotency_key);
+  });
+
+  test("with htmx: the reply box comes back empty and focused, with the thread swapped beside it", async () => {
+    await nextSecond();
+    const view = await client.get(`/panel/conversations/${contactId}`);
+    const result = await client.request("POST", `/panel/conversations/${contactId}/messages`, {
+      form: {
+        _csrf: client.csrf,
+        kind: "text",
+        body: "Sent with htmx",
+        idempotency_key: idempotencyKey(view),
+      },
+      headers: HX,
+    });
+    expect(result.status).toBe(200);
+    expect(result.text).toStartWith('<section id="reply" class="card reply"');
+    expect(result.text).toMatch(/<textarea id="reply-body"[^>]* autofocus><\/textarea>/);
+    expect(result.text).not.toContain(idempotencyKey(view));
+    expect(result.text).toContain('<div id="thread" class="thread-region" hx-get=');
+    expect(result.text).toContain('hx-swap-oob="true"><ol class="thread"');
+    expect(result.text).toContain('<p class="message-text">Sent with htmx</p>');
+    expect((await outboundMessages(contactId)).map((m) => m.text)).toContain("Sent with htmx");
+  });
+
+  test("a used form posted again with other text is not sent; it comes back with a new key", async () => {
+    await nextSecond();
+    const view = await client.get(`/panel/conversations/${contactId}`);
+    const key = idempotencyKey(view);
+    const path = `/panel/conversations/${contactId}/messages`;
+    expect((await client.post(path, { kind: "text", body: "First", idempotency_key: key })).status).toBe(303);
+    const before = (await outboundMessages(contactId)).length;
+    const reused = await client.post(path, { kind: "text", body: "Second", idempotency_key: key });
+    expect(reused.status).toBe(400);
+    expect(reused.text).toContain('role="alert">This form was already used to send a message');
+    expect(reused.text).toContain(">Second</textarea>");
+    expect(idempotencyKey(reused)).not.toBe(key);
+    expect(await outboundMessages(contactId)).toHaveLength(before);
+  });
+
+  test("a blank message is refused in the form, nothing is sent", async () => {
+    const view = await client.get(`/panel/conversations/${contactId}`);
+    const before = (await outboundMessages(contactId)).length;
+    const blank = await client.post(`/panel/conversations/${contactId}/messages`, {
+      kind: "text",
+      body: "   ",
+      idempotency_key: idempotencyKey(view),
+    });
+    expect(blank.status).toBe(400);
+    expect(blank.text).toContain(
+      '<p class="error" id="reply-error" role="alert">Write a message before sending.</p>',
+    );
+    expect(blank.text).toMatch(/<textarea id="reply-body"[^>]* aria-invalid="true">/);
+    expect(await outboundMessages(contactId)).toHaveLength(before);
+  });
+
+  test("a post without the CSRF token is refused and sends nothing", async () => {
+    const view = await client.get(`/panel/conversations/${contactId}`);
+    const before = (await outboundMessages(contactId)).length;
+    const forged = await client.request("POST", `/panel/conversations/${contactId}/messages`, {
+      form: { kind: "text", body: "forged", idempotency_key: idempotencyKey(view) },
+    });
+    expect(forged.status).toBe(403);
+    const wrong = await client.request("POST", `/panel/conversations/${contactId}/messages`, {
+      form: { _csrf: "not-the-token", kind: "text", body: "forged", idempotency_key: idempotencyKey(view) },
+      headers: HX,
+    });
+    expect(wrong.status).toBe(403);
+    expect(await outboundMessages(contactId)).toHaveLength(before);
+  });
+
+  test("another tenant's user sees none of it: an empty list, and 404 by URL", async () => {
+    const other = await signedInClient(env.app, env.deps, { tenantName: "Rival" });
+    const list = await other.client.get("/panel/conversations");
+    expect(list.status).toBe(200);
+    expect(list.text).not.toContain(contactId);
+    expect(list.text).not.toContain("Cleo");
+    expect(list.text).toContain("No conversations yet");
+
+    const unknown = await other.client.get("/panel/conversations/ctc_0000000000000000000000");
+    const view = await other.client.get(`/panel/conversations/${contactId}`);
+    expect(view.status).toBe(404);
+    expect(view.text).not.toContain("Cleo");
+    // Exactly the page an unknown id gets (but for the request id): no hint that it exists.
+    const strip = (text: string) => text.replace(/req_\w+/g, "req");
+    expect(strip(view.text)).toBe(strip(unknown.text));
+
+    const fragment = await other.client.get(`/panel/conversations/${contactId}/thread?v=x&mode=text`, HX);
+    expect(fragment.status).toBe(404);
+    expect(fragment.text).not.toContain("Cleo");
+    const before = (await outboundMessages(contactId)).length;
+    const post = await other.client.post(`/panel/conversations/${contactId}/messages`, {
+      kind: "text",
+      body: "hijack",
+      idempotency_key: "panel-AAAAAAAAAAAAAAAAAAAAAA",
+    });
+    expect(post.status).toBe(404);
+    expect(await outboundMessages(contactId)).toHaveLength(before);
+    // A row of this tenant's list is not a way in either.
+    const listFragment = await other.client.get(`/panel/conversations/list?current=${contactId}`, HX);
+    expect(listFragment.status).toBe(200);
+    expect(listFragment.text).not.toContain(`id="conversation-${contactId}"`);
+    expect(listFragment.text).not.toContain("Cleo");
+  });
+});
+
+describe("a closed window", () => {
+  let contactId: string;
+  let view: PanelResponse;
+  const templateId = async (name: string, language: string) =>
+    (
+      await env.deps.db
+        .selectFrom("templates")
+        .select("id")
+        .where("sender_id", "=", sender.id)
+        .where("name", "=", name)
+        .where("language", "=", language)
+        .executeTakeFirstOrThrow()
+    ).id;
+
+  beforeAll(async () => {
+    env.clock.advance(60);
+    ({ contactId } = await customerWrites({
+      from: "4915166000020",
+      text: "Thanks!",
+      name: "Dev",
+      timestamp: nowSeconds(),
+    }));
+    env.clock.advance(25 * 3600);
+    // The session (12 h) ended meanwhile: sign in again.
+    await client.signIn(account.email, account.password);
+    await client.get("/panel/conversations");
+    view = await client.get(`/panel/conversations/${contactId}`);
+  });
+
+  test("the list says closed; the page offers approved templates only, no free text", async () => {
+    const list = await client.get("/panel/conversations");
+    expect(listRow(list.text, contactId)).toContain(
+      '<span class="window closed"><span class="visually-hidden">Reply window: </span>closed</span>',
+    );
+    expect(view.status).toBe(200);
+    expect(view.text).toContain('<span class="badge warn">Window closed</span>');
+    expect(view.text).toContain('<h2 id="reply-title">Reply with a template</h2>');
+    expect(view.text).not.toContain("<textarea");
+    expect(view.text).toContain('<label for="reply-template">Template</label>');
+    const options = [...view.text.matchAll(/<option value="(tpl_\w+)">([^<]+)<\/option>/g)].map((m) => m[2]);
+    expect(options).toEqual([
+      "appointment_reminder (en) · utility",
+      "order_shipped (de) · utility",
+      "order_shipped (en) · utility",
+      "welcome (en) · marketing",
+    ]);
+    // Media-header templates are listed as unavailable here, pending and rejected ones not at all.
+    expect(view.text).toContain("send them with a media handle through the API");
+    expect(view.text).toContain("invoice_ready (en) · utility");
+    expect(view.text).toContain("delivery_video (en) · utility");
+    expect(view.text).not.toContain("summer_sale");
+    expect(view.text).not.toContain("old_promo");
+    expect(threadPoll(view)).toContain("&mode=template");
+  });
+
+  test("choosing a template shows one labelled input per variable (without and with htmx)", async () => {
+    const id = await templateId("appointment_reminder", "en");
+    const page = await client.get(`/panel/conversations/${contactId}?template=${id}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain(`<option value="${id}" selected>`);
+    const names = [...page.text.matchAll(/<input type="text" id="(reply-var-[\w-]+)" name="([\w.]+)"/g)].map(
+      (m) => [m[1], m[2]],
+    );
+    expect(names).toEqual([
+      ["reply-var-header-1", "header.1"],
+      ["reply-var-body-1", "body.1"],
+      ["reply-var-body-2", "body.2"],
+      ["reply-var-buttons-0", "buttons.0"],
+    ]);
+    for (const [fieldId] of names) expect(page.text).toContain(`<label for="${fieldId}">`);
+    expect(page.text).toContain(
+      'See you on <mark class="var">{{1}}</mark> at <mark class="var">{{2}}</mark>.',
+    );
+
+    const fragment = await client.get(`/panel/conversations/${contactId}?template=${id}`, {
+      ...HX,
+      "hx-target": "template-fields",
+    });
+    expect(fragment.status).toBe(200);
+    expect(fragment.text).toStartWith('<fieldset id="template-fields" class="template-fields">');
+    expect(fragment.text).toContain('name="buttons.0"');
+    expect(fragment.text).not.toContain("<html");
+  });
+
+  test("free text is refused with the window-closed message; nothing is sent, no quota is used", async () => {
+    const day = env.clock.now().toISOString().slice(0, 10).replaceAll("-", "");
+    const quotaKey = env.deps.keys.dailyQuota(account.tenant.id, "whatsapp", day);
+    const quotaBefore = await env.deps.redis.get(quotaKey);
+    await nextSecond();
+    const before = (await outboundMessages(contactId)).length;
+    const refused = await client.post(`/panel/conversations/${contactId}/messages`, {
+      kind: "text",
+      body: "Are you still there?",
+      idempotency_key: idempotencyKey(view),
+    });
+    expect(refused.status).toBe(409);
+    expect(refused.text).toContain(
+      '<p class="error" id="reply-error" role="alert">Free text can only be sent within 24 hours of the customer&#39;s last message; send an approved template.</p>',
+    );
+    // The form it comes back with is the template picker.
+    expect(refused.text).toContain('id="reply-template"');
+    expect(await outboundMessages(contactId)).toHaveLength(before);
+
+    const htmx = await client.request("POST", `/panel/conversations/${contactId}/messages`, {
+      form: { _csrf: client.csrf, kind: "text", body: "Hello?", idempotency_key: idempotencyKey(view) },
+      headers: HX,
+    });
+    // htmx swaps only 2xx answers: the refusal comes as the reply box with its alert.
+    expect(htmx.status).toBe(200);
+    expect(htmx.headers.get("x-panel-refusal")).toBe("messaging_window_closed");
+    expect(htmx.text).toContain('role="alert">Free text can only be sent within 24 hours');
+
+    // Every attempt went through the send admission: the panel user has an application's 3 per second.
+    const third = { kind: "text", body: "Hello???", idempotency_key: idempotencyKey(view) };
+    expect((await client.post(`/panel/conversations/${contactId}/messages`, third)).status).toBe(409);
+    const limited = await client.post(`/panel/conversations/${contactId}/messages`, third);
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(limited.text).toContain('role="alert">Too many messages at once: at most 3 per second.');
+
+    expect(await outboundMessages(contactId)).toHaveLength(before);
+    // A refused send gives its reserved unit of the daily quota back.
+    expect(Number((await env.deps.redis.get(quotaKey)) ?? 0)).toBe(Number(quotaBefore ?? 0));
+  });
+
+  test("a template with its variables is sent; bad variables are shown at their input", async () => {
+    await nextSecond();
+    const id = await templateId("order_shipped", "en");
+    const page = await client.get(`/panel/conversations/${contactId}?template=${id}`);
+    const key = idempotencyKey(page);
+
+    const missing = await client.post(`/panel/conversations/${contactId}/messages`, {
+      kind: "template",
+      template: id,
+      "body.1": "Dev",
+      "body.2": "",
+      idempotency_key: key,
+    });
+    expect(missing.status).toBe(400);
+    expect(missing.text).toContain('role="alert">Fill in every variable of the template.</p>');
+    expect(missing.text).toMatch(/name="body\.2" value=""[^>]* aria-invalid="true"/);
+    expect(missing.text).toContain('name="body.1" value="Dev"');
+
+    const invalid = await client.post(`/panel/conversations/${contactId}/messages`, {
+      kind: "template",
+      template: id,
+      "body.1": "Dev",
+      "body.2": "A-1\nB-2",
+      idempotency_key: key,
+    });
+    expect(invalid.status).toBe(400);
+    expect(invalid.text).toContain("template.variables.body.2 may hold at most 1024 characters");
+    expect(invalid.text).toMatch(/name="body\.2"[^>]* aria-invalid="true"/);
+
+    const ok = await client.post(`/panel/conversations/${contactId}/messages`, {
+      kind: "template",
+      template: id,
+      "body.1": "Dev",
+      "body.2": "A-1001",
+      idempotency_key: key,
+    });
+    expect(ok.status).toBe(303);
+    const sent = await outboundMessages(contactId);
+    expect(sent.at(-1)).toMatchObject({ type: "template", text: "Hi Dev, your order A-1001 has shipped." });
+    const after = await client.get(`/panel/conversations/${contactId}`);
+    expect(after.text).toContain('<span class="message-kind" aria-hidden="true">Template</span>');
+    expect(after.text).toContain("Hi Dev, your order A-1001 has shipped.");
+  });
+
+  test("when the customer writes again, the poll brings back the free-text box", async () => {
+    const poll = threadPoll(await client.get(`/panel/conversations/${contactId}`));
+    await customerWrites({
+      from: "4915166000020",
+      text: "Got it, one more question",
+      timestamp: nowSeconds(),
+    });
+    const changed = await client.get(poll, HX);
+    expect(changed.status).toBe(200);
+    expect(changed.text).toContain(
+      '<section id="reply" class="card reply" aria-labelledby="reply-title" hx-swap-oob="true">',
+    );
+    expect(changed.text).toContain('<textarea id="reply-body"');
+    expect(changed.text).not.toContain("autofocus");
+    expect(changed.text).toContain('<span class="badge ok">Window open</span>');
+  });
+});
