@@ -241,7 +241,7 @@ describe("panel: rotate and revoke", () => {
     expect(sameId).toBe(clientId);
     expect(newSecret).not.toBe(oldSecret);
     expect(rotated.text).toContain("The old secret stopped working just now");
-    expect(rotated.text).toContain("up to 1 h 0 min");
+    expect(rotated.text).toContain("up to 1 h");
 
     const refused = await tokenRequest(clientId, oldSecret);
     expect(refused.status).toBe(401);
@@ -265,7 +265,7 @@ describe("panel: rotate and revoke", () => {
     expect(confirm.text).toContain("Revoke “Leaving”?");
     expect(confirm.text).toContain("Revoking is permanent.");
     expect(confirm.text).toContain("can no longer get access tokens");
-    expect(confirm.text).toContain("keep working until they expire, up to 1 h 0 min");
+    expect(confirm.text).toContain("keep working until they expire, up to 1 h");
     expect(confirm.text).toContain("its last token expires");
     expect(confirm.text).toContain(`<form method="post" action="/panel/applications/${clientId}/revoke"`);
     // Looking is not revoking.

@@ -3,7 +3,7 @@ import { type Html, html } from "./html.ts";
 import { CSRF_HEADER, csrfInput, PANEL_PREFIX } from "./web.ts";
 
 /** Bumped when an asset changes, so browsers fetch it again (assets are cached for a day). */
-export const ASSET_VERSION = "1";
+export const ASSET_VERSION = "2";
 
 export type PanelSection = "conversations" | "applications" | "senders";
 
