@@ -1,4 +1,3 @@
-import { openapi } from "@elysiajs/openapi";
 import { Elysia } from "elysia";
 import type { ChannelProvider } from "./channel/provider.ts";
 import type { Clock } from "./clock.ts";
@@ -6,6 +5,8 @@ import type { Config } from "./config.ts";
 import { contactRoutes } from "./contacts/routes.ts";
 import { conversationRoutes } from "./conversations/routes.ts";
 import type { Db } from "./db/connect.ts";
+import type { DocumentedRoute } from "./docs/openapi.ts";
+import { apiReferenceRoutes } from "./docs/reference.ts";
 import { docsRoutes } from "./docs/routes.ts";
 import { feedRoutes } from "./feed/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
@@ -46,24 +47,8 @@ export interface AppDeps {
 
 export function createApp(deps: AppDeps) {
   const api = new Elysia({ prefix: API_PREFIX })
-    .use(
-      openapi({
-        path: "/reference",
-        specPath: "/openapi.json",
-        documentation: {
-          info: {
-            title: "Messaging Notification API",
-            version: "2.0.0",
-            description: "Send notifications to customers over WhatsApp and read their replies.",
-          },
-          servers: [{ url: deps.config.publicBaseUrl.replace(/\/v2$/, "") }],
-          components: {
-            securitySchemes: { bearerAuth: { type: "http", scheme: "bearer", bearerFormat: "JWT" } },
-          },
-          security: [{ bearerAuth: [] }],
-        },
-      }),
-    )
+    // openapi.json and the reference page document every route of the finished app (read on request).
+    .use(apiReferenceRoutes(deps, (): readonly DocumentedRoute[] => app.routes))
     .use(oauthRoutes(deps))
     .use(senderRoutes(deps))
     .use(messageRoutes(deps))

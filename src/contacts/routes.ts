@@ -1,18 +1,10 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
-import { ErrorResponse } from "../http/schemas.ts";
+import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentContact } from "./presenter.ts";
 import { ContactIdParams, ContactPhoneQuery, ContactSchema } from "./schemas.ts";
 import { getContact, getContactByPhone } from "./service.ts";
-
-const errors = {
-  400: ErrorResponse,
-  401: ErrorResponse,
-  403: ErrorResponse,
-  404: ErrorResponse,
-  429: ErrorResponse,
-};
 
 export function contactRoutes(deps: AppDeps) {
   return new Elysia()
@@ -26,8 +18,9 @@ export function contactRoutes(deps: AppDeps) {
       {
         scope: "messaging:read",
         params: ContactIdParams,
-        response: { 200: ContactSchema, ...errors },
+        response: { 200: ContactSchema, ...standardErrors("parameter_invalid", "resource_missing") },
         detail: {
+          operationId: "retrieveContact",
           summary: "Retrieve a contact",
           description:
             "One contact with its `messaging` state: whether free text may be sent now (the 24-hour window after the customer's last message, and an active sender) or only an approved template.",
@@ -44,8 +37,17 @@ export function contactRoutes(deps: AppDeps) {
       {
         scope: "messaging:read",
         query: ContactPhoneQuery,
-        response: { 200: ContactSchema, ...errors },
+        response: {
+          200: ContactSchema,
+          ...standardErrors(
+            "parameter_missing",
+            "parameter_invalid",
+            "parameter_unknown",
+            "resource_missing",
+          ),
+        },
         detail: {
+          operationId: "findContactByPhone",
           summary: "Find a contact by phone number",
           description:
             "The contact with this phone number (E.164; spaces and a missing `+` are tolerated), as a single Contact object, not a list. 404 when there is none.",

@@ -8,6 +8,13 @@ export const ContactPhoneQuery = t.Object({
   phone: t.String({ description: "E.164 phone number, e.g. +4915123456789", "x-param": "phone" }),
 });
 
+const messagingExample = {
+  sendable: true,
+  within_window: true,
+  window_expires_at: "2026-01-02T09:30:00Z",
+  requires_template: false,
+};
+
 export const MessagingStateSchema = t.Object(
   {
     sendable: t.Boolean({
@@ -22,7 +29,11 @@ export const MessagingStateSchema = t.Object(
     ),
     requires_template: t.Boolean({ description: "Only an approved template may be sent now." }),
   },
-  { description: "The contact's 24-hour messaging window, as of this request." },
+  {
+    title: "MessagingState",
+    description: "The contact's 24-hour messaging window, as of this request.",
+    examples: [messagingExample],
+  },
 );
 
 const contactSummaryFields = {
@@ -33,15 +44,38 @@ const contactSummaryFields = {
   channel: t.String({ description: "Channel name, `whatsapp`." }),
 };
 
+const contactExample = {
+  object: "contact",
+  id: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
+  name: "Ana Silva",
+  phone: "+4915123456789",
+  channel: "whatsapp",
+};
+
 export const ContactSchema = t.Object(
   { ...contactSummaryFields, messaging: MessagingStateSchema },
-  { description: "A customer the service has messaged or heard from." },
+  {
+    title: "Contact",
+    description: "A customer the service has messaged or heard from.",
+    examples: [{ ...contactExample, messaging: messagingExample }],
+  },
 );
 
-export const ContactSummarySchema = t.Object(contactSummaryFields);
-
-export const ContactRefSchema = t.Object({
-  object: t.Literal("contact"),
-  id: t.String({ description: "`ctc_` id." }),
-  phone: t.Nullable(t.String({ description: "E.164." })),
+export const ContactSummarySchema = t.Object(contactSummaryFields, {
+  title: "ContactSummary",
+  description: "A contact without its messaging state.",
+  examples: [contactExample],
 });
+
+export const ContactRefSchema = t.Object(
+  {
+    object: t.Literal("contact"),
+    id: t.String({ description: "`ctc_` id." }),
+    phone: t.Nullable(t.String({ description: "E.164." })),
+  },
+  {
+    title: "ContactRef",
+    description: "A reference to a contact.",
+    examples: [{ object: "contact", id: contactExample.id, phone: contactExample.phone }],
+  },
+);

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
-import { ErrorResponse } from "../http/schemas.ts";
+import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentConversation } from "./presenter.ts";
 import { CONVERSATIONS_LIMIT, ConversationList, ConversationsQuery } from "./schemas.ts";
@@ -24,12 +24,10 @@ export function conversationRoutes(deps: AppDeps) {
       query: ConversationsQuery,
       response: {
         200: ConversationList,
-        400: ErrorResponse,
-        401: ErrorResponse,
-        403: ErrorResponse,
-        429: ErrorResponse,
+        ...standardErrors("parameter_invalid", "parameter_unknown"),
       },
       detail: {
+        operationId: "listConversations",
         summary: "List conversations",
         description:
           "One entry per contact, with its last message and unread count, newest first by default. To page, pass the last item's `last_message.created` as `before`: only conversations whose last message is older are listed. A page may hold fewer than `limit` items so that no second is split across pages.",

@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { t } from "elysia";
 import { ContactSummarySchema } from "../contacts/schemas.ts";
-import { messageFields } from "../history/schemas.ts";
+import { messageFields, storedMessageExample } from "../history/schemas.ts";
 import { listOf } from "../http/schemas.ts";
 import { queryInteger } from "../http/validation.ts";
 
@@ -24,14 +24,34 @@ export const ConversationSchema = t.Object(
   {
     object: t.Literal("conversation"),
     contact: ContactSummarySchema,
-    last_message: t.Object(messageFields),
+    last_message: t.Object(messageFields, {
+      title: "LastMessage",
+      description: "The conversation's newest message.",
+    }),
     // Not t.Integer, which would make Elysia re-encode every response (see history/schemas.ts).
     unread: Type.Integer({
       description:
         "Inbound messages newer than your last outbound message to this contact and than the last time the panel opened the conversation.",
     }),
   },
-  { description: "One contact's conversation, summarized by its last message." },
+  {
+    title: "Conversation",
+    description: "One contact's conversation, summarized by its last message.",
+    examples: [
+      {
+        object: "conversation",
+        contact: {
+          object: "contact",
+          id: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
+          name: "Ana Silva",
+          phone: "+4915123456789",
+          channel: "whatsapp",
+        },
+        last_message: storedMessageExample,
+        unread: 1,
+      },
+    ],
+  },
 );
 
 export const ConversationList = listOf(ConversationSchema, "Conversations, ordered by last message.");

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
-import { ErrorResponse } from "../http/schemas.ts";
+import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { createFeedCursorCodec } from "./cursor.ts";
 import { presentFeedMessage } from "./presenter.ts";
@@ -32,12 +32,10 @@ export function feedRoutes(deps: AppDeps) {
       query: FeedQuery,
       response: {
         200: FeedList,
-        400: ErrorResponse,
-        401: ErrorResponse,
-        403: ErrorResponse,
-        429: ErrorResponse,
+        ...standardErrors("parameter_invalid", "parameter_unknown"),
       },
       detail: {
+        operationId: "listMessages",
         summary: "Read the message feed",
         description:
           "Every message of your account, inbound and outbound, in one fixed order given once a message is stored. Follow it with `since` = the previous `next_cursor` (returned on every page, even an empty one) and persist the cursor. Delivery is at least once: de-duplicate by `id`. Messages still being stored appear on a later call, in order; a few seconds' delay is normal. Provider system notices are excluded.",

@@ -1,6 +1,6 @@
 import { t } from "elysia";
 import { ContactRefSchema } from "../contacts/schemas.ts";
-import { messageFields } from "../history/schemas.ts";
+import { messageFields, storedMessageExample } from "../history/schemas.ts";
 import { listOf } from "../http/schemas.ts";
 import { queryInteger } from "../http/validation.ts";
 
@@ -21,7 +21,17 @@ export const FeedMessageSchema = t.Object(
     ...messageFields,
     contact: ContactRefSchema,
   },
-  { description: "A message, inbound or outbound, with its contact." },
+  {
+    title: "FeedMessage",
+    description: "A message, inbound or outbound, with its contact.",
+    examples: [
+      {
+        object: "message",
+        ...storedMessageExample,
+        contact: { object: "contact", id: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY", phone: "+4915123456789" },
+      },
+    ],
+  },
 );
 
 export const FeedList = listOf(FeedMessageSchema, "The next messages of the feed, in feed order.", {

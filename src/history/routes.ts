@@ -3,7 +3,7 @@ import type { AppDeps } from "../app.ts";
 import { ContactIdParams } from "../contacts/schemas.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
-import { ErrorResponse } from "../http/schemas.ts";
+import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentHistoryMessage } from "./presenter.ts";
 import { HISTORY_LIMIT, HistoryList, HistoryQuery } from "./schemas.ts";
@@ -26,13 +26,10 @@ export function historyRoutes(deps: AppDeps) {
       query: HistoryQuery,
       response: {
         200: HistoryList,
-        400: ErrorResponse,
-        401: ErrorResponse,
-        403: ErrorResponse,
-        404: ErrorResponse,
-        429: ErrorResponse,
+        ...standardErrors("parameter_invalid", "parameter_unknown", "resource_missing"),
       },
       detail: {
+        operationId: "listContactMessages",
         summary: "List a contact's messages",
         description:
           "Inbound and outbound messages of one contact, oldest first by default. `before` (a `msg_` id of this contact) lists only older messages; to page back through the history use `order=desc` and pass the last message's id as `before`. Messages of the same second keep one stable order. Provider system notices are not listed.",

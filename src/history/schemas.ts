@@ -23,7 +23,10 @@ const MessageMediaSchema = t.Object(
     type: t.String({ description: "`image`, `video`, `document` or `audio`." }),
     filename: t.Nullable(t.String()),
   },
-  { description: "The attachment's kind and file name; the content itself is not served." },
+  {
+    title: "MessageMedia",
+    description: "The attachment's kind and file name; the content itself is not served.",
+  },
 );
 
 const MessageFailureSchema = t.Object(
@@ -32,7 +35,10 @@ const MessageFailureSchema = t.Object(
     message: t.String(),
     retryable: t.Boolean({ description: "Whether sending the same message again may succeed." }),
   },
-  { description: "Why a failed outbound message failed; null unless `status` is `failed`." },
+  {
+    title: "MessageFailure",
+    description: "Why a failed outbound message failed; null unless `status` is `failed`.",
+  },
 );
 
 /** The fields of a stored message in every view; a Conversation's `last_message` is exactly these. */
@@ -64,9 +70,40 @@ export const messageFields = {
   created: Type.Integer({ description: "Unix epoch seconds." }),
 };
 
+/** A stored message as the read endpoints show it (examples for the OpenAPI document). */
+export const storedMessageExample = {
+  id: "msg_8Tb4Vc6Xd8Zf0Hg2Jk4Lm6",
+  direction: "inbound",
+  type: "text",
+  preview: "Hi, when does my parcel arrive?\nOrder A-1",
+  text: "Hi, when does my parcel arrive?\nOrder A-1",
+  media: null,
+  status: null,
+  failure: null,
+  created: 1767259800,
+};
+
 export const HistoryMessageSchema = t.Object(
   { object: t.Literal("message"), ...messageFields },
-  { description: "A message to or from the contact." },
+  {
+    title: "HistoryMessage",
+    description: "A message to or from the contact.",
+    examples: [
+      { object: "message", ...storedMessageExample },
+      {
+        object: "message",
+        ...storedMessageExample,
+        id: "msg_3Rt5Yu7Io9Pa1Sd3Fg5Hj7",
+        direction: "outbound",
+        type: "document",
+        preview: "[document: invoice-A-1.pdf]",
+        text: null,
+        media: { type: "document", filename: "invoice-A-1.pdf" },
+        status: "delivered",
+        created: 1767260100,
+      },
+    ],
+  },
 );
 
 export const HistoryList = listOf(HistoryMessageSchema, "The contact's messages, inbound and outbound.");

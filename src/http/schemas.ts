@@ -1,7 +1,12 @@
-import type { TProperties, TSchema } from "@sinclair/typebox";
+import { type TObject, type TProperties, type TSchema, Type } from "@sinclair/typebox";
 import { t } from "elysia";
+import { MessagingStateSchema } from "../contacts/schemas.ts";
+import { API_ERRORS, type ApiErrorCode, OAUTH_ERRORS, type OAuthErrorCode } from "./errors.ts";
 
-/** SPEC §2 list envelope around `item`; `extra` adds members (the feed's `next_cursor`). */
+/**
+ * SPEC §2 list envelope around `item`; `extra` adds members (the feed's `next_cursor`). A titled item
+ * (`Message`) names the list `MessageList` in the OpenAPI document.
+ */
 export function listOf<T extends TSchema, E extends TProperties = Record<never, never>>(
   item: T,
   description: string,
@@ -15,21 +20,138 @@ export function listOf<T extends TSchema, E extends TProperties = Record<never, 
       data: t.Array(item),
       ...(extra ?? ({} as E)),
     },
-    { description },
+    { description, ...(typeof item.title === "string" && { title: `${item.title}List` }) },
   );
 }
 
-/** SPEC §7's envelope, for the OpenAPI document; the pipeline renders it. */
-export const ErrorResponse = t.Object({
-  error: t.Object(
-    {
-      type: t.String(),
-      code: t.String(),
-      message: t.String(),
-      param: t.Nullable(t.String()),
-      request_id: t.String(),
-      doc_url: t.String(),
-    },
-    { additionalProperties: true },
-  ),
-});
+const ERROR_TYPES = [
+  "authentication_error",
+  "permission_error",
+  "invalid_request_error",
+  "rate_limit_error",
+  "api_error",
+] as const;
+
+/** SPEC §7's envelope; the pipeline renders it (src/http/errors.ts apiErrorBody). */
+export const ErrorResponse = t.Object(
+  {
+    error: t.Object(
+      {
+        type: t.Union(
+          ERROR_TYPES.map((type) => t.Literal(type)),
+          { description: "The error's family." },
+        ),
+        code: t.String({
+          description:
+            "Machine code to branch on; each response lists the codes it can carry, and `doc_url` explains them.",
+        }),
+        message: t.String({ description: "For people; may change, do not parse." }),
+        param: t.Nullable(
+          t.String({ description: "The offending parameter, dotted (`template.name`), or null." }),
+        ),
+        request_id: t.String({ description: "`req_` id; equals the `Request-Id` header." }),
+        doc_url: t.String({ description: "`{base_url}/docs#<code>`." }),
+        messaging_state: t.Optional(MessagingStateSchema),
+      },
+      { additionalProperties: true },
+    ),
+  },
+  {
+    title: "ErrorResponse",
+    description:
+      "Every API error (SPEC §7). `messaging_state` is present only with `messaging_window_closed`.",
+  },
+);
+
+/** RFC 6749 §5.2 error of POST /oauth/token (SPEC §7 "Token endpoint error shape"). */
+export const OAuthErrorResponse = t.Object(
+  {
+    error: t.String({ description: "RFC 6749 error code, e.g. `invalid_client`." }),
+    error_description: t.String({ description: "For people." }),
+    request_id: t.String({ description: "`req_` id; equals the `Request-Id` header." }),
+  },
+  { title: "OAuthError", description: "An error of the token endpoint (RFC 6749 §5.2)." },
+);
+
+/**
+ * Where an error response's codes are recorded for the OpenAPI document (src/docs/openapi.ts), which
+ * turns it into a `$ref` to the catalogue's envelope, a description and one example per code.
+ */
+export const ERROR_CODES_KEY = "x-error-codes";
+
+export interface DocumentedErrors {
+  catalogue: "api" | "oauth";
+  codes: string[];
+}
+
+type StatusOf<C extends ApiErrorCode> = (typeof API_ERRORS)[C]["status"];
+type ErrorResponses<C extends ApiErrorCode> = { [S in StatusOf<C>]: typeof ErrorResponse };
+
+function errorsByStatus<S extends TObject>(
+  envelope: S,
+  catalogue: DocumentedErrors["catalogue"],
+  entries: [code: string, status: number][],
+): Record<number, S> {
+  const byStatus = new Map<number, string[]>();
+  for (const [code, status] of entries) {
+    const codes = byStatus.get(status) ?? [];
+    if (!codes.includes(code)) codes.push(code);
+    byStatus.set(status, codes);
+  }
+  const responses: Record<number, S> = {};
+  for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const documented: DocumentedErrors = { catalogue, codes };
+    // The same properties as the envelope (so Elysia's types see the envelope), marked for the document.
+    responses[status] = Type.Object(envelope.properties, { [ERROR_CODES_KEY]: documented }) as never;
+  }
+  return responses;
+}
+
+/** Error responses for exactly these catalogue codes, one entry per HTTP status. */
+export function errorResponses<C extends ApiErrorCode>(...codes: C[]): ErrorResponses<C> {
+  return errorsByStatus(
+    ErrorResponse,
+    "api",
+    codes.map((code) => [code, API_ERRORS[code].status]),
+  ) as ErrorResponses<C>;
+}
+
+type StandardCode =
+  | "unauthorized"
+  | "insufficient_scope"
+  | "rate_limit_exceeded"
+  | "internal_error"
+  | "service_unavailable";
+
+/**
+ * The errors every bearer-token endpoint can answer (missing or bad token, missing scope, rate limit,
+ * our own failures, Postgres or Redis unreachable) plus the route's own `codes`.
+ */
+export function standardErrors<C extends ApiErrorCode = never>(
+  ...codes: C[]
+): ErrorResponses<C | StandardCode> {
+  return errorResponses<C | StandardCode>(
+    "unauthorized",
+    "insufficient_scope",
+    "rate_limit_exceeded",
+    "internal_error",
+    "service_unavailable",
+    ...codes,
+  );
+}
+
+/**
+ * The token endpoint's errors, in its own shape. The pipeline keeps a 413 body-too-large and a 503
+ * dependency outage at their status, spoken as `invalid_request` and `server_error`.
+ */
+export function tokenErrors(): Record<400 | 401 | 413 | 429 | 500 | 503, typeof OAuthErrorResponse> {
+  const entries: [OAuthErrorCode, number][] = Object.entries(OAUTH_ERRORS).map(([code, e]) => [
+    code as OAuthErrorCode,
+    e.status,
+  ]);
+  entries.push(["invalid_request", 413], ["server_error", 503]);
+  return errorsByStatus(OAuthErrorResponse, "oauth", entries) as Record<
+    400 | 401 | 413 | 429 | 500 | 503,
+    typeof OAuthErrorResponse
+  >;
+}

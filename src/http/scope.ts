@@ -9,7 +9,11 @@ import { authorize, type Scope } from "./request-state.ts";
  */
 export const scopeGuard = new Elysia({ name: "scope-guard" }).macro({
   scope: (needed: Scope) => ({
-    detail: { "x-scope": needed, security: [{ bearerAuth: [needed] }] } as Record<string, unknown>,
+    // A bearer token from POST /oauth/token: pasted as is, or fetched by the client credentials flow.
+    detail: {
+      "x-scope": needed,
+      security: [{ bearerAuth: [needed] }, { oauth2: [needed] }],
+    } as Record<string, unknown>,
     transform({ request }: { request: Request }) {
       authorize(request, needed);
       throwBodyProblem(request);

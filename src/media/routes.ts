@@ -3,7 +3,7 @@ import type { AppDeps } from "../app.ts";
 import { ApiError } from "../http/errors.ts";
 import { MEDIA_BODY_LIMIT } from "../http/pipeline.ts";
 import { authorize, type Scope } from "../http/request-state.ts";
-import { ErrorResponse } from "../http/schemas.ts";
+import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentMedia } from "./presenter.ts";
 import { MediaObject, UploadMediaBody } from "./schemas.ts";
@@ -28,18 +28,32 @@ export function mediaRoutes(deps: AppDeps) {
       body: UploadMediaBody,
       response: {
         201: MediaObject,
-        400: ErrorResponse,
-        401: ErrorResponse,
-        403: ErrorResponse,
-        404: ErrorResponse,
-        429: ErrorResponse,
-        503: ErrorResponse,
+        ...standardErrors(
+          "parameter_missing",
+          "parameter_invalid",
+          "parameter_unknown",
+          "invalid_content_type",
+          "unsupported_media_type",
+          "file_too_large",
+          "resource_missing",
+        ),
       },
       detail: {
+        operationId: "uploadMedia",
         summary: "Upload a file",
         description:
           "Uploads a PDF, image (JPEG, PNG) or video (MP4, 3GPP) as multipart/form-data for one sender and returns a `med_` handle, usable as `template.header.media` for about 30 days (`expires_at`). The type is judged by the file's content. Limits: images 5 MB, video and documents 16 MB.",
         tags: ["Media"],
+        requestBody: {
+          content: {
+            "multipart/form-data": {
+              encoding: {
+                file: { contentType: "application/pdf, image/jpeg, image/png, video/mp4, video/3gpp" },
+              },
+            },
+          },
+        },
+        responses: { 201: { description: "Uploaded; the handle to send as `template.header.media`." } },
       },
     },
   );

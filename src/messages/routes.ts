@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
 import { returnReservedQuota } from "../http/pipeline.ts";
 import { requestState } from "../http/request-state.ts";
-import { ErrorResponse } from "../http/schemas.ts";
+import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { createMessageAcceptor } from "./accept.ts";
 import { parseIdempotencyKey } from "./idempotency.ts";
@@ -34,27 +34,95 @@ export function messageRoutes(deps: AppDeps) {
       response: {
         200: MessageSchema,
         201: MessageSchema,
-        400: ErrorResponse,
-        401: ErrorResponse,
-        403: ErrorResponse,
-        404: ErrorResponse,
-        409: ErrorResponse,
-        429: ErrorResponse,
+        ...standardErrors(
+          "parameter_conflict",
+          "parameter_missing",
+          "parameter_invalid",
+          "parameter_unknown",
+          "invalid_json",
+          "invalid_content_type",
+          "template_not_found",
+          "idempotency_key_reused",
+          "media_expired",
+          "resource_missing",
+          "messaging_window_closed",
+          "idempotency_key_in_use",
+          "request_too_large",
+          "quota_exceeded",
+        ),
       },
       detail: {
+        operationId: "sendMessage",
         summary: "Send a message",
         description:
-          "Sends an approved template, or free text inside the 24-hour window. With an `Idempotency-Key`, a repeated request returns the original message (200, `Idempotency-Replayed: true`) and sends nothing again.",
+          "Sends an approved template, or free text inside the 24-hour window. With an `Idempotency-Key`, a repeated request returns the original message (200, `Idempotency-Replayed: true`) and sends nothing again. Counts against the send limit (3 per second) and the daily per-channel quota.",
         tags: ["Messages"],
         parameters: [
           {
             name: "Idempotency-Key",
             in: "header",
             required: false,
-            schema: { type: "string", maxLength: 255 },
-            description: "1-255 printable ASCII characters; kept 24 hours per application.",
+            schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x20-\\x7e]{1,255}$" },
+            description:
+              "1-255 printable ASCII characters, scoped to your application and kept 24 hours. The same key with the same body returns the original message; with another body, 400 `idempotency_key_reused`.",
           },
         ],
+        requestBody: {
+          content: {
+            "application/json": {
+              examples: {
+                template: {
+                  summary: "An approved template",
+                  value: {
+                    to: "+4915123456789",
+                    recipient_name: "Ana Silva",
+                    template: {
+                      name: "order_shipped",
+                      language: "en",
+                      variables: { body: { "1": "Ana", "2": "A-1" } },
+                      buttons: { "0": "A-1" },
+                    },
+                  },
+                },
+                document: {
+                  summary: "A template with a document header",
+                  value: {
+                    contact: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
+                    template: {
+                      name: "invoice_ready",
+                      header: {
+                        type: "document",
+                        media: "med_5Gh7Jk9Lm1Np3Qr5St7Uv9",
+                        filename: "invoice-A-1.pdf",
+                      },
+                      variables: { body: ["Ana"] },
+                    },
+                  },
+                },
+                text: {
+                  summary: "Free text (inside the 24-hour window)",
+                  value: {
+                    contact: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
+                    body: "Your parcel arrives today between 10:00 and 12:00.",
+                  },
+                },
+              },
+            },
+          },
+        },
+        responses: {
+          200: {
+            description:
+              "Replay: this `Idempotency-Key` was used before with the same body. The original message; nothing is sent again.",
+            headers: {
+              "Idempotency-Replayed": {
+                description: "`true` on a replay.",
+                schema: { type: "string", enum: ["true"] },
+              },
+            },
+          },
+          201: { description: "Accepted and forwarded to the channel provider." },
+        },
       },
     },
   );

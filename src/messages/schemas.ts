@@ -1,4 +1,5 @@
 import { t } from "elysia";
+import { ContactRefSchema } from "../contacts/schemas.ts";
 
 const MediaHeader = t.Object(
   {
@@ -7,7 +8,11 @@ const MediaHeader = t.Object(
     media: t.Optional(t.String({ maxLength: 128, description: "A `med_` handle from POST /media." })),
     filename: t.Optional(t.String({ minLength: 1, maxLength: 255, description: "Shown for documents." })),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    title: "TemplateMediaHeader",
+    description: "The media of an IMAGE, VIDEO or DOCUMENT header: give `link` or `media`.",
+  },
 );
 
 const VariableValues = t.Union([t.Record(t.String(), t.String()), t.Array(t.String())], {
@@ -37,7 +42,11 @@ export const SendTemplate = t.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    title: "SendMessageTemplate",
+    description: "An approved template and the values of its variables.",
+  },
 );
 
 export const SendMessageRequest = t.Object(
@@ -58,25 +67,71 @@ export const SendMessageRequest = t.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    title: "SendMessageRequest",
+    description:
+      "Exactly one of `template` and `body`; `to` or `contact`; `sender` unless exactly one sender is active.",
+    examples: [
+      {
+        to: "+4915123456789",
+        recipient_name: "Ana Silva",
+        template: { name: "order_shipped", language: "en", variables: { body: { "1": "Ana", "2": "A-1" } } },
+      },
+      { contact: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY", body: "Your parcel arrives today between 10:00 and 12:00." },
+    ],
+  },
 );
 
-export const MessageSchema = t.Object({
-  object: t.Literal("message"),
-  id: t.String(),
-  status: t.String({ description: "`accepted` on creation." }),
-  direction: t.Literal("outbound"),
-  channel: t.String(),
-  sender: t.String(),
-  to: t.Object({ object: t.Literal("contact"), id: t.String(), phone: t.Union([t.String(), t.Null()]) }),
-  content: t.Union([
-    t.Object({
-      kind: t.Literal("template"),
-      template: t.String(),
-      template_name: t.String(),
-      language: t.String(),
-    }),
-    t.Object({ kind: t.Literal("text"), preview: t.String() }),
-  ]),
-  created: t.Integer({ description: "Unix epoch seconds." }),
-});
+export const MessageSchema = t.Object(
+  {
+    object: t.Literal("message"),
+    id: t.String({ description: "`msg_` id." }),
+    status: t.String({ description: "`accepted` on creation." }),
+    direction: t.Literal("outbound"),
+    channel: t.String({ description: "Channel name, `whatsapp`." }),
+    sender: t.String({ description: "`snd_` id of the sender used." }),
+    to: ContactRefSchema,
+    content: t.Union(
+      [
+        t.Object(
+          {
+            kind: t.Literal("template"),
+            template: t.String({ description: "`tpl_` id." }),
+            template_name: t.String(),
+            language: t.String(),
+          },
+          { title: "TemplateContent" },
+        ),
+        t.Object(
+          { kind: t.Literal("text"), preview: t.String({ description: "The text sent." }) },
+          { title: "TextContent" },
+        ),
+      ],
+      { description: "What was sent: a template, or free text." },
+    ),
+    created: t.Integer({ description: "Unix epoch seconds." }),
+  },
+  {
+    title: "Message",
+    description: "An outbound message as accepted by POST /messages.",
+    examples: [
+      {
+        object: "message",
+        id: "msg_4Fq9ZtB2xLmN8pRsV3wYcD",
+        status: "accepted",
+        direction: "outbound",
+        channel: "whatsapp",
+        sender: "snd_7Kp2Qr9sTvWx3yZa5bCdEf",
+        to: { object: "contact", id: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY", phone: "+4915123456789" },
+        content: {
+          kind: "template",
+          template: "tpl_9Ab3Cd5Ef7Gh9Ij1Kl3Mn",
+          template_name: "order_shipped",
+          language: "en",
+        },
+        created: 1767225600,
+      },
+    ],
+  },
+);

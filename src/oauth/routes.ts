@@ -4,7 +4,8 @@ import { OAuthError } from "../http/errors.ts";
 import { clientIpOf, throwBodyProblem } from "../http/pipeline.ts";
 import { consumeRateLimit, rateLimitHeaders, retryAfterSeconds } from "../http/rate-limit.ts";
 import { requestState } from "../http/request-state.ts";
-import { OAuthErrorResponse, TokenRequest, TokenResponse } from "./schemas.ts";
+import { tokenErrors } from "../http/schemas.ts";
+import { TokenRequest, TokenResponse } from "./schemas.ts";
 import { type ClientCredentials, issueAccessToken, readClientCredentials } from "./service.ts";
 
 export function oauthRoutes(deps: AppDeps) {
@@ -50,18 +51,26 @@ export function oauthRoutes(deps: AppDeps) {
     },
     {
       body: TokenRequest,
-      response: {
-        200: TokenResponse,
-        400: OAuthErrorResponse,
-        401: OAuthErrorResponse,
-        429: OAuthErrorResponse,
-      },
+      response: { 200: TokenResponse, ...tokenErrors() },
       detail: {
+        operationId: "getAccessToken",
         summary: "Get an access token",
         description:
-          "OAuth 2.0 client credentials. Send JSON or form fields, or the credentials as HTTP Basic. Tokens live 3600 s; several may be valid at once.",
+          "OAuth 2.0 client credentials (RFC 6749 §4.4). Send `grant_type`, `client_id` and `client_secret` as JSON or form fields, or the credentials as HTTP Basic (`Authorization: Basic base64(client_id:client_secret)`) and only `grant_type` in the body. Tokens live 3600 s; several may be valid at once. Limited to 2 requests per second per client_id (per IP when no client_id can be read).",
         tags: ["Authentication"],
-        security: [],
+        // HTTP Basic, or no Authorization header at all when the credentials are in the body.
+        security: [{ clientBasic: [] }, {}],
+        requestBody: {
+          content: { "application/json": {}, "application/x-www-form-urlencoded": {} },
+        },
+        responses: {
+          200: {
+            description: "A bearer access token.",
+            headers: {
+              "Cache-Control": { description: "`no-store`.", schema: { type: "string" } },
+            },
+          },
+        },
       },
     },
   );

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
-import { ErrorResponse } from "../http/schemas.ts";
+import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentTemplate } from "../templates/presenter.ts";
 import { presentSender } from "./presenter.ts";
@@ -21,8 +21,9 @@ export function senderRoutes(deps: AppDeps) {
       },
       {
         scope: "messaging:read",
-        response: { 200: SenderList, 401: ErrorResponse, 403: ErrorResponse, 429: ErrorResponse },
+        response: { 200: SenderList, ...standardErrors() },
         detail: {
+          operationId: "listSenders",
           summary: "List senders",
           description: "The active connected sender numbers of your account.",
           tags: ["Senders"],
@@ -38,15 +39,9 @@ export function senderRoutes(deps: AppDeps) {
       {
         scope: "messaging:read",
         params: SenderIdParams,
-        response: {
-          200: TemplateList,
-          400: ErrorResponse,
-          401: ErrorResponse,
-          403: ErrorResponse,
-          404: ErrorResponse,
-          429: ErrorResponse,
-        },
+        response: { 200: TemplateList, ...standardErrors("parameter_invalid", "resource_missing") },
         detail: {
+          operationId: "listSenderTemplates",
           summary: "List a sender's templates",
           description:
             "The APPROVED templates of one sender, by name and language, with the variables a send must fill. Pending, rejected and deleted templates are not listed.",

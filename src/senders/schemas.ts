@@ -14,7 +14,19 @@ export const SenderSchema = t.Object(
     name: t.Nullable(t.String()),
     phone_number: t.Nullable(t.String({ description: "E.164." })),
   },
-  { description: "An active connected sender number." },
+  {
+    title: "Sender",
+    description: "An active connected sender number.",
+    examples: [
+      {
+        object: "sender",
+        id: "snd_7Kp2Qr9sTvWx3yZa5bCdEf",
+        channel: "whatsapp",
+        name: "Acme Support",
+        phone_number: "+4930123456789",
+      },
+    ],
+  },
 );
 
 export const SenderList = listOf(SenderSchema, "The caller's active senders.");

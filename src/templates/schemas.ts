@@ -8,7 +8,7 @@ export const TemplateVariablesSchema = t.Object(
       description: "Indexes (as strings) of URL buttons with a dynamic part: the keys of `template.buttons`.",
     }),
   },
-  { description: "Which variables a send of this template must fill." },
+  { title: "TemplateVariables", description: "Which variables a send of this template must fill." },
 );
 
 export const TemplateSchema = t.Object(
@@ -21,5 +21,19 @@ export const TemplateSchema = t.Object(
     variables: TemplateVariablesSchema,
     preview: t.String({ description: "The body text with its `{{n}}` placeholders." }),
   },
-  { description: "An approved template of a sender." },
+  {
+    title: "Template",
+    description: "An approved template of a sender.",
+    examples: [
+      {
+        object: "template",
+        id: "tpl_9Ab3Cd5Ef7Gh9Ij1Kl3Mn",
+        name: "order_shipped",
+        language: "en",
+        category: "utility",
+        variables: { body: ["1", "2"], header: [], buttons: ["0"] },
+        preview: "Hi {{1}}, your order {{2}} has shipped. Track it with the button below.",
+      },
+    ],
+  },
 );

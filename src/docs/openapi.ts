@@ -1,0 +1,553 @@
+import { API_ERRORS, OAUTH_ERRORS } from "../http/errors.ts";
+import {
+  type DocumentedErrors,
+  ERROR_CODES_KEY,
+  ErrorResponse,
+  OAuthErrorResponse,
+} from "../http/schemas.ts";
+
+/**
+ * `{base_url}/openapi.json`, built from the routes the app serves: their TypeBox schemas (the ones that
+ * validate requests and responses), their `detail` (an OpenAPI operation: summary, tags, security,
+ * extra parameters, and request/response skeletons whose schemas are filled in here), and the error
+ * catalogue (src/http/errors.ts) for every error response they declare.
+ *
+ * Schemas with a `title` become components (`#/components/schemas/<title>`); Elysia's coercing
+ * number types, `nullable` flags and union-of-literal encodings are rewritten as plain JSON Schema
+ * 2020-12 (OpenAPI 3.1).
+ */
+
+type Json = Record<string, unknown>;
+
+/** What the generator reads of an Elysia route (`app.routes`). */
+export interface DocumentedRoute {
+  method: string;
+  path: string;
+  hooks?: unknown;
+}
+
+interface RouteHooks {
+  body?: unknown;
+  query?: unknown;
+  params?: unknown;
+  headers?: unknown;
+  response?: unknown;
+  parse?: { fn?: unknown }[];
+  detail?: Json & { hide?: boolean };
+}
+
+export interface DocumentOptions {
+  /** `{base_url}`, the server URL; operations are documented relative to it. */
+  baseUrl: string;
+  /** The route path prefix that `baseUrl` stands for (`/v2`). */
+  prefix: string;
+  version: string;
+}
+
+export const OPENAPI_VERSION = "3.1.0";
+
+const TAGS = [
+  {
+    name: "Authentication",
+    description:
+      "OAuth 2.0 client credentials: exchange the application's `client_id` and `client_secret` for a bearer token that lives 3600 seconds.",
+  },
+  { name: "Messages", description: "Send messages, and read every message of your account in one feed." },
+  { name: "Media", description: "Upload files to send as the header of a template." },
+  { name: "Senders", description: "Your connected sender numbers and their approved templates." },
+  { name: "Contacts", description: "Contacts, their 24-hour messaging window, and their messages." },
+  { name: "Conversations", description: "One entry per contact, ordered by its last message." },
+  { name: "Documentation", description: "Pages for people." },
+];
+
+const DESCRIPTION = `Send notifications to customers over WhatsApp and read their replies.
+
+**Authentication.** Exchange your application's \`client_id\` and \`client_secret\` for an access token at
+\`POST /oauth/token\` and send it as \`Authorization: Bearer <token>\`. Tokens live 3600 seconds; each
+endpoint needs the scope it names (\`messaging:send\` or \`messaging:read\`).
+
+**Errors.** Every error has the envelope \`{"error": {"type", "code", "message", "param", "request_id", "doc_url"}}\`
+(the token endpoint answers RFC 6749 errors instead). Branch on \`code\`; each response below lists the codes it can
+carry. Besides those, any path answers 404 \`resource_missing\` when it does not exist, 405 \`method_not_allowed\`
+(with \`Allow\`) for a method it does not take, and 413 \`request_too_large\` for a declared body over 1 MB.
+
+**Limits.** Per application: 5 read and 3 send requests per second (fixed one-second windows), plus a daily
+send quota per channel; the token endpoint takes 2 per second per client. Every response carries \`Request-Id\`,
+\`RateLimit-*\` and \`X-RateLimit-*\`; a 429 carries \`Retry-After\`.
+
+**Identifiers** are opaque, prefixed and case-sensitive (\`msg_\`, \`ctc_\`, \`snd_\`, \`tpl_\`, \`med_\`, \`req_\`, \`fd_\`).
+Timestamps named \`created\` are Unix epoch seconds.`;
+
+const HEADERS: Record<string, Json> = {
+  RequestId: {
+    description: "This request's `req_` id; quote it to support. Equals `error.request_id`.",
+    required: true,
+    schema: { type: "string", pattern: "^req_[0-9A-Za-z]+$" },
+  },
+  RateLimitLimit: {
+    description: "Requests allowed in the current one-second window.",
+    schema: { type: "integer", minimum: 0 },
+  },
+  RateLimitRemaining: {
+    description: "Requests left in the current window.",
+    schema: { type: "integer", minimum: 0 },
+  },
+  RateLimitReset: {
+    description: "Seconds until the window resets.",
+    schema: { type: "integer", minimum: 0 },
+  },
+  XRateLimitLimit: { description: "Same as `RateLimit-Limit`.", schema: { type: "integer", minimum: 0 } },
+  XRateLimitRemaining: {
+    description: "Same as `RateLimit-Remaining`.",
+    schema: { type: "integer", minimum: 0 },
+  },
+  XRateLimitReset: {
+    description: "Unix epoch second at which the window resets.",
+    schema: { type: "integer", minimum: 0 },
+  },
+  RetryAfter: {
+    description: "Seconds to wait before retrying.",
+    required: true,
+    schema: { type: "integer", minimum: 1 },
+  },
+  WwwAuthenticate: {
+    description: "The authentication challenge (RFC 6750 for bearer tokens, RFC 7617 on the token endpoint).",
+    schema: { type: "string" },
+  },
+};
+
+const RATE_LIMIT_HEADERS = {
+  "RateLimit-Limit": "RateLimitLimit",
+  "RateLimit-Remaining": "RateLimitRemaining",
+  "RateLimit-Reset": "RateLimitReset",
+  "X-RateLimit-Limit": "XRateLimitLimit",
+  "X-RateLimit-Remaining": "XRateLimitRemaining",
+  "X-RateLimit-Reset": "XRateLimitReset",
+};
+
+/** Codes whose answers carry `Retry-After` / `WWW-Authenticate`. */
+const RETRY_AFTER_CODES = new Set([
+  "rate_limit_exceeded",
+  "quota_exceeded",
+  "service_unavailable",
+  "idempotency_key_in_use",
+]);
+const CHALLENGE_CODES = new Set(["unauthorized", "insufficient_scope", "invalid_client"]);
+
+const STATUS_TEXT: Record<string, string> = { "200": "OK", "201": "Created" };
+
+/** `param` in the example error of a code, where one is typical. */
+const EXAMPLE_PARAMS: Record<string, string> = {
+  parameter_conflict: "template",
+  parameter_missing: "sender",
+  parameter_invalid: "to",
+  parameter_unknown: "templat",
+  template_not_found: "template.name",
+  idempotency_key_reused: "Idempotency-Key",
+  idempotency_key_in_use: "Idempotency-Key",
+  unsupported_media_type: "file",
+  file_too_large: "file",
+  media_expired: "template.header.media",
+  resource_missing: "contact",
+  messaging_window_closed: "body",
+};
+
+const EXAMPLE_REQUEST_ID = "req_Q2w3E4r5T6y7U8i9O0p1A2";
+
+const isObject = (value: unknown): value is Json =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+export function buildOpenApiDocument(routes: readonly DocumentedRoute[], options: DocumentOptions): Json {
+  const schemas = new Components();
+  const paths: Record<string, Json> = {};
+  const operationIds = new Set<string>();
+
+  for (const route of routes) {
+    const hooks = (route.hooks ?? {}) as RouteHooks;
+    if (!route.path.startsWith(`${options.prefix}/`) || hooks.detail?.hide) continue;
+    const method = route.method.toLowerCase();
+    if (!["get", "post", "put", "patch", "delete"].includes(method)) continue;
+    const path = route.path.slice(options.prefix.length).replace(/:([^/]+)/g, "{$1}");
+    const operation = buildOperation(route, hooks, schemas, options);
+    const operationId = operation.operationId as string;
+    if (operationIds.has(operationId)) throw new Error(`duplicate operationId ${operationId}`);
+    operationIds.add(operationId);
+    paths[path] = { ...paths[path], [method]: operation };
+  }
+  // The envelopes are referenced by every error response; make sure they are there.
+  schemas.add(ErrorResponse);
+  schemas.add(OAuthErrorResponse);
+
+  return {
+    openapi: OPENAPI_VERSION,
+    info: {
+      title: "Messaging Notification API",
+      version: options.version,
+      description: DESCRIPTION,
+    },
+    servers: [{ url: options.baseUrl, description: "This service." }],
+    externalDocs: { description: "Error codes", url: `${options.baseUrl}/docs` },
+    tags: TAGS,
+    paths,
+    components: {
+      schemas: schemas.sorted(),
+      headers: HEADERS,
+      securitySchemes: {
+        bearerAuth: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description: "An access token from `POST /oauth/token`, sent as `Authorization: Bearer <token>`.",
+        },
+        oauth2: {
+          type: "oauth2",
+          description: "OAuth 2.0 client credentials; the token endpoint issues the bearer token.",
+          flows: {
+            clientCredentials: {
+              tokenUrl: `${options.baseUrl}/oauth/token`,
+              scopes: {
+                "messaging:send": "Send messages and upload media.",
+                "messaging:read": "Read senders, templates, contacts, conversations, history and the feed.",
+              },
+            },
+          },
+        },
+        clientBasic: {
+          type: "http",
+          scheme: "basic",
+          description:
+            "The application's `client_id` and `client_secret` as HTTP Basic credentials; token endpoint only.",
+        },
+      },
+    },
+  };
+}
+
+function buildOperation(
+  route: DocumentedRoute,
+  hooks: RouteHooks,
+  schemas: Components,
+  options: DocumentOptions,
+): Json {
+  const {
+    hide: _hide,
+    parameters: extraParameters,
+    requestBody: bodySkeleton,
+    responses: responseSkeletons,
+    ...detail
+  } = hooks.detail ?? {};
+  const operation: Json = { ...detail };
+  operation.operationId ??= operationIdOf(route.method, route.path);
+  const scope = detail["x-scope"];
+  if (typeof scope === "string") {
+    operation.description = [detail.description, `Requires the scope \`${scope}\`.`]
+      .filter(Boolean)
+      .join("\n\n");
+  }
+
+  const parameters = [
+    ...parametersOf(hooks.params, "path", schemas),
+    ...parametersOf(hooks.query, "query", schemas),
+    ...parametersOf(hooks.headers, "header", schemas),
+    ...((extraParameters as Json[] | undefined) ?? []),
+  ];
+  if (!hooks.params) {
+    for (const [, name] of route.path.matchAll(/:([^/]+)/g)) {
+      parameters.unshift({ name, in: "path", required: true, schema: { type: "string" } });
+    }
+  }
+  if (parameters.length > 0) operation.parameters = parameters;
+
+  const method = route.method.toUpperCase();
+  if (hooks.body && method !== "GET" && method !== "HEAD") {
+    operation.requestBody = requestBodyOf(hooks, (bodySkeleton ?? {}) as Json, schemas);
+  }
+  operation.responses = responsesOf(hooks.response, (responseSkeletons ?? {}) as Json, schemas, options);
+  return operation;
+}
+
+function operationIdOf(method: string, path: string): string {
+  const words = path
+    .split("/")
+    .filter(Boolean)
+    .map((part) => (part.startsWith(":") ? `By_${part.slice(1)}` : part))
+    .flatMap((part) => part.split(/[^A-Za-z0-9]+/))
+    .filter(Boolean);
+  return method.toLowerCase() + words.map((w) => w[0]!.toUpperCase() + w.slice(1)).join("");
+}
+
+function parametersOf(schema: unknown, where: "path" | "query" | "header", schemas: Components): Json[] {
+  if (!schema) return [];
+  const object = schemas.inline(schema);
+  const properties = (object.properties ?? {}) as Record<string, Json>;
+  const required = new Set((object.required as string[] | undefined) ?? []);
+  return Object.entries(properties).map(([name, property]) => {
+    const { description, ...rest } = property;
+    return {
+      name,
+      in: where,
+      required: where === "path" || required.has(name),
+      ...(typeof description === "string" && { description }),
+      schema: rest,
+    };
+  });
+}
+
+const PARSER_MEDIA_TYPES: Record<string, string> = {
+  json: "application/json",
+  "application/json": "application/json",
+  urlencoded: "application/x-www-form-urlencoded",
+  "application/x-www-form-urlencoded": "application/x-www-form-urlencoded",
+  formdata: "multipart/form-data",
+  "multipart/form-data": "multipart/form-data",
+  text: "text/plain",
+  "text/plain": "text/plain",
+};
+
+function requestBodyOf(hooks: RouteHooks, skeleton: Json, schemas: Components): Json {
+  const schema = schemas.toJson(hooks.body);
+  let content = skeleton.content as Record<string, Json> | undefined;
+  if (!content) {
+    // Named parsers on the route say what it reads; otherwise the API speaks JSON.
+    const named = (hooks.parse ?? [])
+      .map((parser) => (typeof parser.fn === "string" ? PARSER_MEDIA_TYPES[parser.fn] : undefined))
+      .filter((type): type is string => type !== undefined);
+    content = Object.fromEntries((named.length > 0 ? named : ["application/json"]).map((t) => [t, {}]));
+  }
+  return {
+    ...skeleton,
+    required: skeleton.required ?? true,
+    content: Object.fromEntries(Object.entries(content).map(([type, media]) => [type, { schema, ...media }])),
+  };
+}
+
+function responseMap(response: unknown): [string, unknown][] {
+  if (!isObject(response)) return [];
+  const keys = Object.keys(response);
+  // A single schema (not keyed by status) is the 200 answer.
+  if (keys.length === 0 || !keys.every((key) => /^\d{3}$/.test(key))) return [["200", response]];
+  return Object.entries(response).sort(([a], [b]) => Number(a) - Number(b));
+}
+
+function responsesOf(
+  response: unknown,
+  skeletons: Json,
+  schemas: Components,
+  options: DocumentOptions,
+): Json {
+  const responses: Json = {};
+  for (const [status, raw] of responseMap(response)) {
+    const errors = isObject(raw) ? (raw[ERROR_CODES_KEY] as DocumentedErrors | undefined) : undefined;
+    if (errors) {
+      responses[status] = errorResponse(Number(status), errors, options);
+      continue;
+    }
+    const skeleton = (skeletons[status] ?? {}) as Json;
+    const schema = schemas.toJson(raw);
+    const content = (skeleton.content as Record<string, Json> | undefined) ?? { "application/json": {} };
+    responses[status] = {
+      ...skeleton,
+      description: skeleton.description ?? schemas.describe(raw) ?? STATUS_TEXT[status] ?? status,
+      headers: { ...standardHeaders(Number(status)), ...(skeleton.headers as Json | undefined) },
+      content: Object.fromEntries(
+        Object.entries(content).map(([type, media]) => [type, { schema, ...media }]),
+      ),
+    };
+  }
+  for (const status of Object.keys(skeletons)) {
+    if (!(status in responses)) throw new Error(`detail.responses[${status}] has no response schema`);
+  }
+  return responses;
+}
+
+function standardHeaders(status: number): Json {
+  const headers: Json = { "Request-Id": { $ref: "#/components/headers/RequestId" } };
+  // 413 is answered before rate limiting; a 503 may mean the limiter itself could not be reached.
+  if (status !== 413 && status !== 503) {
+    for (const [name, component] of Object.entries(RATE_LIMIT_HEADERS)) {
+      headers[name] = { $ref: `#/components/headers/${component}` };
+    }
+  }
+  return headers;
+}
+
+function errorResponse(status: number, errors: DocumentedErrors, options: DocumentOptions): Json {
+  const catalogue: Record<string, { meaning: string }> =
+    errors.catalogue === "api" ? API_ERRORS : OAUTH_ERRORS;
+  const describe = (code: string) => {
+    const entry = catalogue[code];
+    if (!entry) throw new Error(`unknown ${errors.catalogue} error code ${code}`);
+    return entry.meaning;
+  };
+  const headers = standardHeaders(status);
+  // A 503 (a dependency outage) always says when to retry.
+  const retrying = status === 503 ? errors.codes : errors.codes.filter((code) => RETRY_AFTER_CODES.has(code));
+  if (retrying.length > 0) {
+    headers["Retry-After"] =
+      retrying.length === errors.codes.length
+        ? { $ref: "#/components/headers/RetryAfter" }
+        : {
+            ...HEADERS.RetryAfter,
+            required: false,
+            description: `Seconds to wait; sent with ${retrying.map((code) => `\`${code}\``).join(", ")}.`,
+          };
+  }
+  if (errors.codes.some((code) => CHALLENGE_CODES.has(code))) {
+    headers["WWW-Authenticate"] = { $ref: "#/components/headers/WwwAuthenticate" };
+  }
+  const examples = Object.fromEntries(
+    errors.codes.map((code) => [code, { summary: code, value: exampleError(errors, code, options) }]),
+  );
+  const envelope = errors.catalogue === "api" ? "ErrorResponse" : "OAuthError";
+  return {
+    description: errors.codes.map((code) => `- \`${code}\`: ${describe(code)}`).join("\n"),
+    headers,
+    content: {
+      "application/json": { schema: { $ref: `#/components/schemas/${envelope}` }, examples },
+    },
+  };
+}
+
+function exampleError(errors: DocumentedErrors, code: string, options: DocumentOptions): Json {
+  if (errors.catalogue === "oauth") {
+    const entry = OAUTH_ERRORS[code as keyof typeof OAUTH_ERRORS];
+    return { error: code, error_description: entry.meaning, request_id: EXAMPLE_REQUEST_ID };
+  }
+  const entry = API_ERRORS[code as keyof typeof API_ERRORS];
+  return {
+    error: {
+      type: entry.type,
+      code,
+      message: entry.meaning,
+      param: EXAMPLE_PARAMS[code] ?? null,
+      request_id: EXAMPLE_REQUEST_ID,
+      doc_url: `${options.baseUrl}/docs#${code}`,
+      ...(code === "messaging_window_closed" && {
+        messaging_state: {
+          sendable: false,
+          within_window: false,
+          window_expires_at: null,
+          requires_template: true,
+        },
+      }),
+    },
+  };
+}
+
+/** Child keys of a JSON Schema that hold schemas (not data such as `examples`, `default`, `const`). */
+const SCHEMA_MAPS = ["properties", "patternProperties", "$defs", "dependentSchemas"];
+const SCHEMA_LISTS = ["anyOf", "oneOf", "allOf", "prefixItems"];
+const SCHEMA_VALUES = ["items", "additionalProperties", "not", "contains", "propertyNames"];
+/** The string half of Elysia's coercing types (t.Integer, t.Numeric, t.BooleanString). */
+const COERCING_FORMATS = new Set(["integer", "numeric", "number", "boolean"]);
+
+/** `#/components/schemas`, filled as titled schemas are met. */
+class Components {
+  private readonly schemas = new Map<string, Json>();
+
+  /** A TypeBox schema as OpenAPI 3.1 JSON Schema; a titled one becomes a `$ref`. */
+  toJson(schema: unknown): Json {
+    // JSON drops TypeBox's symbol-keyed metadata (Kind, Optional, transforms).
+    return this.normalize(JSON.parse(JSON.stringify(schema ?? {}))) as Json;
+  }
+
+  /** Like toJson, but the outer schema stays inline (parameter lists are read from it). */
+  inline(schema: unknown): Json {
+    const json = JSON.parse(JSON.stringify(schema ?? {})) as Json;
+    const { title: _title, ...rest } = json;
+    return this.normalize(rest) as Json;
+  }
+
+  add(schema: unknown): void {
+    this.toJson(schema);
+  }
+
+  describe(schema: unknown): string | undefined {
+    return isObject(schema) && typeof schema.description === "string" ? schema.description : undefined;
+  }
+
+  sorted(): Record<string, Json> {
+    return Object.fromEntries([...this.schemas].sort(([a], [b]) => a.localeCompare(b)));
+  }
+
+  private normalize(value: unknown): unknown {
+    if (!isObject(value)) return value;
+    let node: Json = { ...value };
+    if (Array.isArray(node.anyOf)) {
+      let members = node.anyOf as Json[];
+      const coercing = members.filter(
+        (m) => m.type === "string" && typeof m.format === "string" && COERCING_FORMATS.has(m.format),
+      );
+      if (coercing.length > 0 && coercing.length < members.length) {
+        members = members.filter((m) => !coercing.includes(m));
+      }
+      const { anyOf: _anyOf, ...rest } = node;
+      if (members.length > 0 && members.every((m) => typeof m.const === "string")) {
+        node = { ...rest, type: "string", enum: members.map((m) => m.const) };
+      } else if (members.length === 1) {
+        node = { ...rest, ...members[0] };
+      } else {
+        node = { ...rest, anyOf: members };
+      }
+    }
+
+    // OpenAPI 3.0's flag (3.1 says null with `type`), Elysia's validation hints, t.File's default.
+    delete node.nullable;
+    delete node["x-param"];
+    delete node.elysiaMeta;
+    if (node.format === "binary" && typeof node.default === "string") delete node.default;
+
+    // t.Record(t.String(), X): any property name.
+    const patterns = node.patternProperties;
+    if (
+      isObject(patterns) &&
+      Object.keys(patterns).length === 1 &&
+      "^(.*)$" in patterns &&
+      !node.properties
+    ) {
+      const { patternProperties: _p, ...rest } = node;
+      node = { ...rest, additionalProperties: patterns["^(.*)$"] };
+    }
+
+    for (const key of SCHEMA_MAPS) {
+      const map = node[key];
+      if (isObject(map)) {
+        node[key] = Object.fromEntries(Object.entries(map).map(([name, s]) => [name, this.normalize(s)]));
+      }
+    }
+    for (const key of SCHEMA_LISTS) {
+      const list = node[key];
+      if (Array.isArray(list)) node[key] = list.map((s) => this.normalize(s));
+    }
+    for (const key of SCHEMA_VALUES) {
+      if (isObject(node[key])) node[key] = this.normalize(node[key]);
+    }
+
+    // [X, null] with a plain X reads better as `type: [X, "null"]`.
+    if (Array.isArray(node.anyOf) && node.anyOf.length === 2) {
+      const members = node.anyOf as Json[];
+      const other = members.find((m) => m.type !== "null");
+      if (
+        other &&
+        members.some((m) => m.type === "null" && Object.keys(m).length === 1) &&
+        typeof other.type === "string" &&
+        other.$ref === undefined
+      ) {
+        const { anyOf: _anyOf, ...rest } = node;
+        node = { ...rest, ...other, type: [other.type, "null"] };
+      }
+    }
+
+    if (typeof node.title === "string") return this.register(node.title, node);
+    return node;
+  }
+
+  private register(name: string, schema: Json): Json {
+    const known = this.schemas.get(name);
+    if (known && JSON.stringify(known) !== JSON.stringify(schema)) {
+      throw new Error(`two different schemas are titled ${name}`);
+    }
+    this.schemas.set(name, schema);
+    return { $ref: `#/components/schemas/${name}` };
+  }
+}

@@ -1,0 +1,113 @@
+import { createHash } from "node:crypto";
+import { dirname, join } from "node:path";
+import { Elysia } from "elysia";
+import swaggerUiPackage from "swagger-ui-dist/package.json" with { type: "json" };
+import type { AppDeps } from "../app.ts";
+import { API_PREFIX } from "../http/pipeline.ts";
+import { buildOpenApiDocument, type DocumentedRoute } from "./openapi.ts";
+
+/** The API version in the document (SPEC §9). */
+const API_VERSION = "2.0.0";
+
+/**
+ * `{base_url}/openapi.json` and the interactive reference at `{base_url}/reference`: Swagger UI served
+ * from the swagger-ui-dist package through our own routes, so the page works without any CDN.
+ */
+const SWAGGER_UI_DIR = dirname(Bun.resolveSync("swagger-ui-dist/package.json", import.meta.dir));
+const SWAGGER_UI_ASSETS = {
+  "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+  "swagger-ui.css": "text/css; charset=utf-8",
+} as const;
+// The asset URLs carry the package version, so a year-long cache never serves an old file.
+const ASSET_CACHE = "public, max-age=31536000, immutable";
+
+const escapeHtml = (text: string) =>
+  text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;");
+
+/**
+ * @param routes every route of the finished app, read when the document is first asked for.
+ */
+export function apiReferenceRoutes(deps: Pick<AppDeps, "config">, routes: () => readonly DocumentedRoute[]) {
+  const baseUrl = deps.config.publicBaseUrl.replace(/\/+$/, "");
+  // Where the browser finds us: the public base URL's path (a proxy may mount the API elsewhere).
+  const basePath = new URL(baseUrl).pathname.replace(/\/+$/, "");
+  const page = renderReferencePage(baseUrl, basePath);
+  let cached: { routeCount: number; document: unknown } | undefined;
+
+  const app = new Elysia({ name: "api-reference" })
+    .get(
+      "/openapi.json",
+      () => {
+        const all = routes();
+        if (cached?.routeCount !== all.length) {
+          cached = {
+            routeCount: all.length,
+            document: buildOpenApiDocument(all, { baseUrl, prefix: API_PREFIX, version: API_VERSION }),
+          };
+        }
+        return cached.document;
+      },
+      { detail: { hide: true } },
+    )
+    .get(
+      "/reference",
+      ({ set }) => {
+        set.headers["content-type"] = "text/html; charset=utf-8";
+        set.headers["cache-control"] = "no-cache";
+        set.headers["content-security-policy"] = page.csp;
+        return page.html;
+      },
+      { detail: { hide: true } },
+    );
+  for (const [name, type] of Object.entries(SWAGGER_UI_ASSETS)) {
+    const file = join(SWAGGER_UI_DIR, name);
+    app.get(
+      `/reference/${name}`,
+      // A Response of our own: Elysia's file answer would add a Content-Range to a plain 200.
+      () => new Response(Bun.file(file), { headers: { "content-type": type, "cache-control": ASSET_CACHE } }),
+      { detail: { hide: true } },
+    );
+  }
+  return app;
+}
+
+function renderReferencePage(baseUrl: string, basePath: string): { html: string; csp: string } {
+  const asset = (name: keyof typeof SWAGGER_UI_ASSETS) =>
+    escapeHtml(`${basePath}/reference/${name}?v=${swaggerUiPackage.version}`);
+  const init = `window.ui = SwaggerUIBundle(${JSON.stringify({
+    url: `${basePath}/openapi.json`,
+    dom_id: "#swagger-ui",
+    deepLinking: true,
+    // Swagger UI would otherwise send the document to an external validator for its badge.
+    validatorUrl: null,
+    persistAuthorization: true,
+    displayRequestDuration: true,
+    defaultModelsExpandDepth: 0,
+  }).replaceAll("<", "\\u003c")});`;
+  const html = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Messaging API v2 reference</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="${asset("swagger-ui.css")}">
+<style>body{margin:0}</style>
+</head><body>
+<div id="swagger-ui"></div>
+<script src="${asset("swagger-ui-bundle.js")}"></script>
+<script>${init}</script>
+</body></html>`;
+  const initHash = createHash("sha256").update(init).digest("base64");
+  const apiOrigin = new URL(baseUrl).origin;
+  const csp = [
+    "default-src 'none'",
+    `script-src 'self' 'sha256-${initHash}'`,
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self' data:",
+    // The document, "Try it out" and the client credentials flow talk to the API only.
+    `connect-src 'self' ${apiOrigin}`,
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join("; ");
+  return { html, csp };
+}

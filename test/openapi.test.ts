@@ -1,0 +1,437 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Validator } from "@seriousme/openapi-schema-validator";
+import Ajv2020 from "ajv/dist/2020.js";
+import { API_ERRORS, OAUTH_ERRORS } from "../src/http/errors.ts";
+import { call, createTenantWithApp, createTestEnv, getToken, type TestEnv } from "./support.ts";
+
+// biome-ignore lint/suspicious/noExplicitAny: the document is arbitrary JSON
+type Json = any;
+
+let env: TestEnv;
+let doc: Json;
+let ajv: Ajv2020;
+
+const METHODS = ["get", "post", "put", "patch", "delete"];
+/** The document and the reference page serve themselves; everything else under /v2 is documented. */
+const isOwnRoute = (path: string) =>
+  path === "/v2/openapi.json" || path === "/v2/reference" || path.startsWith("/v2/reference/");
+
+function operations(): { path: string; method: string; op: Json }[] {
+  return Object.entries(doc.paths as Record<string, Json>).flatMap(([path, item]) =>
+    METHODS.filter((m) => item[m]).map((method) => ({ path, method, op: item[method] })),
+  );
+}
+
+function operation(method: string, path: string): Json {
+  const op = doc.paths[path]?.[method];
+  if (!op) throw new Error(`${method.toUpperCase()} ${path} is not documented`);
+  return op;
+}
+
+function deref(node: Json): Json {
+  const ref = node?.$ref as string | undefined;
+  if (!ref) return node;
+  return ref
+    .split("/")
+    .slice(1)
+    .reduce((at: Json, key: string) => at[key], doc);
+}
+
+/** The documented JSON schema of an operation's answer. */
+function responseSchema(method: string, path: string, status: number): Json {
+  const schema = operation(method, path).responses[String(status)]?.content?.["application/json"]?.schema;
+  if (!schema) throw new Error(`${method.toUpperCase()} ${path} documents no ${status} JSON answer`);
+  return schema;
+}
+
+/** Ajv's verdict on `value` against a documented schema; undefined when it conforms. */
+function validate(schema: Json, value: unknown): string | undefined {
+  // Component references resolve in the document registered as "openapi.json" (see beforeAll).
+  const check = ajv.compile(
+    JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"openapi.json#/components/')),
+  );
+  return check(value) ? undefined : ajv.errorsText(check.errors);
+}
+
+beforeAll(async () => {
+  // The reference page and its assets are fetched anonymously, as a browser would; tokens are fetched
+  // several times a second. Neither is what this file tests.
+  env = await createTestEnv({ limits: { anonymous: 1000, token: 1000 } });
+  const response = await call(env.app, "GET", "/v2/openapi.json");
+  expect(response.status).toBe(200);
+  expect(response.headers.get("content-type")).toContain("application/json");
+  doc = response.body;
+  ajv = new Ajv2020({ strict: false, validateFormats: false });
+  // Component `$ref`s ("#/components/schemas/X") resolve against this id.
+  ajv.addSchema({ $id: "openapi.json", components: doc.components });
+});
+
+afterAll(async () => {
+  await env.close();
+});
+
+describe("GET /v2/openapi.json", () => {
+  test("is a valid OpenAPI 3.1 document", async () => {
+    const validator = new Validator();
+    const result = await validator.validate(doc);
+    expect(result.errors).toBeUndefined();
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe("3.1");
+    expect(doc.info.version).toBe("2.0.0");
+    // Paths are relative to {base_url}, which already ends in /v2 (SPEC §1).
+    expect(doc.servers).toEqual([{ url: env.config.publicBaseUrl, description: expect.any(String) }]);
+  });
+
+  test("documents every route the app serves under /v2, and nothing else", () => {
+    const served = env.app.routes.filter((r) => r.path.startsWith("/v2/") && !isOwnRoute(r.path));
+    expect(served.length).toBeGreaterThanOrEqual(11);
+    for (const route of served) {
+      const path = route.path.slice("/v2".length).replace(/:([^/]+)/g, "{$1}");
+      expect(`${route.method} ${path}: ${Boolean(doc.paths[path]?.[route.method.toLowerCase()])}`).toBe(
+        `${route.method} ${path}: true`,
+      );
+    }
+    const documented = operations().map(({ method, path }) => `${method.toUpperCase()} ${path}`);
+    const routeKeys = served.map((r) => `${r.method} ${r.path.slice(3).replace(/:([^/]+)/g, "{$1}")}`);
+    expect(documented.sort()).toEqual(routeKeys.sort());
+    // SPEC §4, by name.
+    for (const endpoint of [
+      "POST /oauth/token",
+      "GET /messages",
+      "POST /messages",
+      "POST /media",
+      "GET /senders",
+      "GET /senders/{sender_id}/templates",
+      "GET /contacts/{contact_id}",
+      "GET /contacts",
+      "GET /conversations",
+      "GET /contacts/{contact_id}/messages",
+    ]) {
+      expect(documented).toContain(endpoint);
+    }
+    // Webhooks, panel, health, metrics and operations stay out of the public document.
+    for (const path of Object.keys(doc.paths)) {
+      expect(path).not.toMatch(/^\/(v2|panel|webhooks|healthz|readyz|metrics|ops|reference|openapi)/);
+    }
+  });
+
+  test("every operation is named, tagged and secured", () => {
+    const tags = new Set(doc.tags.map((t: Json) => t.name));
+    const ids = new Set<string>();
+    for (const { method, path, op } of operations()) {
+      const where = `${method.toUpperCase()} ${path}`;
+      expect(typeof op.operationId, where).toBe("string");
+      expect(ids.has(op.operationId), where).toBe(false);
+      ids.add(op.operationId);
+      expect(op.summary, where).toBeTruthy();
+      expect(op.tags.length, where).toBeGreaterThan(0);
+      for (const tag of op.tags) expect(tags.has(tag), `${where} tag ${tag}`).toBe(true);
+      expect(Array.isArray(op.security), where).toBe(true);
+      const scope = op["x-scope"];
+      if (scope) {
+        expect(op.security, where).toEqual([{ bearerAuth: [scope] }, { oauth2: [scope] }]);
+      }
+    }
+    const schemes = doc.components.securitySchemes;
+    expect(schemes.bearerAuth).toMatchObject({ type: "http", scheme: "bearer", bearerFormat: "JWT" });
+    expect(schemes.clientBasic).toMatchObject({ type: "http", scheme: "basic" });
+    expect(schemes.oauth2.flows.clientCredentials.tokenUrl).toBe(`${env.config.publicBaseUrl}/oauth/token`);
+    expect(Object.keys(schemes.oauth2.flows.clientCredentials.scopes).sort()).toEqual([
+      "messaging:read",
+      "messaging:send",
+    ]);
+    // The token endpoint: HTTP Basic, or the credentials in the body (no Authorization at all).
+    expect(operation("post", "/oauth/token").security).toEqual([{ clientBasic: [] }, {}]);
+    expect(operation("get", "/messages")["x-scope"]).toBe("messaging:read");
+    expect(operation("post", "/messages")["x-scope"]).toBe("messaging:send");
+    expect(operation("post", "/media")["x-scope"]).toBe("messaging:send");
+  });
+
+  test("every operation lists the error responses it can return", () => {
+    for (const { method, path, op } of operations()) {
+      const where = `${method.toUpperCase()} ${path}`;
+      const statuses = Object.keys(op.responses);
+      // Any /v2 request may be rate limited, fail on our side, or meet an unreachable dependency.
+      for (const status of ["429", "500", "503"]) expect(statuses, where).toContain(status);
+      if (op["x-scope"]) for (const status of ["401", "403"]) expect(statuses, where).toContain(status);
+
+      const token = path === "/oauth/token";
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        const at = `${where} ${status}`;
+        expect(response.headers?.["Request-Id"], at).toEqual({ $ref: "#/components/headers/RequestId" });
+        if (Number(status) < 400) {
+          expect(response.headers["RateLimit-Limit"], at).toBeDefined();
+          expect(response.headers["X-RateLimit-Reset"], at).toBeDefined();
+          continue;
+        }
+        const media = response.content["application/json"];
+        expect(media.schema, at).toEqual({
+          $ref: `#/components/schemas/${token ? "OAuthError" : "ErrorResponse"}`,
+        });
+        const codes = Object.keys(media.examples);
+        expect(codes.length, at).toBeGreaterThan(0);
+        for (const code of codes) {
+          expect(response.description, at).toContain(`\`${code}\``);
+          const example = media.examples[code].value;
+          expect(validate(media.schema, example), `${at} ${code}`).toBeUndefined();
+          if (token) {
+            expect(example.error, at).toBe(code);
+            expect(code in OAUTH_ERRORS, at).toBe(true);
+          } else {
+            const entry = API_ERRORS[code as keyof typeof API_ERRORS];
+            expect<number | undefined>(entry?.status, `${at} ${code}`).toBe(Number(status));
+            expect(example.error.type, at).toBe(entry.type);
+            expect(example.error.doc_url, at).toBe(`${env.config.publicBaseUrl}/docs#${code}`);
+          }
+        }
+        if (status === "429" || status === "503") expect(response.headers["Retry-After"], at).toBeDefined();
+        if (status === "401" || status === "403")
+          expect(response.headers["WWW-Authenticate"], at).toBeDefined();
+      }
+    }
+  });
+
+  test("each endpoint lists at least the error statuses SPEC §4 gives it", () => {
+    const spec: Record<string, number[]> = {
+      "post /oauth/token": [400, 401, 429],
+      "get /messages": [400, 401, 403, 429],
+      "post /messages": [400, 401, 403, 404, 409, 429],
+      "post /media": [400, 401, 403, 429],
+      "get /senders": [401, 403, 429],
+      "get /senders/{sender_id}/templates": [400, 401, 403, 429],
+      "get /contacts/{contact_id}": [400, 401, 404, 429],
+      "get /contacts": [400, 401, 404, 429],
+      "get /conversations": [401, 403, 429],
+      "get /contacts/{contact_id}/messages": [400, 401, 404, 429],
+    };
+    for (const [key, statuses] of Object.entries(spec)) {
+      const [method, path] = key.split(" ") as [string, string];
+      const documented = Object.keys(operation(method, path).responses).map(Number);
+      for (const status of statuses) expect(documented, key).toContain(status);
+    }
+    const codesAt = (method: string, path: string, status: number) =>
+      Object.keys(operation(method, path).responses[String(status)].content["application/json"].examples);
+    expect(codesAt("post", "/messages", 400)).toEqual(
+      expect.arrayContaining(["parameter_conflict", "template_not_found", "idempotency_key_reused"]),
+    );
+    expect(codesAt("post", "/messages", 409)).toEqual(["messaging_window_closed", "idempotency_key_in_use"]);
+    expect(codesAt("post", "/messages", 429)).toEqual(["rate_limit_exceeded", "quota_exceeded"]);
+    expect(codesAt("post", "/messages", 413)).toEqual(["request_too_large"]);
+    expect(codesAt("get", "/contacts/{contact_id}", 404)).toEqual(["resource_missing"]);
+    expect(codesAt("post", "/oauth/token", 400)).toEqual(
+      expect.arrayContaining(["invalid_request", "unsupported_grant_type"]),
+    );
+    expect(codesAt("post", "/oauth/token", 401)).toEqual(["invalid_client"]);
+    const closed = operation("post", "/messages").responses["409"].content["application/json"].examples;
+    expect(closed.messaging_window_closed.value.error.messaging_state.requires_template).toBe(true);
+    // Replays say so in a header.
+    expect(operation("post", "/messages").responses["200"].headers["Idempotency-Replayed"]).toBeDefined();
+  });
+
+  test("describes request bodies and parameters with their constraints", () => {
+    const token = operation("post", "/oauth/token").requestBody;
+    expect(Object.keys(token.content).sort()).toEqual([
+      "application/json",
+      "application/x-www-form-urlencoded",
+    ]);
+    expect(deref(token.content["application/json"].schema).properties.grant_type).toBeDefined();
+
+    const media = operation("post", "/media").requestBody;
+    expect(Object.keys(media.content)).toEqual(["multipart/form-data"]);
+    const upload = deref(media.content["multipart/form-data"].schema);
+    expect(upload.properties.file).toMatchObject({ type: "string", format: "binary" });
+    expect(upload.required).toEqual(["file"]);
+
+    const send = operation("post", "/messages");
+    expect(Object.keys(send.requestBody.content)).toEqual(["application/json"]);
+    const request = send.requestBody.content["application/json"];
+    expect(request.schema).toEqual({ $ref: "#/components/schemas/SendMessageRequest" });
+    for (const { value } of Object.values(request.examples as Record<string, Json>)) {
+      expect(validate(request.schema, value)).toBeUndefined();
+    }
+    expect(send.parameters).toContainEqual(
+      expect.objectContaining({ name: "Idempotency-Key", in: "header", required: false }),
+    );
+
+    const param = (method: string, path: string, name: string) =>
+      operation(method, path).parameters.find((p: Json) => p.name === name);
+    expect(param("get", "/conversations", "limit")).toMatchObject({
+      in: "query",
+      required: false,
+      schema: { type: "integer", minimum: 1, maximum: 100, default: 25 },
+    });
+    expect(param("get", "/conversations", "before").schema.type).toBe("integer");
+    expect(param("get", "/conversations", "order").schema).toMatchObject({
+      enum: ["asc", "desc"],
+      default: "desc",
+    });
+    expect(param("get", "/contacts/{contact_id}/messages", "limit").schema).toMatchObject({
+      maximum: 200,
+      default: 50,
+    });
+    expect(param("get", "/contacts/{contact_id}/messages", "order").schema.default).toBe("asc");
+    expect(param("get", "/messages", "limit").schema).toMatchObject({ maximum: 500, default: 100 });
+    expect(param("get", "/messages", "since")).toMatchObject({ in: "query", required: false });
+    expect(param("get", "/contacts", "phone")).toMatchObject({ in: "query", required: true });
+    expect(param("get", "/contacts/{contact_id}", "contact_id")).toMatchObject({
+      in: "path",
+      required: true,
+      schema: { type: "string", pattern: expect.stringContaining("ctc_") },
+    });
+    expect(param("get", "/senders/{sender_id}/templates", "sender_id").in).toBe("path");
+    // Nothing of Elysia's own encoding leaks into the document.
+    const text = JSON.stringify(doc);
+    for (const leak of ['"nullable"', '"x-param"', '"format":"integer"', '"default":"File"']) {
+      expect(text).not.toContain(leak);
+    }
+  });
+
+  test("the main objects have schemas with the SPEC fields and examples that match them", () => {
+    const fields: Record<string, string[]> = {
+      Message: ["object", "id", "status", "direction", "channel", "sender", "to", "content", "created"],
+      HistoryMessage: ["object", "id", "direction", "type", "preview", "text", "media", "status", "created"],
+      FeedMessage: [
+        "object",
+        "id",
+        "direction",
+        "type",
+        "preview",
+        "text",
+        "media",
+        "status",
+        "created",
+        "contact",
+      ],
+      Contact: ["object", "id", "name", "phone", "channel", "messaging"],
+      MessagingState: ["sendable", "within_window", "window_expires_at", "requires_template"],
+      Sender: ["object", "id", "channel", "name", "phone_number"],
+      Template: ["object", "id", "name", "language", "category", "variables", "preview"],
+      Conversation: ["object", "contact", "last_message", "unread"],
+      Media: ["object", "id", "type", "filename", "mime_type"],
+      TokenResponse: ["access_token", "token_type", "expires_in", "scope"],
+      OAuthError: ["error", "error_description", "request_id"],
+      ErrorResponse: ["error"],
+    };
+    const schemas = doc.components.schemas;
+    // The checks below are not vacuous: a wrong object is refused.
+    expect(validate({ $ref: "#/components/schemas/Message" }, { object: "message" })).toContain("required");
+    expect(
+      validate({ $ref: "#/components/schemas/Contact" }, { ...schemas.Contact.examples[0], messaging: {} }),
+    ).toBeDefined();
+    for (const [name, required] of Object.entries(fields)) {
+      expect(schemas[name], name).toBeDefined();
+      expect(schemas[name].required, name).toEqual(expect.arrayContaining(required));
+      if (name === "OAuthError" || name === "ErrorResponse") continue;
+      expect(schemas[name].examples?.length, `${name} examples`).toBeGreaterThan(0);
+      for (const example of schemas[name].examples) {
+        expect(validate({ $ref: `#/components/schemas/${name}` }, example), name).toBeUndefined();
+      }
+    }
+    expect(schemas.ErrorResponse.properties.error.required).toEqual([
+      "type",
+      "code",
+      "message",
+      "param",
+      "request_id",
+      "doc_url",
+    ]);
+    expect(schemas.ErrorResponse.properties.error.properties.messaging_state).toEqual({
+      $ref: "#/components/schemas/MessagingState",
+    });
+    expect(responseSchema("post", "/messages", 201)).toEqual({ $ref: "#/components/schemas/Message" });
+    expect(responseSchema("get", "/contacts/{contact_id}", 200)).toEqual({
+      $ref: "#/components/schemas/Contact",
+    });
+    const feed = deref(responseSchema("get", "/messages", 200));
+    expect(feed.properties.next_cursor).toBeDefined();
+    expect(feed.properties.data.items).toEqual({ $ref: "#/components/schemas/FeedMessage" });
+    expect(deref(responseSchema("get", "/conversations", 200)).properties.data.items).toEqual({
+      $ref: "#/components/schemas/Conversation",
+    });
+  });
+
+  test("real answers match the documented schemas and headers", async () => {
+    const reader = await createTenantWithApp(env.deps, { scopes: ["messaging:read"] });
+    const readToken = await getToken(env.app, reader.clientId, reader.clientSecret);
+    const sendToken = await getToken(
+      env.app,
+      ...(await createTenantWithApp(env.deps, { scopes: ["messaging:send"] }).then(
+        (a) => [a.clientId, a.clientSecret] as const,
+      )),
+    );
+    const cases: { method: string; path: string; status: number; request: Parameters<typeof call>[3] }[] = [
+      {
+        method: "post",
+        path: "/oauth/token",
+        status: 200,
+        request: {
+          body: {
+            grant_type: "client_credentials",
+            client_id: reader.clientId,
+            client_secret: reader.clientSecret,
+          },
+        },
+      },
+      {
+        method: "post",
+        path: "/oauth/token",
+        status: 401,
+        request: {
+          body: { grant_type: "client_credentials", client_id: reader.clientId, client_secret: "nope" },
+        },
+      },
+      { method: "get", path: "/senders", status: 200, request: { token: readToken } },
+      { method: "get", path: "/senders", status: 401, request: {} },
+      { method: "get", path: "/senders", status: 403, request: { token: sendToken } },
+      { method: "get", path: "/conversations", status: 200, request: { token: readToken } },
+      { method: "get", path: "/conversations?limit=0", status: 400, request: { token: readToken } },
+      { method: "get", path: "/messages", status: 200, request: { token: readToken } },
+      { method: "get", path: "/contacts/ctc_missing", status: 404, request: { token: readToken } },
+      { method: "post", path: "/messages", status: 400, request: { token: sendToken, body: {} } },
+    ];
+    for (const { method, path, status, request } of cases) {
+      const answer = await call(env.app, method.toUpperCase(), `/v2${path}`, request);
+      const where = `${method.toUpperCase()} ${path}`;
+      expect(answer.status, `${where}: ${answer.text}`).toBe(status);
+      const documentedPath =
+        path === "/contacts/ctc_missing" ? "/contacts/{contact_id}" : path.replace(/\?.*$/, "");
+      const documented = operation(method, documentedPath).responses[String(status)];
+      expect(validate(documented.content["application/json"].schema, answer.body), where).toBeUndefined();
+      for (const [name, header] of Object.entries(documented.headers as Record<string, Json>)) {
+        if (deref(header).required) expect(answer.headers.get(name), `${where} ${name}`).not.toBeNull();
+      }
+      expect(answer.headers.get("ratelimit-limit"), where).not.toBeNull();
+    }
+  });
+});
+
+describe("GET /v2/reference", () => {
+  test("is an HTML page whose scripts and styles come from this service", async () => {
+    const page = await call(env.app, "GET", "/v2/reference");
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toContain("text/html");
+    // No script, style or font host but ours: the page works offline.
+    expect(page.text).not.toMatch(/(src|href)\s*=\s*["']?(https?:)?\/\//i);
+    expect(page.text).not.toMatch(/https?:\/\//);
+    const csp = page.headers.get("content-security-policy") ?? "";
+    expect(csp).toMatch(/script-src 'self' 'sha256-[^']+'(;|$)/);
+    expect(page.text).toContain('"/v2/openapi.json"');
+
+    const assets = [...page.text.matchAll(/(?:src|href)="([^"]+)"/g)]
+      .map((m) => m[1]!)
+      .filter((url) => !url.startsWith("data:"));
+    expect(assets.length).toBe(2);
+    for (const url of assets) {
+      expect(url).toMatch(/^\/v2\/reference\/[\w.-]+\.(js|css)\?v=[\d.]+$/);
+      const asset = await call(env.app, "GET", url.replaceAll("&amp;", "&"));
+      expect(asset.status, url).toBe(200);
+      expect(asset.headers.get("content-type"), url).toMatch(
+        url.includes(".js") ? /javascript/ : /text\/css/,
+      );
+      expect(asset.headers.get("cache-control"), url).toBe("public, max-age=31536000, immutable");
+      expect(asset.headers.get("content-range"), url).toBeNull();
+      expect(asset.text.length, url).toBeGreaterThan(100_000);
+    }
+    expect(assets.some((url) => url.includes("swagger-ui-bundle.js"))).toBe(true);
+  });
+});
