@@ -106,6 +106,11 @@ export function loadConfig(env: Env = process.env): Config {
   if (Boolean(opsUser) !== Boolean(opsPassword))
     throw new ConfigError("OPS_USER and OPS_PASSWORD go together");
 
+  // The dev values are public (README): in production they would let anyone forge webhooks.
+  for (const name of ["WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"]) {
+    if (isProduction && !env[name]) throw new ConfigError(`${name} is required when NODE_ENV=production`);
+  }
+
   const useSimulator = !env.WHATSAPP_GRAPH_URL;
   return {
     nodeEnv,

@@ -37,8 +37,23 @@ describe("configuration", () => {
   });
 
   test("JWT_SECRET unset with NODE_ENV=production refuses to start", () => {
-    expect(() => loadConfig({ NODE_ENV: "production" })).toThrow("JWT_SECRET");
-    expect(loadConfig({ NODE_ENV: "production", JWT_SECRET: "s".repeat(40) }).jwtSecret).toBe("s".repeat(40));
+    const webhookSecrets = { WHATSAPP_APP_SECRET: "app-secret", WHATSAPP_VERIFY_TOKEN: "verify-token" };
+    expect(() => loadConfig({ NODE_ENV: "production", ...webhookSecrets })).toThrow("JWT_SECRET");
+    expect(
+      loadConfig({ NODE_ENV: "production", JWT_SECRET: "s".repeat(40), ...webhookSecrets }).jwtSecret,
+    ).toBe("s".repeat(40));
+  });
+
+  test("the webhook secrets have no public default in production", () => {
+    const base = { NODE_ENV: "production", JWT_SECRET: "s".repeat(40) };
+    expect(() => loadConfig({ ...base, WHATSAPP_VERIFY_TOKEN: "v" })).toThrow(
+      "WHATSAPP_APP_SECRET is required when NODE_ENV=production",
+    );
+    expect(() => loadConfig({ ...base, WHATSAPP_APP_SECRET: "a" })).toThrow(
+      "WHATSAPP_VERIFY_TOKEN is required when NODE_ENV=production",
+    );
+    const config = loadConfig({ ...base, WHATSAPP_APP_SECRET: "a", WHATSAPP_VERIFY_TOKEN: "v" });
+    expect([config.whatsappAppSecret, config.whatsappVerifyToken]).toEqual(["a", "v"]);
   });
 
   test("the api process exits with one line naming the variable", async () => {

@@ -160,6 +160,8 @@ describe("without OPS_USER and OPS_PASSWORD", () => {
     const config = loadConfig({
       NODE_ENV: "production",
       JWT_SECRET: "a-production-secret-of-at-least-32-characters",
+      WHATSAPP_APP_SECRET: "production-app-secret",
+      WHATSAPP_VERIFY_TOKEN: "production-verify-token",
       DATABASE_URL: env.config.databaseUrl,
       REDIS_URL: env.config.redisUrl,
       REDIS_PREFIX: env.config.redisPrefix,
