@@ -27,7 +27,8 @@ export interface SendAdmission {
 const DAY_MS = 86_400_000;
 const QUOTA_CACHE_MS = 30_000;
 
-function utcDay(date: Date): { key: string; start: Date; end: Date } {
+/** The UTC day the daily quota counts (its key names the day YYYYMMDD); the panel shows the same. */
+export function utcDay(date: Date): { key: string; start: Date; end: Date } {
   const start = new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()));
   return {
     key: start.toISOString().slice(0, 10).replaceAll("-", ""),

@@ -1,24 +1,12 @@
 import { Elysia } from "elysia";
 import { sql } from "kysely";
 import type { AppDeps } from "../app.ts";
-import { CHANNEL } from "../messages/admission.ts";
+import { CHANNEL, utcDay } from "../messages/admission.ts";
 import { listTenantSenders } from "../senders/repository.ts";
 import { DELETED, type TemplateRow } from "../templates/repository.ts";
 import { findTenant } from "../tenants/repository.ts";
 import { type ChannelQuota, type SenderView, sendersPage } from "./senders-view.ts";
 import { htmlResponse, PANEL_PREFIX, signedIn } from "./web.ts";
-
-const DAY_MS = 86_400_000;
-
-/** The UTC day of `now`, as the send admission counts it (its quota key names the day YYYYMMDD). */
-export function utcDay(now: Date): { key: string; start: Date; end: Date } {
-  const start = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-  return {
-    key: start.toISOString().slice(0, 10).replaceAll("-", ""),
-    start,
-    end: new Date(start.getTime() + DAY_MS),
-  };
-}
 
 /** Senders (connected numbers), their templates, and today's quota use. */
 export function senderPages(deps: AppDeps) {
