@@ -434,4 +434,15 @@ describe("GET /v2/reference", () => {
     }
     expect(assets.some((url) => url.includes("swagger-ui-bundle.js"))).toBe(true);
   });
+
+  test("its own files are not rate-limited: quick reloads never use up the anonymous limit", async () => {
+    const paths = ["/v2/reference", "/v2/reference/swagger-ui.css", "/v2/reference/swagger-ui-bundle.js"];
+    for (let reload = 0; reload < 4; reload++) {
+      for (const path of paths) {
+        const response = await call(env.app, "GET", path);
+        expect(response.status, path).toBe(200);
+        expect(response.headers.get("ratelimit-limit"), path).toBeNull();
+      }
+    }
+  });
 });

@@ -21,6 +21,7 @@ export const TOKEN_PATH = `${API_PREFIX}/oauth/token`;
 export const JSON_BODY_LIMIT = 1024 * 1024;
 export const MEDIA_BODY_LIMIT = 16 * 1024 * 1024 + 64 * 1024;
 export const MESSAGES_PATH = `${API_PREFIX}/messages`;
+const REFERENCE_PATH = `${API_PREFIX}/reference`;
 const MEDIA_PATH = `${API_PREFIX}/media`;
 
 export interface PipelineDeps {
@@ -78,6 +79,10 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
         }
         // The token endpoint limits itself: its key is the client_id, which is inside the body.
         if (path === TOKEN_PATH) return;
+        // The reference page's own files (HTML, script, styles): a page load is several requests,
+        // static and cheap, and must not use up the anonymous limit before the API is tried.
+        if (request.method === "GET" && (path === REFERENCE_PATH || path.startsWith(`${REFERENCE_PATH}/`)))
+          return;
 
         const header = request.headers.get("authorization");
         let auth: Awaited<ReturnType<TokenService["check"]>> | undefined;
