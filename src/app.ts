@@ -14,15 +14,16 @@ import { historyRoutes } from "./history/routes.ts";
 import { API_PREFIX, MEDIA_BODY_LIMIT, requestPipeline } from "./http/pipeline.ts";
 import type { Logger } from "./logger.ts";
 import { mediaRoutes } from "./media/routes.ts";
-import { createSendAdmission } from "./messages/admission.ts";
+import { createMessageAcceptor } from "./messages/accept.ts";
+import { createSendAdmission, type OutboundSending } from "./messages/admission.ts";
 import { messageRoutes } from "./messages/routes.ts";
 import type { Metrics } from "./metrics/index.ts";
 import { oauthRoutes } from "./oauth/routes.ts";
 import type { TokenService } from "./oauth/tokens.ts";
 import { opsRoutes } from "./ops/routes.ts";
 import { panelErrorResponse } from "./panel/errors.ts";
+import { PANEL_PREFIX } from "./panel/paths.ts";
 import { panelRoutes } from "./panel/routes.ts";
-import { PANEL_PREFIX } from "./panel/web.ts";
 import type { Queues } from "./queues/index.ts";
 import type { RedisClient, RedisKeys } from "./redis/connect.ts";
 import { senderRoutes } from "./senders/routes.ts";
@@ -46,12 +47,18 @@ export interface AppDeps {
 }
 
 export function createApp(deps: AppDeps) {
+  // One send path per process, shared by POST /v2/messages and the panel's replies: one group
+  // commit, one set of directory and quota caches.
+  const sending: OutboundSending = {
+    admitSend: createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota }),
+    acceptOutboundMessage: createMessageAcceptor(deps),
+  };
   const api = new Elysia({ prefix: API_PREFIX })
     // openapi.json and the reference page document every route of the finished app (read on request).
     .use(apiReferenceRoutes(deps, (): readonly DocumentedRoute[] => app.routes))
     .use(oauthRoutes(deps))
     .use(senderRoutes(deps))
-    .use(messageRoutes(deps))
+    .use(messageRoutes(deps, sending.acceptOutboundMessage))
     .use(contactRoutes(deps))
     .use(historyRoutes(deps))
     .use(conversationRoutes(deps))
@@ -77,7 +84,7 @@ export function createApp(deps: AppDeps) {
           logger: deps.logger,
           metrics: deps.metrics,
           anonymousLimit: deps.limits.anonymous,
-          admitSend: createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota }),
+          admitSend: sending.admitSend,
           pageErrors: { prefix: PANEL_PREFIX, render: panelErrorResponse },
         },
         () => routes,
@@ -86,7 +93,7 @@ export function createApp(deps: AppDeps) {
     .use(healthRoutes(deps))
     .use(webhookRoutes(deps))
     .use(opsRoutes(deps))
-    .use(panelRoutes(deps))
+    .use(panelRoutes(deps, sending))
     .use(api);
   // Read by the pipeline for 405 answers; filled once the app is whole.
   routes.push(...app.routes.map((route) => ({ method: route.method, path: route.path })));

@@ -11,16 +11,7 @@ const deps = buildDeps(config);
 const applied = await migrate(deps.db);
 if (applied.length > 0) deps.logger.info({ applied }, "migrations applied");
 
-// Requests still running, including ones whose client has gone: shutdown waits for them.
-let inFlight = 0;
-const app = createApp(deps)
-  .onRequest(() => {
-    inFlight++;
-  })
-  .onAfterResponse(() => {
-    inFlight--;
-  })
-  .listen({ port: config.port, hostname: "0.0.0.0" });
+const app = createApp(deps).listen({ port: config.port, hostname: "0.0.0.0" });
 deps.logger.info({ port: config.port, base_url: config.publicBaseUrl }, "api listening");
 
 let stopping = false;
@@ -31,7 +22,8 @@ async function shutdown(signal: string) {
   await app.stop(false);
   // Bounded: a request stuck on a dead dependency must not keep the process alive forever.
   const deadline = Date.now() + 10_000;
-  while (inFlight > 0 && Date.now() < deadline) await Bun.sleep(20);
+  // The pipeline counts requests still running, including ones whose client has gone.
+  while (app.store.inFlight > 0 && Date.now() < deadline) await Bun.sleep(20);
   await closeDeps(deps);
   process.exit(0);
 }

@@ -1,7 +1,5 @@
-import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
-import { instrumentProvider } from "../src/metrics/provider.ts";
 import { syncAllActiveSenders } from "../src/templates/sync.ts";
 import { deleteExpiredPanelSessions } from "../src/users/repository.ts";
 import { startWorkerRuntime } from "./runtime.ts";
@@ -18,13 +16,8 @@ runtime.every("sweep", runtime.config.workers.sweepIntervalMs, async () => {
     runtime.logger.info(result, "sweeper re-enqueued work");
 });
 
-const provider = instrumentProvider(
-  createWhatsAppProvider({ baseUrl: runtime.config.whatsappGraphUrl }),
-  runtime.metrics,
-);
-
 runtime.every("template-sync", runtime.config.workers.templateSyncIntervalMs, async () => {
-  const outcome = await syncAllActiveSenders({ ...runtime, provider });
+  const outcome = await syncAllActiveSenders(runtime);
   // Another maintenance process holds the lock and is syncing; this one waits for its next tick.
   if (!outcome.ran) return;
   if (outcome.failed > 0) runtime.logger.warn(outcome, "templates synced; some senders failed");

@@ -1,10 +1,13 @@
 import { type Processor, Worker } from "bullmq";
+import type { ChannelProvider } from "../src/channel/provider.ts";
+import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { type Clock, systemClock } from "../src/clock.ts";
 import { type Config, loadConfigOrExit } from "../src/config.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { type FeedSequencerLoop, startFeedSequencer } from "../src/feed/sequencer.ts";
 import { createLogger, type Logger } from "../src/logger.ts";
 import { createMetrics, type Metrics } from "../src/metrics/index.ts";
+import { instrumentProvider } from "../src/metrics/provider.ts";
 import { startMetricsPublisher } from "../src/metrics/publish.ts";
 import { createQueues, type JobData, type QueueName, type Queues, queuePrefix } from "../src/queues/index.ts";
 import { createRedis, type RedisClient, redisKeys } from "../src/redis/connect.ts";
@@ -19,6 +22,8 @@ export interface WorkerContext {
   logger: Logger;
   /** This process's metrics; published to Redis for the api's /metrics (src/metrics/publish.ts). */
   metrics: Metrics;
+  /** The provider over HTTP, every call counted and timed in `metrics`. */
+  provider: ChannelProvider;
 }
 
 export interface WorkerRuntime extends WorkerContext {
@@ -43,6 +48,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   const redis = createRedis(config.redisUrl, { forQueues: true, connectionName: `messaging-${processName}` });
   const queues = createQueues(redis, config.redisPrefix);
   const metrics = createMetrics({ process: processName });
+  const provider = instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics);
   const metricsPublisher = startMetricsPublisher({
     redis,
     keys: redisKeys(config.redisPrefix),
@@ -73,6 +79,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     clock: systemClock,
     logger,
     metrics,
+    provider,
     feedSequencer,
     stopped,
     consume(name, processor, concurrency) {

@@ -1,20 +1,14 @@
-import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
-import { instrumentProvider } from "../src/metrics/provider.ts";
 import { deliverOutboundMessage } from "../src/outbound/send.ts";
 import { startWorkerRuntime } from "./runtime.ts";
 
 /** Send worker: accepted outbound messages -> the provider, exactly once (src/outbound/send.ts). */
 const runtime = startWorkerRuntime("send");
-const provider = instrumentProvider(
-  createWhatsAppProvider({ baseUrl: runtime.config.whatsappGraphUrl }),
-  runtime.metrics,
-);
 
 runtime.consume(
   "send",
   async (job) => {
     const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-    const outcome = await deliverOutboundMessage({ ...runtime, provider }, job.data.messageId, {
+    const outcome = await deliverOutboundMessage(runtime, job.data.messageId, {
       finalAttempt,
     });
     runtime.metrics.deliveries.inc({ outcome });

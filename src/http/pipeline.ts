@@ -1,17 +1,12 @@
 import { Elysia } from "elysia";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
-import type { AdmitSend } from "../messages/admission.ts";
+import { type AdmitSend, enforceAdmission, giveBackQuotaUnit } from "../messages/admission.ts";
 import type { Metrics } from "../metrics/index.ts";
 import type { TokenService } from "../oauth/tokens.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { ApiError, apiErrorBody, OAuthError, oauthErrorBody } from "./errors.ts";
-import {
-  consumeRateLimit,
-  type RateLimitOutcome,
-  rateLimitHeaders,
-  retryAfterSeconds,
-} from "./rate-limit.ts";
+import { consumeRateLimit, rateLimitError, rateLimitHeaders } from "./rate-limit.ts";
 import { type RequestState, requestState, setRequestState } from "./request-state.ts";
 import { validationToApiError } from "./validation.ts";
 
@@ -96,15 +91,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
         if (auth?.ok === true && path === MESSAGES_PATH && request.method === "POST") {
           const admission = await deps.admitSend(auth.auth);
           Object.assign(set.headers, rateLimitHeaders(admission.rate));
-          if (!admission.rate.allowed) {
-            deps.metrics.rateLimited.inc({ kind: "send" });
-            throw rateLimited(admission.rate);
-          }
-          if (admission.refusal) {
-            if (admission.refusal.code === "quota_exceeded") deps.metrics.rateLimited.inc({ kind: "quota" });
-            throw admission.refusal;
-          }
-          state.reservedQuotaKey = admission.reservedQuotaKey;
+          state.reservedQuotaKey = enforceAdmission(admission, deps.metrics);
           return;
         }
         // The application's send or read limit; callers without a valid token share their IP's.
@@ -120,7 +107,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
         Object.assign(set.headers, rateLimitHeaders(outcome));
         if (!outcome.allowed) {
           deps.metrics.rateLimited.inc({ kind: auth?.ok === true ? kind : "anonymous" });
-          throw rateLimited(outcome);
+          throw rateLimitError(outcome);
         }
       })
 
@@ -224,12 +211,6 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
   );
 }
 
-function rateLimited(outcome: RateLimitOutcome): ApiError {
-  return new ApiError("rate_limit_exceeded", `Too many requests: the limit is ${outcome.limit} per second.`, {
-    headers: { "retry-after": retryAfterSeconds(outcome) },
-  });
-}
-
 function parseBody(type: string, raw: Uint8Array, state: RequestState | undefined): unknown {
   if (state) state.rawBody = raw;
   const text = new TextDecoder().decode(raw);
@@ -257,7 +238,7 @@ export async function returnReservedQuota(
   const key = state?.reservedQuotaKey;
   if (!key || state.accepted) return;
   state.reservedQuotaKey = undefined;
-  await redis.decr(key).catch(() => {});
+  await giveBackQuotaUnit(redis, key);
 }
 
 /** Raises a body problem the parser recorded (see onParse). */

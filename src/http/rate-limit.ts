@@ -49,3 +49,13 @@ export function rateLimitHeaders(outcome: RateLimitOutcome): Record<string, stri
 export function retryAfterSeconds(outcome: RateLimitOutcome): string {
   return String(Math.max(1, Math.ceil(outcome.resetMs / 1000)));
 }
+
+/** The 429 of a per-second limit; `message` lets a caller word it for its audience (the panel). */
+export function rateLimitError(
+  outcome: RateLimitOutcome,
+  message = `Too many requests: the limit is ${outcome.limit} per second.`,
+): ApiError {
+  return new ApiError("rate_limit_exceeded", message, {
+    headers: { "retry-after": retryAfterSeconds(outcome) },
+  });
+}

@@ -318,3 +318,5 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     }
   };
 }
+
+export type AcceptOutboundMessage = ReturnType<typeof createMessageAcceptor>;

@@ -2,9 +2,11 @@ import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
-import type { RateLimitOutcome } from "../http/rate-limit.ts";
+import { type RateLimitOutcome, rateLimitError } from "../http/rate-limit.ts";
 import type { AuthContext } from "../http/request-state.ts";
+import type { Metrics } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+import type { AcceptOutboundMessage } from "./accept.ts";
 
 export const CHANNEL = "whatsapp";
 
@@ -103,3 +105,35 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
 }
 
 export type AdmitSend = ReturnType<typeof createSendAdmission>;
+
+/** A process's one send path: admission (limits) and acceptance, shared by the API and the panel. */
+export interface OutboundSending {
+  admitSend: AdmitSend;
+  acceptOutboundMessage: AcceptOutboundMessage;
+}
+
+/**
+ * The admission's verdict for any sender (an API request, a panel reply): the 429 or the quota
+ * refusal is thrown and counted; otherwise the quota key a unit was reserved on, to give back with
+ * `giveBackQuotaUnit` unless a message is accepted. `rateMessage` words the 429 for the caller.
+ */
+export function enforceAdmission(
+  admission: SendAdmission,
+  metrics: Pick<Metrics, "rateLimited">,
+  rateMessage?: (limit: number) => string,
+): string | undefined {
+  if (!admission.rate.allowed) {
+    metrics.rateLimited.inc({ kind: "send" });
+    throw rateLimitError(admission.rate, rateMessage?.(admission.rate.limit));
+  }
+  if (admission.refusal) {
+    if (admission.refusal.code === "quota_exceeded") metrics.rateLimited.inc({ kind: "quota" });
+    throw admission.refusal;
+  }
+  return admission.reservedQuotaKey;
+}
+
+/** Only accepted sends count against the daily quota; a send that created nothing returns its unit. */
+export async function giveBackQuotaUnit(redis: RedisClient, quotaKey: string): Promise<void> {
+  await redis.decr(quotaKey).catch(() => {});
+}

@@ -4,13 +4,12 @@ import { returnReservedQuota } from "../http/pipeline.ts";
 import { requestState } from "../http/request-state.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
-import { createMessageAcceptor } from "./accept.ts";
+import type { AcceptOutboundMessage } from "./accept.ts";
 import { parseIdempotencyKey } from "./idempotency.ts";
 import { presentAcceptedMessage } from "./presenter.ts";
 import { MessageSchema, SendMessageRequest } from "./schemas.ts";
 
-export function messageRoutes(deps: AppDeps) {
-  const acceptOutboundMessage = createMessageAcceptor(deps);
+export function messageRoutes(deps: AppDeps, acceptOutboundMessage: AcceptOutboundMessage) {
   return new Elysia().use(scopeGuard).post(
     "/messages",
     async ({ auth, body, request, set }) => {

@@ -2,9 +2,9 @@ import type { ApplicationRecord } from "../applications/repository.ts";
 import type { Scope } from "../http/request-state.ts";
 import type { PanelSession } from "../users/service.ts";
 import { type Html, html } from "./html.ts";
-import { durationText, page, timeTag } from "./layout.ts";
+import { csrfInput, durationText, page, timeTag } from "./layout.ts";
 import { cell, columnHeaders } from "./list-view.ts";
-import { csrfInput, PANEL_PREFIX } from "./web.ts";
+import { PANEL_PREFIX } from "./paths.ts";
 
 /** The pages of the Applications section; applications.ts decides which one a request gets. */
 

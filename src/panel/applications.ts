@@ -16,15 +16,8 @@ import {
   SCOPE_CHOICES,
   secretPage,
 } from "./applications-view.ts";
-import {
-  field,
-  htmlResponse,
-  newFormToken,
-  PANEL_PREFIX,
-  type PanelContext,
-  redirect,
-  signedIn,
-} from "./web.ts";
+import { PANEL_PREFIX } from "./paths.ts";
+import { field, htmlResponse, newFormToken, type PanelContext, redirect, signedIn } from "./web.ts";
 
 export const APPLICATION_NAME_MAX = 100;
 /** How long a "new application" form remembers that it was sent (a reload or double click). */

@@ -12,8 +12,8 @@ import {
 import type { ConversationState } from "./conversation-data.ts";
 import { conversationPath } from "./conversation-views.ts";
 import { type Html, html } from "./html.ts";
-import { relativeTime } from "./layout.ts";
-import { csrfInput, field } from "./web.ts";
+import { csrfInput, relativeTime } from "./layout.ts";
+import { field } from "./web.ts";
 
 /**
  * The reply box of a conversation: free text while the 24-hour window is open, otherwise a picker

@@ -4,7 +4,7 @@ import { type HistoryMessageRow, presentMessageFields } from "../history/present
 import type { ConversationListPage, ThreadPage } from "./conversation-data.ts";
 import { type Html, html } from "./html.ts";
 import { durationText, timeTag } from "./layout.ts";
-import { PANEL_PREFIX } from "./web.ts";
+import { PANEL_PREFIX } from "./paths.ts";
 
 /**
  * Markup of the Conversations section: the list region, the thread region and the window state.

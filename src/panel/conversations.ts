@@ -3,11 +3,10 @@ import type { AppDeps } from "../app.ts";
 import { messagingState } from "../contacts/messaging-state.ts";
 import type { ContactRow } from "../contacts/repository.ts";
 import { ApiError } from "../http/errors.ts";
-import { returnReservedQuota } from "../http/pipeline.ts";
-import { DEFAULT_LIMITS, retryAfterSeconds } from "../http/rate-limit.ts";
-import type { AuthContext, RequestState } from "../http/request-state.ts";
-import { createMessageAcceptor, type SendMessageInput } from "../messages/accept.ts";
-import { createSendAdmission } from "../messages/admission.ts";
+import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
+import type { AuthContext } from "../http/request-state.ts";
+import type { SendMessageInput } from "../messages/accept.ts";
+import { enforceAdmission, giveBackQuotaUnit, type OutboundSending } from "../messages/admission.ts";
 import type { TemplateRow } from "../templates/repository.ts";
 import {
   type ConversationState,
@@ -40,7 +39,8 @@ import {
 } from "./conversation-views.ts";
 import { type Html, html } from "./html.ts";
 import { page } from "./layout.ts";
-import { htmlResponse, PANEL_PREFIX, type PanelContext, redirect, signedIn } from "./web.ts";
+import { PANEL_PREFIX } from "./paths.ts";
+import { htmlResponse, type PanelContext, redirect, signedIn } from "./web.ts";
 
 /**
  * Conversations (issue 6 §4): the list, one conversation's history, marking it read, replying.
@@ -69,12 +69,7 @@ function notModified(): Response {
   return new Response(null, { status: 204, headers: { "cache-control": "no-store" } });
 }
 
-export function conversationPages(deps: AppDeps) {
-  // The API's own acceptance path, built once: the same rate limit, quota, window, template and
-  // idempotency rules as POST /v2/messages, and the same group commit and send queue.
-  const acceptOutboundMessage = createMessageAcceptor(deps);
-  const admitSend = createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota });
-
+export function conversationPages(deps: AppDeps, sending: OutboundSending) {
   /**
    * The panel user sends as if they were an application of their tenant: its id stands in for the
    * client id, so `messages.application_id` records which panel user sent a reply, idempotency keys
@@ -90,30 +85,23 @@ export function conversationPages(deps: AppDeps) {
     };
   }
 
-  /** POST /v2/messages without HTTP: admission (rate limit + daily quota), then acceptance. */
+  /**
+   * POST /v2/messages without HTTP, through the process's one send path: admission (rate limit and
+   * daily quota), then acceptance (window, templates, idempotency, group commit, send queue).
+   */
   async function send(auth: AuthContext, input: SendMessageInput, idempotencyKey: string) {
-    const admission = await admitSend(auth);
-    if (!admission.rate.allowed) {
-      throw new ApiError(
-        "rate_limit_exceeded",
-        `Too many messages at once: at most ${admission.rate.limit} per second. Wait a moment and send again.`,
-        { headers: { "retry-after": retryAfterSeconds(admission.rate) } },
-      );
-    }
-    if (admission.refusal) throw admission.refusal;
-    // As the pipeline does: the reserved quota unit goes back unless a new message was accepted.
-    const state: RequestState = {
-      requestId: "",
-      startedAt: 0,
-      tokenGiven: false,
-      reservedQuotaKey: admission.reservedQuotaKey,
-    };
+    const reservedQuotaKey = enforceAdmission(
+      await sending.admitSend(auth),
+      deps.metrics,
+      (limit) => `Too many messages at once: at most ${limit} per second. Wait a moment and send again.`,
+    );
+    let accepted = false;
     try {
-      const outcome = await acceptOutboundMessage(auth, input, idempotencyKey);
-      if (!outcome.replayed) state.accepted = true;
+      const outcome = await sending.acceptOutboundMessage(auth, input, idempotencyKey);
+      accepted = !outcome.replayed;
       return outcome;
     } finally {
-      await returnReservedQuota(deps.redis, state);
+      if (reservedQuotaKey && !accepted) await giveBackQuotaUnit(deps.redis, reservedQuotaKey);
     }
   }
 

@@ -1,6 +1,6 @@
 import type { PanelSession } from "../users/service.ts";
 import { type Html, html } from "./html.ts";
-import { CSRF_HEADER, csrfInput, PANEL_PREFIX } from "./web.ts";
+import { CSRF_FIELD, CSRF_HEADER, PANEL_PREFIX } from "./paths.ts";
 
 /** Bumped when an asset changes, so browsers fetch it again (assets are cached for a day). */
 export const ASSET_VERSION = "2";
@@ -110,4 +110,9 @@ export function durationText(seconds: number): string {
   const minutes = Math.floor((seconds % 3600) / 60);
   if (hours === 0) return `${Math.max(1, minutes)} min`;
   return minutes === 0 ? `${hours} h` : `${hours} h ${minutes} min`;
+}
+
+/** The CSRF token as a plain form carries it (htmx sends it as a header, see `page`). */
+export function csrfInput(csrf: string): Html {
+  return html`<input type="hidden" name="${CSRF_FIELD}" value="${csrf}">`;
 }

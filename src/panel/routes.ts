@@ -3,11 +3,13 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
+import type { OutboundSending } from "../messages/admission.ts";
 import { applicationPages } from "./applications.ts";
 import { conversationPages } from "./conversations.ts";
+import { PANEL_PREFIX } from "./paths.ts";
 import { senderPages } from "./senders.ts";
 import { signInRoutes } from "./sign-in.ts";
-import { PANEL_PREFIX, redirect } from "./web.ts";
+import { redirect } from "./web.ts";
 
 const ASSET_DIR = join(import.meta.dir, "assets");
 const require = createRequire(import.meta.url);
@@ -26,7 +28,7 @@ const ASSETS: Record<string, { body: string; type: string }> = {
  * The web panel at /panel (SPEC §1): integrators sign in, manage their applications, see their
  * senders and templates, and read and answer their customers. Server-rendered HTML with htmx.
  */
-export function panelRoutes(deps: AppDeps) {
+export function panelRoutes(deps: AppDeps, sending: OutboundSending) {
   return new Elysia()
     .get(PANEL_PREFIX, () => redirect(`${PANEL_PREFIX}/conversations`, false))
     .get(`${PANEL_PREFIX}/assets/:name`, ({ params, set }) => {
@@ -46,5 +48,5 @@ export function panelRoutes(deps: AppDeps) {
     .use(signInRoutes(deps))
     .use(applicationPages(deps))
     .use(senderPages(deps))
-    .use(conversationPages(deps));
+    .use(conversationPages(deps, sending));
 }

@@ -5,8 +5,9 @@ import { CHANNEL, utcDay } from "../messages/admission.ts";
 import { listTenantSenders } from "../senders/repository.ts";
 import { DELETED, type TemplateRow } from "../templates/repository.ts";
 import { findTenant } from "../tenants/repository.ts";
+import { PANEL_PREFIX } from "./paths.ts";
 import { type ChannelQuota, type SenderView, sendersPage } from "./senders-view.ts";
-import { htmlResponse, PANEL_PREFIX, signedIn } from "./web.ts";
+import { htmlResponse, signedIn } from "./web.ts";
 
 /** Senders (connected numbers), their templates, and today's quota use. */
 export function senderPages(deps: AppDeps) {

@@ -12,15 +12,14 @@ import {
 } from "../users/service.ts";
 import { html } from "./html.ts";
 import { durationText, simplePage } from "./layout.ts";
+import { CSRF_FIELD, PANEL_PREFIX } from "./paths.ts";
 import {
-  CSRF_FIELD,
   cookieHeader,
   expiredCookie,
   field,
   formFields,
   htmlResponse,
   newFormToken,
-  PANEL_PREFIX,
   readCookie,
   redirect,
   SESSION_COOKIE,

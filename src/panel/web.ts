@@ -1,15 +1,13 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { AppDeps } from "../app.ts";
 import { loadPanelSession, type PanelSession } from "../users/service.ts";
-import { type Html, html } from "./html.ts";
+import type { Html } from "./html.ts";
 import { errorPage } from "./layout.ts";
+import { CSRF_FIELD, CSRF_HEADER, PANEL_PREFIX } from "./paths.ts";
 
-export const PANEL_PREFIX = "/panel";
 export const SESSION_COOKIE = "panel_session";
 /** Double-submit token of the sign-in form (there is no session to bind it to yet). */
 export const SIGN_IN_CSRF_COOKIE = "panel_sign_in";
-export const CSRF_FIELD = "_csrf";
-export const CSRF_HEADER = "x-csrf-token";
 
 /** What a panel handler gets: the signed-in user's session (tenant included) and the request. */
 export interface PanelContext {
@@ -127,10 +125,6 @@ export function formFields(body: unknown): Record<string, string | string[]> {
 export function field(form: Record<string, string | string[]>, name: string): string {
   const value = form[name];
   return (Array.isArray(value) ? value[0] : value) ?? "";
-}
-
-export function csrfInput(csrf: string): Html {
-  return html`<input type="hidden" name="${CSRF_FIELD}" value="${csrf}">`;
 }
 
 interface ElysiaLikeContext {
