@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApplication } from "../src/applications/service.ts";
 import { CHANNEL, utcDay } from "../src/messages/admission.ts";
-import { highlightVariables } from "../src/panel/senders-view.ts";
+import { highlightVariables } from "../src/panel/template-view.ts";
 import { insertSender, type SenderRow, setSenderActive } from "../src/senders/repository.ts";
 import { upsertTemplates } from "../src/templates/repository.ts";
 import { syncSenderTemplates } from "../src/templates/sync.ts";

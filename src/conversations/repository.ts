@@ -7,6 +7,8 @@ export interface ConversationRow extends HistoryMessageRow {
   contact_name: string | null;
   contact_phone: string;
   contact_channel: string;
+  /** The customer's last inbound message (provider time): the 24-hour window runs from it. */
+  contact_last_inbound_at: Date | null;
   unread: number;
   last_message_at: Date;
 }
@@ -36,6 +38,7 @@ export async function listConversationRows(db: Db, query: ConversationPageQuery)
       "contacts.name as contact_name",
       "contacts.phone as contact_phone",
       "contacts.channel as contact_channel",
+      "contacts.last_inbound_at as contact_last_inbound_at",
       "conversations.unread",
       "conversations.last_message_at",
     ])

@@ -3,7 +3,7 @@ import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import { isId } from "../ids.ts";
 import type { HistoryMessageRow } from "./presenter.ts";
-import { findHistoryPosition, listHistoryPage } from "./repository.ts";
+import { findHistoryPosition, type HistoryPosition, listHistoryPage } from "./repository.ts";
 
 export interface HistoryRequest {
   order: "asc" | "desc";
@@ -23,21 +23,11 @@ export async function listContactHistory(
   request: HistoryRequest,
 ): Promise<{ rows: HistoryMessageRow[]; hasMore: boolean }> {
   const contact = await requireContact(db, tenantId, contactId);
-  let before: Awaited<ReturnType<typeof findHistoryPosition>>;
-  if (request.before !== undefined) {
-    before = isId(request.before, "msg")
-      ? await findHistoryPosition(db, tenantId, contact.id, request.before)
-      : undefined;
-    if (!before) {
-      throw new ApiError(
-        "parameter_invalid",
-        `before must be the id of a message of contact ${contact.id}.`,
-        {
-          param: "before",
-        },
-      );
-    }
-  }
+  const before = await positionBefore(db, tenantId, contact.id, request.before, () => {
+    return new ApiError("parameter_invalid", `before must be the id of a message of contact ${contact.id}.`, {
+      param: "before",
+    });
+  });
   return listHistoryPage(db, {
     tenantId,
     contactId: contact.id,
@@ -45,4 +35,23 @@ export async function listContactHistory(
     limit: request.limit,
     before,
   });
+}
+
+/**
+ * Where a `before` message id sits in the contact's history: undefined when no `before` was given;
+ * `missing()` is thrown when it is not the id of a message of that contact (each caller words it).
+ */
+export async function positionBefore(
+  db: Db,
+  tenantId: string,
+  contactId: string,
+  messageId: string | undefined,
+  missing: () => ApiError,
+): Promise<HistoryPosition | undefined> {
+  if (messageId === undefined) return undefined;
+  const position = isId(messageId, "msg")
+    ? await findHistoryPosition(db, tenantId, contactId, messageId)
+    : undefined;
+  if (!position) throw missing();
+  return position;
 }

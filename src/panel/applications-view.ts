@@ -1,5 +1,6 @@
 import type { ApplicationRecord } from "../applications/repository.ts";
 import type { Scope } from "../http/request-state.ts";
+import { TOKEN_LIFETIME_SECONDS } from "../oauth/tokens.ts";
 import type { PanelSession } from "../users/service.ts";
 import { type Html, html } from "./html.ts";
 import { csrfInput, durationText, page, timeTag } from "./layout.ts";
@@ -27,8 +28,11 @@ export interface Frame {
   session: PanelSession;
   csrf: string;
   now: Date;
-  /** Access tokens live this long (the token endpoint's lifetime). */
-  tokenLifetimeSeconds: number;
+}
+
+/** A page of the Applications section. */
+function applicationsSection(frame: Frame, title: string, body: Html): Html {
+  return page({ title, section: "applications", session: frame.session, csrf: frame.csrf, body });
 }
 
 export interface NewApplicationForm {
@@ -170,24 +174,22 @@ export function applicationsPage(
   },
 ): Html {
   const { applications, revoked } = input;
-  return page({
-    title: "Applications",
-    section: "applications",
-    session: frame.session,
-    csrf: frame.csrf,
-    body: html`<div class="page-head">
+  return applicationsSection(
+    frame,
+    "Applications",
+    html`<div class="page-head">
   <h1>Applications</h1>
   ${applications.length > 0 ? html`<a class="button primary" href="#new-application">New application</a>` : ""}
 </div>
-<p class="lead muted">Each application has its own credentials for the API. Your systems exchange them for access tokens that are valid for ${durationText(frame.tokenLifetimeSeconds)}.</p>
+<p class="lead muted">Each application has its own credentials for the API. Your systems exchange them for access tokens that are valid for ${durationText(TOKEN_LIFETIME_SECONDS)}.</p>
 ${
   revoked
-    ? html`<p class="notice" role="status"><strong>“${revoked.name}” is revoked.</strong> It can no longer get access tokens; tokens it already has stop working within ${durationText(frame.tokenLifetimeSeconds)}.</p>`
+    ? html`<p class="notice" role="status"><strong>“${revoked.name}” is revoked.</strong> It can no longer get access tokens; tokens it already has stop working within ${durationText(TOKEN_LIFETIME_SECONDS)}.</p>`
     : ""
 }
 ${applicationTable(frame, applications)}
 ${newApplicationForm(frame, input.form)}`,
-  });
+  );
 }
 
 function credentialBlock(id: string, label: string, value: string): Html {
@@ -218,13 +220,11 @@ export function secretPage(
   input: { application: ApplicationRecord; clientSecret: string; rotated: boolean; baseUrl: string },
 ): Html {
   const { application, clientSecret, rotated } = input;
-  const lifetime = durationText(frame.tokenLifetimeSeconds);
-  return page({
-    title: rotated ? "New client secret" : "Application created",
-    section: "applications",
-    session: frame.session,
-    csrf: frame.csrf,
-    body: html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+  const lifetime = durationText(TOKEN_LIFETIME_SECONDS);
+  return applicationsSection(
+    frame,
+    rotated ? "New client secret" : "Application created",
+    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
 <h1>${rotated ? html`New secret for “${application.name}”` : html`“${application.name}” is ready`}</h1>
 <div class="warning secret-warning">
   <p><strong>Copy the client secret now and store it somewhere safe.</strong> It is shown only on this page and will
@@ -244,17 +244,15 @@ ${
 </section>
 ${tokenExample(input.baseUrl, application.clientId)}
 <p><a class="button primary" href="${APPLICATIONS_PATH}">I have stored the secret: back to applications</a></p>`,
-  });
+  );
 }
 
 /** A second post of the same "new application" form (reload, double click): nothing new was made. */
 export function alreadyCreatedPage(frame: Frame, application: ApplicationRecord | undefined): Html {
-  return page({
-    title: "Already created",
-    section: "applications",
-    session: frame.session,
-    csrf: frame.csrf,
-    body: html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+  return applicationsSection(
+    frame,
+    "Already created",
+    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
 <h1>This form was already sent</h1>
 <div class="card stack">
   ${
@@ -265,34 +263,30 @@ export function alreadyCreatedPage(frame: Frame, application: ApplicationRecord 
   }
   <p><a class="button" href="${APPLICATIONS_PATH}">Back to applications</a></p>
 </div>`,
-  });
+  );
 }
 
 /** Asked before revoking; the page works without JavaScript. */
 export function revokeConfirmPage(frame: Frame, application: ApplicationRecord): Html {
-  const lifetime = durationText(frame.tokenLifetimeSeconds);
+  const lifetime = durationText(TOKEN_LIFETIME_SECONDS);
   if (application.revokedAt) {
-    return page({
-      title: "Already revoked",
-      section: "applications",
-      session: frame.session,
-      csrf: frame.csrf,
-      body: html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+    return applicationsSection(
+      frame,
+      "Already revoked",
+      html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
 <h1>“${application.name}” is already revoked</h1>
 <div class="card stack">
   <p>It was revoked ${timeTag(application.revokedAt, frame.now)} and can no longer get access tokens.</p>
   <p><a class="button" href="${APPLICATIONS_PATH}">Back to applications</a></p>
 </div>`,
-    });
+    );
   }
   const lastToken = application.lastTokenAt;
-  const validUntil = lastToken && new Date(lastToken.getTime() + frame.tokenLifetimeSeconds * 1000);
-  return page({
-    title: `Revoke ${application.name}`,
-    section: "applications",
-    session: frame.session,
-    csrf: frame.csrf,
-    body: html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+  const validUntil = lastToken && new Date(lastToken.getTime() + TOKEN_LIFETIME_SECONDS * 1000);
+  return applicationsSection(
+    frame,
+    `Revoke ${application.name}`,
+    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
 <h1>Revoke “${application.name}”?</h1>
 <div class="card stack revoke">
   <dl class="facts">
@@ -319,21 +313,19 @@ export function revokeConfirmPage(frame: Frame, application: ApplicationRecord):
     <a class="button" href="${APPLICATIONS_PATH}">Cancel</a>
   </form>
 </div>`,
-  });
+  );
 }
 
 /** Rotating a revoked application's secret is refused (409): it could never get a token again. */
 export function rotateRevokedPage(frame: Frame, application: ApplicationRecord): Html {
-  return page({
-    title: "Application revoked",
-    section: "applications",
-    session: frame.session,
-    csrf: frame.csrf,
-    body: html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+  return applicationsSection(
+    frame,
+    "Application revoked",
+    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
 <h1>“${application.name}” is revoked</h1>
 <div class="card stack">
   <p class="error" role="alert">A revoked application's secret cannot be rotated: it can never get access tokens again. Create a new application instead.</p>
   <p class="row"><a class="button primary" href="${APPLICATIONS_PATH}#new-application">New application</a> <a class="button" href="${APPLICATIONS_PATH}">Back to applications</a></p>
 </div>`,
-  });
+  );
 }

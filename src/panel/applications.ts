@@ -4,7 +4,7 @@ import { findTenantApplication, listTenantApplications } from "../applications/r
 import { createApplication, revokeApplication, rotateApplicationSecret } from "../applications/service.ts";
 import { ApiError } from "../http/errors.ts";
 import type { Scope } from "../http/request-state.ts";
-import { TOKEN_LIFETIME_SECONDS } from "../oauth/tokens.ts";
+import { isId } from "../ids.ts";
 import {
   APPLICATIONS_PATH,
   alreadyCreatedPage,
@@ -31,7 +31,6 @@ function frameOf(ctx: PanelContext): Frame {
     session: ctx.session,
     csrf: ctx.csrf,
     now: ctx.deps.clock.now(),
-    tokenLifetimeSeconds: TOKEN_LIFETIME_SECONDS,
   };
 }
 
@@ -63,19 +62,16 @@ export function validateNewApplication(form: Record<string, string | string[]>):
 /** The tenant's application, or the same 404 as a page that does not exist (no hint it exists). */
 async function tenantApplicationOr404(ctx: PanelContext) {
   const clientId = ctx.params.clientId ?? "";
-  const application =
-    clientId.length <= 128
-      ? await findTenantApplication(ctx.deps.db, ctx.session.tenantId, clientId)
-      : undefined;
+  // Client ids are only ever made by newId("cid"): anything else is not looked up.
+  const application = isId(clientId, "cid")
+    ? await findTenantApplication(ctx.deps.db, ctx.session.tenantId, clientId)
+    : undefined;
   if (!application) throw new ApiError("resource_missing", "No such page.");
   return application;
 }
 
 /** Applications: list, create (secret shown once), rotate secret, revoke. */
 export function applicationPages(deps: AppDeps) {
-  const formKey = (tenantId: string, formId: string) =>
-    `${deps.config.redisPrefix}:{t:${tenantId}}:panel:new-app:${formId}`;
-
   /**
    * Claims a form id for one creation. Undefined: go ahead (also when Redis is unreachable: the guard
    * only spares a duplicate). Otherwise what the earlier post made ("" while it is still in flight).
@@ -83,7 +79,7 @@ export function applicationPages(deps: AppDeps) {
   async function claimForm(tenantId: string, formId: string): Promise<string | undefined> {
     if (!FORM_ID.test(formId)) return undefined;
     try {
-      const key = formKey(tenantId, formId);
+      const key = deps.keys.panelNewApplicationForm(tenantId, formId);
       const claimed = await deps.redis.set(key, "", "EX", FORM_MEMORY_SECONDS, "NX");
       if (claimed === "OK") return undefined;
       return (await deps.redis.get(key)) ?? "";
@@ -94,7 +90,7 @@ export function applicationPages(deps: AppDeps) {
 
   async function settleForm(tenantId: string, formId: string, clientId: string | undefined) {
     if (!FORM_ID.test(formId)) return;
-    const key = formKey(tenantId, formId);
+    const key = deps.keys.panelNewApplicationForm(tenantId, formId);
     try {
       if (clientId) await deps.redis.set(key, clientId, "EX", FORM_MEMORY_SECONDS, "XX");
       else await deps.redis.del(key);

@@ -1,59 +1,50 @@
 import { sql } from "kysely";
+import { epochSeconds } from "../clock.ts";
 import { type MessagingState, messagingState } from "../contacts/messaging-state.ts";
-import { type ContactRow, findContact } from "../contacts/repository.ts";
+import type { ContactRow } from "../contacts/repository.ts";
+import { requireContact } from "../contacts/service.ts";
 import type { ConversationRow } from "../conversations/repository.ts";
+import { CONVERSATIONS_LIMIT } from "../conversations/schemas.ts";
 import { listConversations } from "../conversations/service.ts";
 import type { Db } from "../db/connect.ts";
 import type { HistoryMessageRow } from "../history/presenter.ts";
-import { findHistoryPosition, listHistoryPage } from "../history/repository.ts";
+import { listHistoryPage } from "../history/repository.ts";
+import { positionBefore } from "../history/service.ts";
 import { ApiError } from "../http/errors.ts";
 import { isId } from "../ids.ts";
 import { listActiveSenders, type SenderRow } from "../senders/repository.ts";
-import { listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
 
 /** What the Conversations pages read: the API's own queries, scoped to the signed-in tenant. */
 
-/** Conversations per page of the list (the API's default page size). */
-export const LIST_PAGE_SIZE = 25;
 /** Messages shown at once in a conversation; older ones are behind "Earlier messages". */
 export const THREAD_PAGE_SIZE = 100;
 
-export interface ListedConversation {
-  row: ConversationRow;
-  /** The customer's last inbound message (provider time): the 24-hour window runs from it. */
-  lastInboundAt: Date | null;
-}
-
 export interface ConversationListPage {
-  conversations: ListedConversation[];
+  conversations: ConversationRow[];
   hasMore: boolean;
   /** `before` for the next (older) page: the last item's last message, epoch seconds. */
   olderBefore?: number;
 }
 
-/** One page of the tenant's conversations, newest first (GET /v2/conversations, same paging rules). */
+/**
+ * One page of the tenant's conversations, newest first (GET /v2/conversations: its default page
+ * size and paging rules).
+ */
 export async function conversationListPage(
   db: Db,
   tenantId: string,
   before: number | undefined,
 ): Promise<ConversationListPage> {
-  const page = await listConversations(db, tenantId, { order: "desc", limit: LIST_PAGE_SIZE, before });
-  const ids = page.rows.map((row) => row.contact_id);
-  const contacts =
-    ids.length === 0
-      ? []
-      : await db
-          .selectFrom("contacts")
-          .select(["id", "last_inbound_at"])
-          .where("tenant_id", "=", tenantId)
-          .where("id", "in", ids)
-          .execute();
-  const inbound = new Map(contacts.map((c) => [c.id, c.last_inbound_at]));
+  const page = await listConversations(db, tenantId, {
+    order: "desc",
+    limit: CONVERSATIONS_LIMIT.default,
+    before,
+  });
   const last = page.rows.at(-1);
   return {
-    conversations: page.rows.map((row) => ({ row, lastInboundAt: inbound.get(row.contact_id) ?? null })),
+    conversations: page.rows,
     hasMore: page.hasMore,
-    olderBefore: page.hasMore && last ? Math.floor(last.last_message_at.getTime() / 1000) : undefined,
+    olderBefore: page.hasMore && last ? epochSeconds(last.last_message_at) : undefined,
   };
 }
 
@@ -63,14 +54,19 @@ export async function requireConversationContact(
   tenantId: string,
   contactId: string,
 ): Promise<ContactRow> {
-  const contact = isId(contactId, "ctc") ? await findContact(db, tenantId, contactId) : undefined;
-  if (!contact) throw new ApiError("resource_missing", "No such conversation.", { param: "contact_id" });
-  return contact;
+  // Anything but a contact id is not looked up.
+  if (!isId(contactId, "ctc")) {
+    throw new ApiError("resource_missing", "No such conversation.", { param: "contact_id" });
+  }
+  return requireContact(db, tenantId, contactId);
 }
 
 /**
  * Opening (or watching) a conversation reads it (DESIGN §3 unread): inbound messages up to now no
- * longer count, and the finalize step counts only those newer than `panel_read_at`.
+ * longer count, and the finalize step counts only those newer than `panel_read_at`. The row is
+ * written only when that changes something (unread messages, or a read mark behind the last
+ * message): the thread poll calls this every 3 s per open tab, on the row that the inbound and
+ * send-accept transactions update.
  */
 export async function markConversationRead(
   db: Db,
@@ -83,6 +79,13 @@ export async function markConversationRead(
     .set({ unread: 0, panel_read_at: sql<Date>`GREATEST(panel_read_at, ${now})` })
     .where("tenant_id", "=", tenantId)
     .where("contact_id", "=", contactId)
+    .where((eb) =>
+      eb.or([
+        eb("unread", ">", 0),
+        eb("panel_read_at", "is", null),
+        eb("panel_read_at", "<", eb.ref("last_message_at")),
+      ]),
+    )
     .execute();
 }
 
@@ -125,11 +128,9 @@ export async function threadPage(
   contactId: string,
   beforeId: string | undefined,
 ): Promise<ThreadPage> {
-  let before: Awaited<ReturnType<typeof findHistoryPosition>>;
-  if (beforeId !== undefined) {
-    before = isId(beforeId, "msg") ? await findHistoryPosition(db, tenantId, contactId, beforeId) : undefined;
-    if (!before) throw new ApiError("resource_missing", "No such message in this conversation.");
-  }
+  const before = await positionBefore(db, tenantId, contactId, beforeId, () => {
+    return new ApiError("resource_missing", "No such message in this conversation.");
+  });
   const page = await listHistoryPage(db, {
     tenantId,
     contactId,
@@ -162,9 +163,4 @@ export async function conversationState(
   const messaging = messagingState(contact.last_inbound_at, now, active);
   const mode: ReplyMode = !active ? "none" : messaging.within_window ? "text" : "template";
   return { contact, sender, messaging, mode };
-}
-
-/** Approved templates of the conversation's sender (what a closed window allows). */
-export function replyTemplates(db: Db, tenantId: string, sender: SenderRow): Promise<TemplateRow[]> {
-  return listApprovedTemplates(db, tenantId, sender.id);
 }

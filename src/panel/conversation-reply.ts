@@ -2,17 +2,12 @@ import { ApiError } from "../http/errors.ts";
 import { randomBase62 } from "../ids.ts";
 import type { TemplateRequest } from "../messages/template-binding.ts";
 import { storedComponents, type TemplateRow } from "../templates/repository.ts";
-import {
-  bodyText,
-  headerFormat,
-  headerText,
-  templateButtons,
-  templateVariables,
-} from "../templates/variables.ts";
+import { headerText, templateButtons } from "../templates/variables.ts";
 import type { ConversationState } from "./conversation-data.ts";
 import { conversationPath } from "./conversation-views.ts";
 import { type Html, html } from "./html.ts";
 import { csrfInput, relativeTime } from "./layout.ts";
+import { highlightVariables } from "./template-view.ts";
 import { field } from "./web.ts";
 
 /**
@@ -63,9 +58,15 @@ export function readReplyForm(form: Record<string, string | string[]>): ReplyVal
   };
 }
 
+/*
+ * A template row stores what its components imply (src/templates/sync.ts): `variables`
+ * (templateVariables), `preview` (the body text) and `header_format`. Those are read here; the header
+ * text, footer and buttons only the components hold.
+ */
+
 /** Media headers need a file the panel cannot attach: such templates are sent through the API. */
 export function needsMediaHandle(template: TemplateRow): boolean {
-  const format = headerFormat(storedComponents(template));
+  const format = template.header_format;
   return format === "IMAGE" || format === "VIDEO" || format === "DOCUMENT";
 }
 
@@ -78,8 +79,8 @@ interface VariableField {
 
 /** One input per variable, in the order the customer reads them: header, body, buttons. */
 function variableFields(template: TemplateRow): VariableField[] {
+  const { variables } = template;
   const components = storedComponents(template);
-  const variables = templateVariables(components);
   const buttons = templateButtons(components);
   const header = headerText(components);
   return [
@@ -87,7 +88,7 @@ function variableFields(template: TemplateRow): VariableField[] {
       name: `header.${name}`,
       id: `reply-var-header-${name}`,
       label: html`Header <mark class="var">{{${name}}}</mark>`,
-      hint: header ? html`In: ${highlight(header)}` : undefined,
+      hint: header ? html`In: ${highlightVariables(header)}` : undefined,
     })),
     ...variables.body.map((name) => ({
       name: `body.${name}`,
@@ -100,17 +101,10 @@ function variableFields(template: TemplateRow): VariableField[] {
         name: `buttons.${index}`,
         id: `reply-var-buttons-${index}`,
         label: html`Button “${button?.text ?? `#${Number(index) + 1}`}” link`,
-        hint: button && button.type === "URL" ? html`In: ${highlight(button.url)}` : undefined,
+        hint: button && button.type === "URL" ? html`In: ${highlightVariables(button.url)}` : undefined,
       };
     }),
   ];
-}
-
-/** The template's text with each `{{n}}` as a highlighted mark (text escaped). */
-function highlight(text: string): Html {
-  return html`${text
-    .split(/(\{\{[A-Za-z0-9_]+\}\})/)
-    .map((part, i) => (i % 2 === 1 ? html`<mark class="var">${part}</mark>` : part))}`;
 }
 
 function templatePreview(template: TemplateRow): Html {
@@ -120,10 +114,10 @@ function templatePreview(template: TemplateRow): Html {
   const buttons = templateButtons(components);
   return html`<figure class="reply-template-preview">
 <figcaption>Preview</figcaption>
-${header ? html`<p class="template-header">${highlight(header)}</p>` : ""}
-<p class="template-body">${highlight(bodyText(components))}</p>
+${header ? html`<p class="template-header">${highlightVariables(header)}</p>` : ""}
+<p class="template-body">${highlightVariables(template.preview)}</p>
 ${footer && "text" in footer ? html`<p class="template-footer muted">${footer.text}</p>` : ""}
-${buttons.length > 0 ? html`<ul class="template-buttons">${buttons.map((b) => html`<li>${b.text}${b.type === "URL" ? html` → ${highlight(b.url)}` : ""}</li>`)}</ul>` : ""}
+${buttons.length > 0 ? html`<ul class="template-buttons">${buttons.map((b) => html`<li>${b.text}${b.type === "URL" ? html` → ${highlightVariables(b.url)}` : ""}</li>`)}</ul>` : ""}
 </figure>`;
 }
 
@@ -137,7 +131,7 @@ function fieldForParam(param: string | null, template: TemplateRow | undefined):
   if (param === "body") return "body";
   if (param === "template.name" || param === "template.language") return "template";
   if (!template) return undefined;
-  const variables = templateVariables(storedComponents(template));
+  const { variables } = template;
   if (param === "template.header") return variables.header[0] ? `header.${variables.header[0]}` : undefined;
   const body = /^template\.variables\.body(?:\.(.+))?$/.exec(param);
   if (body) return `body.${body[1] ?? variables.body[0]}`;
@@ -292,7 +286,7 @@ ${
     ? html`<div class="template-unavailable">
 <h3>Not available here</h3>
 <p class="hint">These templates have a media header: send them with a media handle through the API (<code>POST /v2/media</code>, then <code>template.header.media</code>).</p>
-<ul class="unavailable-list">${unavailable.map((t) => html`<li>${templateLabel(t)} <span class="badge">${headerFormat(storedComponents(t))?.toLowerCase()} header</span></li>`)}</ul>
+<ul class="unavailable-list">${unavailable.map((t) => html`<li>${templateLabel(t)} <span class="badge">${t.header_format?.toLowerCase()} header</span></li>`)}</ul>
 </div>`
     : ""
 }
@@ -335,7 +329,7 @@ export function sendRequestOf(
       throw new ApiError("parameter_missing", "Fill in every variable of the template.", { param });
     }
   }
-  const variables = templateVariables(storedComponents(template));
+  const { variables } = template;
   const pick = (prefix: string, names: string[]) =>
     Object.fromEntries(names.map((name) => [name, values.variables[`${prefix}.${name}`] ?? ""]));
   const request: TemplateRequest = { name: template.name, language: template.language };

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import type { MessagingState } from "../contacts/messaging-state.ts";
+import { type MessagingState, messagingState } from "../contacts/messaging-state.ts";
+import type { ConversationRow } from "../conversations/repository.ts";
 import { type HistoryMessageRow, presentMessageFields } from "../history/presenter.ts";
 import type { ConversationListPage, ThreadPage } from "./conversation-data.ts";
 import { type Html, html } from "./html.ts";
@@ -39,11 +40,15 @@ export function contactLabel(contact: { name: string | null; phone: string | nul
   return contact.name?.trim() || contact.phone || "Unknown contact";
 }
 
+/** Seconds until the window closes (`window_expires_at`), never negative. */
+function secondsLeft(expires: string, now: Date): number {
+  return Math.max(0, (Date.parse(expires) - now.getTime()) / 1000);
+}
+
 /** "open · closes in 5 h 12 min" or "closed" (SPEC §3: 24 h from the customer's last message). */
 export function windowText(messaging: MessagingState, now: Date): string {
   if (!messaging.within_window || !messaging.window_expires_at) return "closed";
-  const left = Math.max(0, (Date.parse(messaging.window_expires_at) - now.getTime()) / 1000);
-  return `open · closes in ${durationText(left)}`;
+  return `open · closes in ${durationText(secondsLeft(messaging.window_expires_at, now))}`;
 }
 
 function windowBadge(messaging: MessagingState, now: Date): Html {
@@ -93,12 +98,9 @@ export interface ListRegionInput {
   before?: number;
 }
 
-function listRow(
-  item: ConversationListPage["conversations"][number],
-  input: ListRegionInput,
-  messaging: MessagingState,
-) {
-  const { row } = item;
+function listRow(row: ConversationRow, input: ListRegionInput) {
+  // The window alone (the badge shows no sendability): whether a sender is active does not matter.
+  const messaging = messagingState(row.contact_last_inbound_at, input.now, true);
   const isCurrent = row.contact_id === input.current;
   const unread = isCurrent ? 0 : row.unread;
   const label = contactLabel({ name: row.contact_name, phone: row.contact_phone });
@@ -114,17 +116,11 @@ function listRow(
 </li>`;
 }
 
-/**
- * The list region (`#conversation-list`), whole, as the page embeds it and as the poll answers it.
- * `messagingOf` gives each row's window (computed by the caller from last_inbound_at and now).
- */
-export function renderListRegion(
-  input: ListRegionInput,
-  messagingOf: (lastInboundAt: Date | null) => MessagingState,
-): { html: Html; version: string; unread: number } {
+/** The list region (`#conversation-list`), whole, as the page embeds it and as the poll answers it. */
+export function renderListRegion(input: ListRegionInput): { html: Html; version: string; unread: number } {
   const { page } = input;
   const unread = page.conversations.reduce(
-    (sum, item) => sum + (item.row.contact_id === input.current ? 0 : item.row.unread),
+    (sum, row) => sum + (row.contact_id === input.current ? 0 : row.unread),
     0,
   );
   const empty =
@@ -139,7 +135,7 @@ export function renderListRegion(
   const inner = html`${empty}${
     page.conversations.length > 0
       ? html`<ul class="conversations" aria-label="Conversations, newest first">
-${page.conversations.map((item) => listRow(item, input, messagingOf(item.lastInboundAt)))}
+${page.conversations.map((row) => listRow(row, input))}
 </ul>`
       : ""
   }${
@@ -252,7 +248,7 @@ export function renderWindowState(messaging: MessagingState, now: Date, oob = fa
 <span class="badge ${open ? "ok" : "warn"}">${open ? "Window open" : "Window closed"}</span>
 ${
   open && expires
-    ? html`<span>closes in ${durationText(Math.max(0, (Date.parse(expires) - now.getTime()) / 1000))} <span class="muted">(${expires.replace("T", " ").slice(0, 16)} UTC)</span></span>`
+    ? html`<span>closes in ${durationText(secondsLeft(expires, now))} <span class="muted">(${expires.replace("T", " ").slice(0, 16)} UTC)</span></span>`
     : html`<span class="muted">only approved templates can be sent until the customer writes again</span>`
 }
 </p>`;

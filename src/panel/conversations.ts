@@ -1,19 +1,18 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
-import { messagingState } from "../contacts/messaging-state.ts";
 import type { ContactRow } from "../contacts/repository.ts";
 import { ApiError } from "../http/errors.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import type { AuthContext } from "../http/request-state.ts";
+import { type IdPrefix, isId } from "../ids.ts";
 import type { SendMessageInput } from "../messages/accept.ts";
 import { enforceAdmission, giveBackQuotaUnit, type OutboundSending } from "../messages/admission.ts";
-import type { TemplateRow } from "../templates/repository.ts";
+import { listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
 import {
   type ConversationState,
   conversationListPage,
   conversationState,
   markConversationRead,
-  replyTemplates,
   requireConversationContact,
   type ThreadPage,
   threadPage,
@@ -57,8 +56,8 @@ import { htmlResponse, type PanelContext, redirect, signedIn } from "./web.ts";
 const PANEL_SCOPES = ["messaging:send"] as const;
 
 /** A poll's conditional parameters are opaque to the client; anything else is ignored. */
-function param(value: string | undefined, pattern: RegExp): string | undefined {
-  return value !== undefined && pattern.test(value) ? value : undefined;
+function idParam(value: string | undefined, prefix: IdPrefix): string | undefined {
+  return value !== undefined && isId(value, prefix) ? value : undefined;
 }
 
 function beforeSeconds(value: string | undefined): number | undefined {
@@ -105,18 +104,9 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
     }
   }
 
-  const messagingAt = (now: Date) => (lastInboundAt: Date | null) => messagingState(lastInboundAt, now, true);
-
   async function listRegion(tenantId: string, now: Date, options: { before?: number; current?: string }) {
     const listPage = await conversationListPage(deps.db, tenantId, options.before);
-    return renderListRegion(
-      { page: listPage, now, poll: options.before === undefined, ...options },
-      messagingAt(now),
-    );
-  }
-
-  async function templatesFor(ctx: PanelContext, state: ConversationState): Promise<TemplateRow[]> {
-    return state.sender ? replyTemplates(deps.db, ctx.session.tenantId, state.sender) : [];
+    return renderListRegion({ page: listPage, now, poll: options.before === undefined, ...options });
   }
 
   function replyView(
@@ -250,10 +240,10 @@ ${region.html}`,
       "/conversations/list",
       signedIn(deps, async (ctx) => {
         const now = deps.clock.now();
-        const current = param(ctx.query.current, /^ctc_[0-9A-Za-z]{1,64}$/);
+        const current = idParam(ctx.query.current, "ctc");
         const region = await listRegion(ctx.session.tenantId, now, { current });
         if (ctx.query.v === region.version) return notModified();
-        const before = Number(param(ctx.query.u, /^\d{1,9}$/) ?? 0);
+        const before = /^\d{1,9}$/.test(ctx.query.u ?? "") ? Number(ctx.query.u) : 0;
         const news =
           region.unread > before
             ? announce(
@@ -271,11 +261,14 @@ ${region.html}`,
         const tenantId = ctx.session.tenantId;
         const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
         const now = deps.clock.now();
-        const templateId = param(ctx.query.template, /^tpl_[0-9A-Za-z]{1,64}$/) ?? "";
+        const templateId = idParam(ctx.query.template, "tpl") ?? "";
         if (ctx.htmx && ctx.request.headers.get("hx-target") === "template-fields") {
           // The template picker changed: only its variables fieldset.
           const state = await conversationState(deps.db, tenantId, contact, now);
-          const view = replyView(ctx, contact, state, await templatesFor(ctx, state), now);
+          const templates = state.sender
+            ? await listApprovedTemplates(deps.db, tenantId, state.sender.id)
+            : [];
+          const view = replyView(ctx, contact, state, templates, now);
           return htmlResponse(renderTemplateFields(view, emptyReplyValues(templateId)));
         }
         await markConversationRead(deps.db, tenantId, contact.id, now);
@@ -284,7 +277,11 @@ ${region.html}`,
           conversationState(deps.db, tenantId, contact, now),
           threadPage(deps.db, tenantId, contact.id, before),
         ]);
-        const templates = state.mode === "template" ? await templatesFor(ctx, state) : [];
+        // Only a closed window offers templates.
+        const templates =
+          state.mode === "template" && state.sender
+            ? await listApprovedTemplates(deps.db, tenantId, state.sender.id)
+            : [];
         return htmlResponse(
           await conversationPage(ctx, {
             contact,
@@ -314,15 +311,17 @@ ${region.html}`,
         const region = threadRegion(contact, state, thread, now);
         if (ctx.query.v === region.version) return notModified();
         // The window opened or closed since the page was drawn: the reply box changes with it.
-        const reply =
-          ctx.query.mode !== undefined && ctx.query.mode !== state.mode
-            ? renderReply(
-                replyView(ctx, contact, state, await templatesFor(ctx, state), now),
-                emptyReplyValues(),
-                { oob: true },
-              )
-            : "";
-        const last = param(ctx.query.last, /^msg_[0-9A-Za-z]{1,64}$/);
+        let reply: Html | "" = "";
+        if (ctx.query.mode !== undefined && ctx.query.mode !== state.mode) {
+          const templates =
+            state.mode === "template" && state.sender
+              ? await listApprovedTemplates(deps.db, tenantId, state.sender.id)
+              : [];
+          reply = renderReply(replyView(ctx, contact, state, templates, now), emptyReplyValues(), {
+            oob: true,
+          });
+        }
+        const last = idParam(ctx.query.last, "msg");
         return htmlResponse(html`${region.html}${threadUpdates(contact, state, thread, now, last)}${reply}`);
       }),
     )
@@ -333,8 +332,12 @@ ${region.html}`,
         const tenantId = ctx.session.tenantId;
         const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
         const state = await conversationState(deps.db, tenantId, contact, deps.clock.now());
-        const templates = await templatesFor(ctx, state);
         const values = readReplyForm(ctx.form);
+        // Only a template reply reads the sender's templates (to find the chosen one).
+        const templates =
+          values.kind === "template" && state.sender
+            ? await listApprovedTemplates(deps.db, tenantId, state.sender.id)
+            : [];
 
         let refusal: ApiError | undefined;
         try {
@@ -369,8 +372,13 @@ ${region.html}`,
           conversationState(deps.db, tenantId, fresh, now),
           threadPage(deps.db, tenantId, contact.id, undefined),
         ]);
+        // The form lists templates only while the window is closed (a template reply read them already).
         const afterTemplates =
-          after.sender?.id === state.sender?.id ? templates : await templatesFor(ctx, after);
+          after.mode !== "template" || !after.sender
+            ? []
+            : values.kind === "template" && after.sender.id === state.sender?.id
+              ? templates
+              : await listApprovedTemplates(deps.db, tenantId, after.sender.id);
         // A refused send keeps what was typed (and its key: a refusal does not use a key up).
         const shown: ReplyValues = !refusal
           ? emptyReplyValues()

@@ -3,9 +3,10 @@ import type { SenderRow } from "../senders/repository.ts";
 import { storedComponents, type TemplateRow } from "../templates/repository.ts";
 import { headerText, templateButtons } from "../templates/variables.ts";
 import type { PanelSession } from "../users/service.ts";
-import { escapeHtml, type Html, html, unsafeRaw } from "./html.ts";
+import { type Html, html } from "./html.ts";
 import { durationText, page, timeTag } from "./layout.ts";
 import { cell, columnHeaders } from "./list-view.ts";
+import { highlightVariables } from "./template-view.ts";
 
 /** The Senders & templates page; senders.ts gathers what it shows. */
 
@@ -25,17 +26,6 @@ export interface SenderView {
 }
 
 const CHANNEL_NAMES: Record<string, string> = { whatsapp: "WhatsApp" };
-
-const PLACEHOLDER = /\{\{([A-Za-z0-9_]+)\}\}/g;
-
-/**
- * Template text with its `{{n}}` / `{{name}}` variables marked. The text is escaped first and the
- * marks are added to the escaped text: escaping leaves braces and [A-Za-z0-9_] as they are, so the
- * pattern finds the same variables, and nothing of the text itself can become markup.
- */
-export function highlightVariables(text: string): Html {
-  return unsafeRaw(escapeHtml(text).replace(PLACEHOLDER, '<mark class="var">{{$1}}</mark>'));
-}
 
 const STATUS_BADGES: Record<string, { tone: string; label: string }> = {
   APPROVED: { tone: "ok", label: "Approved" },

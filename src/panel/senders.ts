@@ -3,7 +3,7 @@ import { sql } from "kysely";
 import type { AppDeps } from "../app.ts";
 import { CHANNEL, utcDay } from "../messages/admission.ts";
 import { listTenantSenders } from "../senders/repository.ts";
-import { DELETED, type TemplateRow } from "../templates/repository.ts";
+import { listTenantTemplates, type TemplateRow } from "../templates/repository.ts";
 import { findTenant } from "../tenants/repository.ts";
 import { PANEL_PREFIX } from "./paths.ts";
 import { type ChannelQuota, type SenderView, sendersPage } from "./senders-view.ts";
@@ -13,15 +13,7 @@ import { htmlResponse, signedIn } from "./web.ts";
 export function senderPages(deps: AppDeps) {
   /** Every template of the tenant's senders but the DELETED ones (gone at the provider), by name. */
   async function templatesBySender(tenantId: string): Promise<Map<string, TemplateRow[]>> {
-    const rows = await deps.db
-      .selectFrom("templates")
-      .selectAll()
-      .where("tenant_id", "=", tenantId)
-      .where("status", "!=", DELETED)
-      .orderBy("sender_id")
-      .orderBy("name")
-      .orderBy("language")
-      .execute();
+    const rows = await listTenantTemplates(deps.db, tenantId);
     const out = new Map<string, TemplateRow[]>();
     for (const row of rows) {
       const list = out.get(row.sender_id) ?? [];
@@ -78,18 +70,14 @@ export function senderPages(deps: AppDeps) {
         sentToday: sentToday.get(sender.id) ?? 0,
       }));
       // The quota is the tenant's per channel; every sender of this service is on CHANNEL.
-      const channels = [...new Set([CHANNEL, ...senders.map((s) => s.channel)])];
-      const resetsInSeconds = Math.max(60, Math.ceil((day.end.getTime() - now.getTime()) / 1000));
-      const quota = tenant?.dailyQuota ?? deps.config.dailySendQuota;
-      const quotas: ChannelQuota[] = [];
-      for (const channel of channels) {
-        const counted = senders
-          .filter((s) => s.channel === channel)
-          .reduce((sum, s) => sum + (sentToday.get(s.id) ?? 0), 0);
-        const used = channel === CHANNEL ? await usedToday(tenantId, day.key, counted) : counted;
-        quotas.push({ channel, used, quota, resetsInSeconds });
-      }
-      return htmlResponse(sendersPage({ session, csrf, now, senders: views, quotas }));
+      const counted = senders.reduce((sum, s) => sum + (sentToday.get(s.id) ?? 0), 0);
+      const quota: ChannelQuota = {
+        channel: CHANNEL,
+        used: await usedToday(tenantId, day.key, counted),
+        quota: tenant?.dailyQuota ?? deps.config.dailySendQuota,
+        resetsInSeconds: Math.max(60, Math.ceil((day.end.getTime() - now.getTime()) / 1000)),
+      };
+      return htmlResponse(sendersPage({ session, csrf, now, senders: views, quotas: [quota] }));
     }),
   );
 }

@@ -131,9 +131,9 @@ export function signInRoutes(deps: AppDeps) {
       }
       // A correct password clears the account's count (the IP's stays: it may be guessing others).
       if (normalized) await deps.redis.del(deps.keys.signInByAccount(accountDigest(normalized)));
-      const session = await startPanelSession(deps.db, user, deps.clock.now());
+      const token = await startPanelSession(deps.db, user, deps.clock.now());
       return redirect(next, false, [
-        cookieHeader(SESSION_COOKIE, session.token, {
+        cookieHeader(SESSION_COOKIE, token, {
           secure,
           maxAgeSeconds: Math.floor(SESSION_TTL_MS / 1000),
         }),

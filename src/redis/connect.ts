@@ -79,6 +79,9 @@ export function redisKeys(prefix: string) {
     /** Panel sign-in attempts from one IP, and against one account (its email, hashed: no PII in keys). */
     signInByIp: (ip: string) => `${prefix}:{ip:${ip}}:signin`,
     signInByAccount: (emailDigest: string) => `${prefix}:{signin:${emailDigest}}:signin`,
+    /** A panel "new application" form already posted (a reload or double click creates nothing new). */
+    panelNewApplicationForm: (tenantId: string, formId: string) =>
+      `${prefix}:{t:${tenantId}}:panel:new-app:${formId}`,
     /** Idempotency fast path; the key itself is hashed (it is client-chosen, up to 255 chars). */
     idempotency: (tenantId: string, clientId: string, keyDigest: string) =>
       `${prefix}:{t:${tenantId}}:idem:${clientId}:${keyDigest}`,

@@ -69,6 +69,19 @@ export async function listSenderTemplates(
     .execute();
 }
 
+/** Every template of the tenant's senders but the DELETED ones (gone at the provider), by sender and name. */
+export async function listTenantTemplates(db: Db, tenantId: string): Promise<TemplateRow[]> {
+  return db
+    .selectFrom("templates")
+    .selectAll()
+    .where("tenant_id", "=", tenantId)
+    .where("status", "!=", DELETED)
+    .orderBy("sender_id")
+    .orderBy("name")
+    .orderBy("language")
+    .execute();
+}
+
 export async function countApprovedTemplates(db: Db, tenantId: string, senderId: string): Promise<number> {
   const row = await db
     .selectFrom("templates")

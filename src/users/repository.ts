@@ -60,7 +60,6 @@ export async function findLivePanelSession(db: Db, tokenDigest: Buffer, now: Dat
       "panel_users.email",
       "panel_sessions.tenant_id",
       "tenants.name as tenant_name",
-      "panel_sessions.expires_at",
     ])
     .where("panel_sessions.token_digest", "=", tokenDigest)
     .where("panel_sessions.expires_at", ">", now)

@@ -63,15 +63,16 @@ export function sessionDigest(token: string): Buffer {
   return createHash("sha256").update(token, "utf8").digest();
 }
 
+/** A new session for the user; the token is the cookie value (only its digest is stored). */
 export async function startPanelSession(
   db: Db,
   user: { userId: string; tenantId: string },
   now: Date,
-): Promise<{ token: string; expiresAt: Date }> {
+): Promise<string> {
   const token = randomBytes(32).toString("base64url");
   const expiresAt = new Date(now.getTime() + SESSION_TTL_MS);
   await insertPanelSession(db, { tokenDigest: sessionDigest(token), ...user, expiresAt });
-  return { token, expiresAt };
+  return token;
 }
 
 export interface PanelSession {
@@ -81,7 +82,6 @@ export interface PanelSession {
   email: string;
   tenantId: string;
   tenantName: string;
-  expiresAt: Date;
 }
 
 export async function loadPanelSession(db: Db, token: string, now: Date): Promise<PanelSession | undefined> {
@@ -95,7 +95,6 @@ export async function loadPanelSession(db: Db, token: string, now: Date): Promis
       email: row.email,
       tenantId: row.tenant_id,
       tenantName: row.tenant_name,
-      expiresAt: row.expires_at,
     }
   );
 }
