@@ -6,7 +6,7 @@ import { contactRoutes } from "./contacts/routes.ts";
 import { conversationRoutes } from "./conversations/routes.ts";
 import type { Db } from "./db/connect.ts";
 import type { DocumentedRoute } from "./docs/openapi.ts";
-import { apiReferenceRoutes } from "./docs/reference.ts";
+import { apiReferenceRoutes, REFERENCE_STATIC_PATHS } from "./docs/reference.ts";
 import { docsRoutes } from "./docs/routes.ts";
 import { feedRoutes } from "./feed/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
@@ -40,7 +40,7 @@ export interface AppDeps {
   tokens: TokenService;
   queues: Queues;
   provider: ChannelProvider;
-  /** This process's Prometheus metrics (src/metrics); a test builds its own registry. */
+  /** This process's Prometheus metrics (src/metrics), in a registry of their own (buildDeps makes it). */
   metrics: Metrics;
   /** Per-second limits that are not per application (those live on the application). */
   limits: { anonymous: number; token: number };
@@ -53,9 +53,11 @@ export function createApp(deps: AppDeps) {
     admitSend: createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota }),
     acceptOutboundMessage: createMessageAcceptor(deps),
   };
+  // Every route of the finished app, read on request: openapi.json documents them, and the pipeline
+  // answers 405 (with Allow) and labels metrics from them.
+  const routes = (): readonly DocumentedRoute[] => app.routes;
   const api = new Elysia({ prefix: API_PREFIX })
-    // openapi.json and the reference page document every route of the finished app (read on request).
-    .use(apiReferenceRoutes(deps, (): readonly DocumentedRoute[] => app.routes))
+    .use(apiReferenceRoutes(deps, routes))
     .use(oauthRoutes(deps))
     .use(senderRoutes(deps))
     .use(messageRoutes(deps, sending.acceptOutboundMessage))
@@ -66,7 +68,6 @@ export function createApp(deps: AppDeps) {
     .use(docsRoutes(deps))
     .use(mediaRoutes(deps));
 
-  const routes: { method: string; path: string }[] = [];
   const app = new Elysia({
     // Closed schemas reject unknown fields instead of silently dropping them.
     normalize: false,
@@ -85,9 +86,10 @@ export function createApp(deps: AppDeps) {
           metrics: deps.metrics,
           anonymousLimit: deps.limits.anonymous,
           admitSend: sending.admitSend,
+          staticPaths: REFERENCE_STATIC_PATHS,
           pageErrors: { prefix: PANEL_PREFIX, render: panelErrorResponse },
         },
-        () => routes,
+        routes,
       ),
     )
     .use(healthRoutes(deps))
@@ -95,8 +97,6 @@ export function createApp(deps: AppDeps) {
     .use(opsRoutes(deps))
     .use(panelRoutes(deps, sending))
     .use(api);
-  // Read by the pipeline for 405 answers; filled once the app is whole.
-  routes.push(...app.routes.map((route) => ({ method: route.method, path: route.path })));
   return app;
 }
 

@@ -5,7 +5,7 @@ import type { Config } from "./config.ts";
 import { createDb, type DbOptions } from "./db/connect.ts";
 import { DEFAULT_LIMITS } from "./http/rate-limit.ts";
 import { createLogger, type Logger } from "./logger.ts";
-import { createMetrics, type Metrics } from "./metrics/index.ts";
+import { createMetrics } from "./metrics/index.ts";
 import { instrumentProvider } from "./metrics/provider.ts";
 import { createTokenService } from "./oauth/tokens.ts";
 import { createQueues } from "./queues/index.ts";
@@ -19,11 +19,10 @@ export function buildDeps(
     logger?: Logger;
     limits?: Partial<AppDeps["limits"]>;
     db?: DbOptions;
-    metrics?: Metrics;
   } = {},
 ): AppDeps {
   const clock = overrides.clock ?? systemClock;
-  const metrics = overrides.metrics ?? createMetrics({ process: "api" });
+  const metrics = createMetrics({ process: "api" });
   const redis = createRedis(config.redisUrl, { connectionName: "messaging-api" });
   return {
     config,

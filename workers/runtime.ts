@@ -83,29 +83,32 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     feedSequencer,
     stopped,
     consume(name, processor, concurrency) {
-      // One log line and one duration sample per job attempt.
+      // Errors the processor threw, already on their attempt's "job" line.
+      const logged = new WeakSet<object>();
+      // One log line and one duration sample per job attempt; a failed one is a warning with its error.
       const timed: Processor<JobData[typeof name]> = async (job, token) => {
         const started = performance.now();
-        let outcome = "completed";
+        let failure: { error: unknown } | undefined;
         try {
           return await processor(job, token);
         } catch (error) {
-          outcome = "failed";
+          failure = { error };
+          if (typeof error === "object" && error !== null) logged.add(error);
           throw error;
         } finally {
           const seconds = (performance.now() - started) / 1000;
+          const outcome = failure ? "failed" : "completed";
           metrics.jobDuration.observe({ queue: name, outcome }, seconds);
-          logger.info(
-            {
-              queue: name,
-              job_name: job.name,
-              job_id: job.id,
-              attempt: job.attemptsMade + 1,
-              duration_ms: Math.round(seconds * 100_000) / 100,
-              outcome,
-            },
-            "job",
-          );
+          const line = {
+            queue: name,
+            job_name: job.name,
+            job_id: job.id,
+            attempt: job.attemptsMade + 1,
+            duration_ms: Math.round(seconds * 100_000) / 100,
+            outcome,
+          };
+          if (failure) logger.warn({ ...line, err: errorMessage(failure.error) }, "job");
+          else logger.info(line, "job");
         }
       };
       const worker = new Worker(name, timed, {
@@ -120,12 +123,15 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
         stalledInterval: config.workers.stalledIntervalMs,
         maxStalledCount: 5,
       });
-      worker.on("failed", (job, error) =>
+      // Failures the processor did not throw: BullMQ failing a job before running it (a deferred
+      // failure, too many starts) or after it returned (its result could not be stored).
+      worker.on("failed", (job, error) => {
+        if (logged.has(error)) return;
         logger.warn(
           { queue: name, job: job?.id, attempts: job?.attemptsMade, err: error.message },
           "job failed",
-        ),
-      );
+        );
+      });
       worker.on("error", (error) => logger.error({ queue: name, err: error.message }, "worker error"));
       workers.push(worker as Worker);
       logger.info({ queue: name, concurrency }, "consuming");
@@ -165,4 +171,8 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
   return runtime;
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

@@ -1,10 +1,13 @@
-import { API_ERRORS, OAUTH_ERRORS } from "../http/errors.ts";
+import { API_ERRORS, type ApiErrorCode, OAUTH_ERRORS, type OAuthErrorCode } from "../http/errors.ts";
+import { JSON_BODY_LIMIT } from "../http/pipeline.ts";
+import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import {
   type DocumentedErrors,
   ERROR_CODES_KEY,
   ErrorResponse,
   OAuthErrorResponse,
 } from "../http/schemas.ts";
+import { TOKEN_LIFETIME_SECONDS } from "../oauth/tokens.ts";
 
 /**
  * `{base_url}/openapi.json`, built from the routes the app serves: their TypeBox schemas (the ones that
@@ -32,7 +35,6 @@ interface RouteHooks {
   params?: unknown;
   headers?: unknown;
   response?: unknown;
-  parse?: { fn?: unknown }[];
   detail?: Json & { hide?: boolean };
 }
 
@@ -44,13 +46,12 @@ export interface DocumentOptions {
   version: string;
 }
 
-export const OPENAPI_VERSION = "3.1.0";
+const OPENAPI_VERSION = "3.1.0";
 
 const TAGS = [
   {
     name: "Authentication",
-    description:
-      "OAuth 2.0 client credentials: exchange the application's `client_id` and `client_secret` for a bearer token that lives 3600 seconds.",
+    description: `OAuth 2.0 client credentials: exchange the application's \`client_id\` and \`client_secret\` for a bearer token that lives ${TOKEN_LIFETIME_SECONDS} seconds.`,
   },
   { name: "Messages", description: "Send messages, and read every message of your account in one feed." },
   { name: "Media", description: "Upload files to send as the header of a template." },
@@ -63,20 +64,32 @@ const TAGS = [
 const DESCRIPTION = `Send notifications to customers over WhatsApp and read their replies.
 
 **Authentication.** Exchange your application's \`client_id\` and \`client_secret\` for an access token at
-\`POST /oauth/token\` and send it as \`Authorization: Bearer <token>\`. Tokens live 3600 seconds; each
+\`POST /oauth/token\` and send it as \`Authorization: Bearer <token>\`. Tokens live ${TOKEN_LIFETIME_SECONDS} seconds; each
 endpoint needs the scope it names (\`messaging:send\` or \`messaging:read\`).
 
 **Errors.** Every error has the envelope \`{"error": {"type", "code", "message", "param", "request_id", "doc_url"}}\`
 (the token endpoint answers RFC 6749 errors instead). Branch on \`code\`; each response below lists the codes it can
 carry. Besides those, any path answers 404 \`resource_missing\` when it does not exist, 405 \`method_not_allowed\`
-(with \`Allow\`) for a method it does not take, and 413 \`request_too_large\` for a declared body over 1 MB.
+(with \`Allow\`) for a method it does not take, and 413 \`request_too_large\` for a declared body over ${JSON_BODY_LIMIT / (1024 * 1024)} MB.
 
-**Limits.** Per application: 5 read and 3 send requests per second (fixed one-second windows), plus a daily
-send quota per channel; the token endpoint takes 2 per second per client. Every response carries \`Request-Id\`,
+**Limits.** Per application: ${DEFAULT_LIMITS.read} read and ${DEFAULT_LIMITS.send} send requests per second (fixed one-second windows), plus a daily
+send quota per channel; the token endpoint takes ${DEFAULT_LIMITS.token} per second per client. Every response carries \`Request-Id\`,
 \`RateLimit-*\` and \`X-RateLimit-*\`; a 429 carries \`Retry-After\`.
 
 **Identifiers** are opaque, prefixed and case-sensitive (\`msg_\`, \`ctc_\`, \`snd_\`, \`tpl_\`, \`med_\`, \`req_\`, \`fd_\`).
 Timestamps named \`created\` are Unix epoch seconds.`;
+
+/** Both rate-limit header families (src/http/rate-limit.ts), each a component named without dashes. */
+const RATE_LIMIT_HEADERS = [
+  ["RateLimit-Limit", "Requests allowed in the current one-second window."],
+  ["RateLimit-Remaining", "Requests left in the current window."],
+  ["RateLimit-Reset", "Seconds until the window resets."],
+  ["X-RateLimit-Limit", "Same as `RateLimit-Limit`."],
+  ["X-RateLimit-Remaining", "Same as `RateLimit-Remaining`."],
+  ["X-RateLimit-Reset", "Unix epoch second at which the window resets."],
+] as const;
+
+const componentOf = (header: string) => header.replaceAll("-", "");
 
 const HEADERS: Record<string, Json> = {
   RequestId: {
@@ -84,27 +97,12 @@ const HEADERS: Record<string, Json> = {
     required: true,
     schema: { type: "string", pattern: "^req_[0-9A-Za-z]+$" },
   },
-  RateLimitLimit: {
-    description: "Requests allowed in the current one-second window.",
-    schema: { type: "integer", minimum: 0 },
-  },
-  RateLimitRemaining: {
-    description: "Requests left in the current window.",
-    schema: { type: "integer", minimum: 0 },
-  },
-  RateLimitReset: {
-    description: "Seconds until the window resets.",
-    schema: { type: "integer", minimum: 0 },
-  },
-  XRateLimitLimit: { description: "Same as `RateLimit-Limit`.", schema: { type: "integer", minimum: 0 } },
-  XRateLimitRemaining: {
-    description: "Same as `RateLimit-Remaining`.",
-    schema: { type: "integer", minimum: 0 },
-  },
-  XRateLimitReset: {
-    description: "Unix epoch second at which the window resets.",
-    schema: { type: "integer", minimum: 0 },
-  },
+  ...Object.fromEntries(
+    RATE_LIMIT_HEADERS.map(([name, description]) => [
+      componentOf(name),
+      { description, schema: { type: "integer", minimum: 0 } },
+    ]),
+  ),
   RetryAfter: {
     description: "Seconds to wait before retrying.",
     required: true,
@@ -116,28 +114,23 @@ const HEADERS: Record<string, Json> = {
   },
 };
 
-const RATE_LIMIT_HEADERS = {
-  "RateLimit-Limit": "RateLimitLimit",
-  "RateLimit-Remaining": "RateLimitRemaining",
-  "RateLimit-Reset": "RateLimitReset",
-  "X-RateLimit-Limit": "XRateLimitLimit",
-  "X-RateLimit-Remaining": "XRateLimitRemaining",
-  "X-RateLimit-Reset": "XRateLimitReset",
-};
-
 /** Codes whose answers carry `Retry-After` / `WWW-Authenticate`. */
-const RETRY_AFTER_CODES = new Set([
+const RETRY_AFTER_CODES: ReadonlySet<string> = new Set<ApiErrorCode>([
   "rate_limit_exceeded",
   "quota_exceeded",
   "service_unavailable",
   "idempotency_key_in_use",
 ]);
-const CHALLENGE_CODES = new Set(["unauthorized", "insufficient_scope", "invalid_client"]);
+const CHALLENGE_CODES: ReadonlySet<string> = new Set<ApiErrorCode | OAuthErrorCode>([
+  "unauthorized",
+  "insufficient_scope",
+  "invalid_client",
+]);
 
 const STATUS_TEXT: Record<string, string> = { "200": "OK", "201": "Created" };
 
 /** `param` in the example error of a code, where one is typical. */
-const EXAMPLE_PARAMS: Record<string, string> = {
+const EXAMPLE_PARAMS: Partial<Record<ApiErrorCode, string>> = {
   parameter_conflict: "template",
   parameter_missing: "sender",
   parameter_invalid: "to",
@@ -236,8 +229,10 @@ function buildOperation(
     responses: responseSkeletons,
     ...detail
   } = hooks.detail ?? {};
+  if (typeof detail.operationId !== "string") {
+    throw new Error(`${route.method} ${route.path} has no detail.operationId`);
+  }
   const operation: Json = { ...detail };
-  operation.operationId ??= operationIdOf(route.method, route.path);
   const scope = detail["x-scope"];
   if (typeof scope === "string") {
     operation.description = [detail.description, `Requires the scope \`${scope}\`.`]
@@ -251,29 +246,17 @@ function buildOperation(
     ...parametersOf(hooks.headers, "header", schemas),
     ...((extraParameters as Json[] | undefined) ?? []),
   ];
-  if (!hooks.params) {
-    for (const [, name] of route.path.matchAll(/:([^/]+)/g)) {
-      parameters.unshift({ name, in: "path", required: true, schema: { type: "string" } });
-    }
+  if (!hooks.params && route.path.includes(":")) {
+    throw new Error(`${route.method} ${route.path} has path parameters but no params schema`);
   }
   if (parameters.length > 0) operation.parameters = parameters;
 
   const method = route.method.toUpperCase();
   if (hooks.body && method !== "GET" && method !== "HEAD") {
-    operation.requestBody = requestBodyOf(hooks, (bodySkeleton ?? {}) as Json, schemas);
+    operation.requestBody = requestBodyOf(route, hooks, (bodySkeleton ?? {}) as Json, schemas);
   }
   operation.responses = responsesOf(hooks.response, (responseSkeletons ?? {}) as Json, schemas, options);
   return operation;
-}
-
-function operationIdOf(method: string, path: string): string {
-  const words = path
-    .split("/")
-    .filter(Boolean)
-    .map((part) => (part.startsWith(":") ? `By_${part.slice(1)}` : part))
-    .flatMap((part) => part.split(/[^A-Za-z0-9]+/))
-    .filter(Boolean);
-  return method.toLowerCase() + words.map((w) => w[0]!.toUpperCase() + w.slice(1)).join("");
 }
 
 function parametersOf(schema: unknown, where: "path" | "query" | "header", schemas: Components): Json[] {
@@ -293,27 +276,11 @@ function parametersOf(schema: unknown, where: "path" | "query" | "header", schem
   });
 }
 
-const PARSER_MEDIA_TYPES: Record<string, string> = {
-  json: "application/json",
-  "application/json": "application/json",
-  urlencoded: "application/x-www-form-urlencoded",
-  "application/x-www-form-urlencoded": "application/x-www-form-urlencoded",
-  formdata: "multipart/form-data",
-  "multipart/form-data": "multipart/form-data",
-  text: "text/plain",
-  "text/plain": "text/plain",
-};
-
-function requestBodyOf(hooks: RouteHooks, skeleton: Json, schemas: Components): Json {
+/** The route's `detail.requestBody.content` names the media types it reads; the body schema fills each. */
+function requestBodyOf(route: DocumentedRoute, hooks: RouteHooks, skeleton: Json, schemas: Components): Json {
+  const content = skeleton.content as Record<string, Json> | undefined;
+  if (!content) throw new Error(`${route.method} ${route.path} has a body but no detail.requestBody.content`);
   const schema = schemas.toJson(hooks.body);
-  let content = skeleton.content as Record<string, Json> | undefined;
-  if (!content) {
-    // Named parsers on the route say what it reads; otherwise the API speaks JSON.
-    const named = (hooks.parse ?? [])
-      .map((parser) => (typeof parser.fn === "string" ? PARSER_MEDIA_TYPES[parser.fn] : undefined))
-      .filter((type): type is string => type !== undefined);
-    content = Object.fromEntries((named.length > 0 ? named : ["application/json"]).map((t) => [t, {}]));
-  }
   return {
     ...skeleton,
     required: skeleton.required ?? true,
@@ -364,8 +331,8 @@ function standardHeaders(status: number): Json {
   const headers: Json = { "Request-Id": { $ref: "#/components/headers/RequestId" } };
   // 413 is answered before rate limiting; a 503 may mean the limiter itself could not be reached.
   if (status !== 413 && status !== 503) {
-    for (const [name, component] of Object.entries(RATE_LIMIT_HEADERS)) {
-      headers[name] = { $ref: `#/components/headers/${component}` };
+    for (const [name] of RATE_LIMIT_HEADERS) {
+      headers[name] = { $ref: `#/components/headers/${componentOf(name)}` };
     }
   }
   return headers;
@@ -413,13 +380,13 @@ function exampleError(errors: DocumentedErrors, code: string, options: DocumentO
     const entry = OAUTH_ERRORS[code as keyof typeof OAUTH_ERRORS];
     return { error: code, error_description: entry.meaning, request_id: EXAMPLE_REQUEST_ID };
   }
-  const entry = API_ERRORS[code as keyof typeof API_ERRORS];
+  const entry = API_ERRORS[code as ApiErrorCode];
   return {
     error: {
       type: entry.type,
       code,
       message: entry.meaning,
-      param: EXAMPLE_PARAMS[code] ?? null,
+      param: EXAMPLE_PARAMS[code as ApiErrorCode] ?? null,
       request_id: EXAMPLE_REQUEST_ID,
       doc_url: `${options.baseUrl}/docs#${code}`,
       ...(code === "messaging_window_closed" && {

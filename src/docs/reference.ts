@@ -20,6 +20,13 @@ const SWAGGER_UI_ASSETS = {
 } as const;
 // The asset URLs carry the package version, so a year-long cache never serves an old file.
 const ASSET_CACHE = "public, max-age=31536000, immutable";
+const PAGE_PATH = "/reference";
+const assetPath = (name: string) => `${PAGE_PATH}/${name}`;
+
+/** The page and its assets as the app serves them (under API_PREFIX): static, served to anyone. */
+export const REFERENCE_STATIC_PATHS: ReadonlySet<string> = new Set(
+  [PAGE_PATH, ...Object.keys(SWAGGER_UI_ASSETS).map(assetPath)].map((path) => `${API_PREFIX}${path}`),
+);
 
 const escapeHtml = (text: string) =>
   text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;");
@@ -32,25 +39,22 @@ export function apiReferenceRoutes(deps: Pick<AppDeps, "config">, routes: () => 
   // Where the browser finds us: the public base URL's path (a proxy may mount the API elsewhere).
   const basePath = new URL(baseUrl).pathname.replace(/\/+$/, "");
   const page = renderReferencePage(baseUrl, basePath);
-  let cached: { routeCount: number; document: unknown } | undefined;
+  // The routes are complete by the first request; the document is built then, once.
+  let openApiDocument: unknown;
 
   const app = new Elysia({ name: "api-reference" })
     .get(
       "/openapi.json",
-      () => {
-        const all = routes();
-        if (cached?.routeCount !== all.length) {
-          cached = {
-            routeCount: all.length,
-            document: buildOpenApiDocument(all, { baseUrl, prefix: API_PREFIX, version: API_VERSION }),
-          };
-        }
-        return cached.document;
-      },
+      () =>
+        (openApiDocument ??= buildOpenApiDocument(routes(), {
+          baseUrl,
+          prefix: API_PREFIX,
+          version: API_VERSION,
+        })),
       { detail: { hide: true } },
     )
     .get(
-      "/reference",
+      PAGE_PATH,
       ({ set }) => {
         set.headers["content-type"] = "text/html; charset=utf-8";
         set.headers["cache-control"] = "no-cache";
@@ -62,7 +66,7 @@ export function apiReferenceRoutes(deps: Pick<AppDeps, "config">, routes: () => 
   for (const [name, type] of Object.entries(SWAGGER_UI_ASSETS)) {
     const file = join(SWAGGER_UI_DIR, name);
     app.get(
-      `/reference/${name}`,
+      assetPath(name),
       // A Response of our own: Elysia's file answer would add a Content-Range to a plain 200.
       () => new Response(Bun.file(file), { headers: { "content-type": type, "cache-control": ASSET_CACHE } }),
       { detail: { hide: true } },
@@ -73,7 +77,7 @@ export function apiReferenceRoutes(deps: Pick<AppDeps, "config">, routes: () => 
 
 function renderReferencePage(baseUrl: string, basePath: string): { html: string; csp: string } {
   const asset = (name: keyof typeof SWAGGER_UI_ASSETS) =>
-    escapeHtml(`${basePath}/reference/${name}?v=${swaggerUiPackage.version}`);
+    escapeHtml(`${basePath}${assetPath(name)}?v=${swaggerUiPackage.version}`);
   const init = `window.ui = SwaggerUIBundle(${JSON.stringify({
     url: `${basePath}/openapi.json`,
     dom_id: "#swagger-ui",

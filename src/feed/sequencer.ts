@@ -121,11 +121,12 @@ export function startFeedSequencer(
       lastTickAt = started;
       try {
         const tick = await sequenceFeed(db, batchSize);
-        if (tick.ran) options.onTick?.(tick, (performance.now() - started) / 1000);
+        const seconds = (performance.now() - started) / 1000;
+        if (tick.ran) options.onTick?.(tick, seconds);
         if (tick.taken > 0) {
           logger.debug(
             {
-              tick_ms: Math.round((performance.now() - started) * 100) / 100,
+              tick_ms: Math.round(seconds * 100_000) / 100,
               batch: tick.numbered,
               taken: tick.taken,
             },

@@ -3,12 +3,16 @@
  * OpenAPI document all read it, so a code cannot exist in one and be missing from another.
  */
 
-export type ErrorType =
-  | "authentication_error"
-  | "permission_error"
-  | "invalid_request_error"
-  | "rate_limit_error"
-  | "api_error";
+/** The error families (`error.type`). */
+export const ERROR_TYPES = [
+  "authentication_error",
+  "permission_error",
+  "invalid_request_error",
+  "rate_limit_error",
+  "api_error",
+] as const;
+
+export type ErrorType = (typeof ERROR_TYPES)[number];
 
 interface ErrorDefinition {
   status: number;

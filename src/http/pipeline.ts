@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
 import { type AdmitSend, enforceAdmission, giveBackQuotaUnit } from "../messages/admission.ts";
-import type { Metrics } from "../metrics/index.ts";
+import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { TokenService } from "../oauth/tokens.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { ApiError, apiErrorBody, OAuthError, oauthErrorBody } from "./errors.ts";
@@ -16,7 +16,6 @@ export const TOKEN_PATH = `${API_PREFIX}/oauth/token`;
 export const JSON_BODY_LIMIT = 1024 * 1024;
 export const MEDIA_BODY_LIMIT = 16 * 1024 * 1024 + 64 * 1024;
 export const MESSAGES_PATH = `${API_PREFIX}/messages`;
-const REFERENCE_PATH = `${API_PREFIX}/reference`;
 const MEDIA_PATH = `${API_PREFIX}/media`;
 
 export interface PipelineDeps {
@@ -31,6 +30,12 @@ export interface PipelineDeps {
   anonymousLimit: number;
   /** Rate limit and daily quota of POST /messages, in one Redis call. */
   admitSend: AdmitSend;
+  /**
+   * Static files under the prefix (the reference page and its assets): a GET of one of these exact
+   * paths skips authentication and the rate limit. A page load is several requests, and must not use
+   * up the anonymous limit before the API is tried.
+   */
+  staticPaths: ReadonlySet<string>;
   /** Paths answered with HTML pages (the panel): their errors are pages too, not JSON envelopes. */
   pageErrors?: { prefix: string; render(failure: ApiError | OAuthError, requestId: string): Response };
 }
@@ -45,9 +50,8 @@ interface RouteInfo {
  * authentication and rate limiting before routing (so 404s and 401s are limited and carry the
  * headers too), one error renderer, and the access log.
  */
-export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
-  const allowedMethods = methodIndex(routes);
-  const templateOf = templateIndex(routes);
+export function requestPipeline(deps: PipelineDeps, routes: () => readonly RouteInfo[]) {
+  const { allowedMethods, templateOf } = routeIndex(routes);
 
   return (
     new Elysia()
@@ -74,10 +78,8 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
         }
         // The token endpoint limits itself: its key is the client_id, which is inside the body.
         if (path === TOKEN_PATH) return;
-        // The reference page's own files (HTML, script, styles): a page load is several requests,
-        // static and cheap, and must not use up the anonymous limit before the API is tried.
-        if (request.method === "GET" && (path === REFERENCE_PATH || path.startsWith(`${REFERENCE_PATH}/`)))
-          return;
+        // Static files (see PipelineDeps.staticPaths).
+        if (request.method === "GET" && deps.staticPaths.has(path)) return;
 
         const header = request.headers.get("authorization");
         let auth: Awaited<ReturnType<TokenService["check"]>> | undefined;
@@ -106,7 +108,9 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
         const outcome = await consumeRateLimit(deps.redis, key, limit);
         Object.assign(set.headers, rateLimitHeaders(outcome));
         if (!outcome.allowed) {
-          deps.metrics.rateLimited.inc({ kind: auth?.ok === true ? kind : "anonymous" });
+          deps.metrics.rateLimited.inc({
+            kind: (auth?.ok === true ? kind : "anonymous") satisfies RateLimitKind,
+          });
           throw rateLimitError(outcome);
         }
       })
@@ -148,7 +152,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => RouteInfo[]) {
               ? new ApiError("method_not_allowed", `${request.method} is not allowed on ${path}.`, {
                   headers: { allow: allowed.join(", ") },
                 })
-              : new ApiError("resource_missing", `Unknown path: ${request.method} ${path}.`);
+              : unknownPathError(request.method, path);
         } else if (isDependencyDown(error)) {
           deps.logger.warn({ request_id: requestId, err: errorSummary(error) }, "dependency unavailable");
           failure = new ApiError(
@@ -256,6 +260,11 @@ function toOAuthError(error: ApiError): OAuthError {
   return new OAuthError("invalid_request", error.message, error.headers, error.status);
 }
 
+/** What any path that does not exist answers (the ops endpoints reuse it for theirs). */
+export function unknownPathError(method: string, path: string): ApiError {
+  return new ApiError("resource_missing", `Unknown path: ${method} ${path}.`);
+}
+
 export function pathOf(url: string): string {
   const start = url.indexOf("/", url.indexOf("//") + 2);
   if (start < 0) return "/";
@@ -307,40 +316,36 @@ export function clientIpOf(
   return server?.requestIP(request)?.address ?? "local";
 }
 
-function routePatterns(routes: () => RouteInfo[]) {
-  let patterns: { regex: RegExp; method: string; path: string; params: number }[] | undefined;
-  return () =>
-    (patterns ??= routes().map((route) => ({
-      method: route.method,
-      path: route.path,
-      params: route.path.split(":").length - 1,
-      regex: new RegExp(
-        `^${route.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+")}/?$`,
-      ),
-    })));
-}
-
-function methodIndex(routes: () => RouteInfo[]) {
-  const patterns = routePatterns(routes);
-  return (path: string): string[] => [
-    ...new Set(
-      patterns()
-        .filter((p) => p.regex.test(path))
-        .map((p) => p.method),
-    ),
-  ];
-}
-
 /**
- * The route template a request would have matched, for requests answered before routing (a 429 or
- * 401 from onRequest): the most specific (fewest parameters) route of its method whose pattern fits.
+ * Route lookups for answers given without a matched route: the methods a path takes (405's Allow),
+ * and the template a request would have matched, for requests answered before routing (a 429 or 401
+ * from onRequest), so metrics never label a series by a raw path. Patterns are compiled on first use
+ * (the routes are known once the app is whole), most specific (fewest parameters) first.
  */
-function templateIndex(routes: () => RouteInfo[]) {
-  const patterns = routePatterns(routes);
-  return (method: string, path: string): string | undefined =>
-    patterns()
-      .filter((p) => (p.method === method || p.method === "ALL") && p.regex.test(path))
-      .sort((a, b) => a.params - b.params)[0]?.path;
+function routeIndex(routes: () => readonly RouteInfo[]) {
+  let compiled: { regex: RegExp; method: string; path: string }[] | undefined;
+  const patterns = () =>
+    (compiled ??= routes()
+      .map((route) => ({
+        method: route.method,
+        path: route.path,
+        params: route.path.split(":").length - 1,
+        regex: new RegExp(
+          `^${route.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+")}/?$`,
+        ),
+      }))
+      .sort((a, b) => a.params - b.params));
+  return {
+    allowedMethods: (path: string): string[] => [
+      ...new Set(
+        patterns()
+          .filter((p) => p.regex.test(path))
+          .map((p) => p.method),
+      ),
+    ],
+    templateOf: (method: string, path: string): string | undefined =>
+      patterns().find((p) => (p.method === method || p.method === "ALL") && p.regex.test(path))?.path,
+  };
 }
 
 const DOWN_CODES = new Set([

@@ -1,7 +1,7 @@
 import { type TObject, type TProperties, type TSchema, Type } from "@sinclair/typebox";
 import { t } from "elysia";
 import { MessagingStateSchema } from "../contacts/schemas.ts";
-import { API_ERRORS, type ApiErrorCode, OAUTH_ERRORS, type OAuthErrorCode } from "./errors.ts";
+import { API_ERRORS, type ApiErrorCode, ERROR_TYPES, OAUTH_ERRORS, type OAuthErrorCode } from "./errors.ts";
 
 /**
  * SPEC §2 list envelope around `item`; `extra` adds members (the feed's `next_cursor`). A titled item
@@ -23,14 +23,6 @@ export function listOf<T extends TSchema, E extends TProperties = Record<never, 
     { description, ...(typeof item.title === "string" && { title: `${item.title}List` }) },
   );
 }
-
-const ERROR_TYPES = [
-  "authentication_error",
-  "permission_error",
-  "invalid_request_error",
-  "rate_limit_error",
-  "api_error",
-] as const;
 
 /** SPEC §7's envelope; the pipeline renders it (src/http/errors.ts apiErrorBody). */
 export const ErrorResponse = t.Object(

@@ -4,7 +4,7 @@ import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import { type RateLimitOutcome, rateLimitError } from "../http/rate-limit.ts";
 import type { AuthContext } from "../http/request-state.ts";
-import type { Metrics } from "../metrics/index.ts";
+import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import type { AcceptOutboundMessage } from "./accept.ts";
 
@@ -22,7 +22,7 @@ export interface SendAdmission {
   rate: RateLimitOutcome;
   /** The quota counter a unit was reserved on; give it back unless a message was accepted. */
   reservedQuotaKey?: string;
-  /** Set when the daily quota is used up (the rate limit is in `rate`). */
+  /** Set when the daily quota is used up (`quota_exceeded`; the rate limit is in `rate`). */
   refusal?: ApiError;
 }
 
@@ -123,11 +123,11 @@ export function enforceAdmission(
   rateMessage?: (limit: number) => string,
 ): string | undefined {
   if (!admission.rate.allowed) {
-    metrics.rateLimited.inc({ kind: "send" });
+    metrics.rateLimited.inc({ kind: "send" satisfies RateLimitKind });
     throw rateLimitError(admission.rate, rateMessage?.(admission.rate.limit));
   }
   if (admission.refusal) {
-    if (admission.refusal.code === "quota_exceeded") metrics.rateLimited.inc({ kind: "quota" });
+    metrics.rateLimited.inc({ kind: "quota" satisfies RateLimitKind });
     throw admission.refusal;
   }
   return admission.reservedQuotaKey;

@@ -14,7 +14,8 @@ import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 
 export const IDEMPOTENCY_RETENTION_MS = 24 * 3600 * 1000;
 const IN_FLIGHT_MS = 30_000;
-const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
+/** 1-255 printable ASCII characters (documented as the header's pattern). */
+export const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
 
 export function parseIdempotencyKey(header: string | null): string | undefined {
   if (header === null) return undefined;

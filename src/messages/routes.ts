@@ -1,11 +1,12 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
 import { returnReservedQuota } from "../http/pipeline.ts";
+import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import { requestState } from "../http/request-state.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import type { AcceptOutboundMessage } from "./accept.ts";
-import { parseIdempotencyKey } from "./idempotency.ts";
+import { KEY_FORMAT, parseIdempotencyKey } from "./idempotency.ts";
 import { presentAcceptedMessage } from "./presenter.ts";
 import { MessageSchema, SendMessageRequest } from "./schemas.ts";
 
@@ -53,15 +54,14 @@ export function messageRoutes(deps: AppDeps, acceptOutboundMessage: AcceptOutbou
       detail: {
         operationId: "sendMessage",
         summary: "Send a message",
-        description:
-          "Sends an approved template, or free text inside the 24-hour window. With an `Idempotency-Key`, a repeated request returns the original message (200, `Idempotency-Replayed: true`) and sends nothing again. Counts against the send limit (3 per second) and the daily per-channel quota.",
+        description: `Sends an approved template, or free text inside the 24-hour window. With an \`Idempotency-Key\`, a repeated request returns the original message (200, \`Idempotency-Replayed: true\`) and sends nothing again. Counts against the send limit (${DEFAULT_LIMITS.send} per second) and the daily per-channel quota.`,
         tags: ["Messages"],
         parameters: [
           {
             name: "Idempotency-Key",
             in: "header",
             required: false,
-            schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x20-\\x7e]{1,255}$" },
+            schema: { type: "string", minLength: 1, maxLength: 255, pattern: KEY_FORMAT.source },
             description:
               "1-255 printable ASCII characters, scoped to your application and kept 24 hours. The same key with the same body returns the original message; with another body, 400 `idempotency_key_reused`.",
           },

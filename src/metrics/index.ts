@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { METRICS_SNAPSHOT_TTL_SECONDS } from "./publish.ts";
 
 /**
  * Every Prometheus metric of the service, defined once. Each process (the api, each worker) makes
@@ -12,10 +13,10 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
  * the process labels keep series of different processes apart (nothing is summed across processes).
  */
 
-/** Where 429s come from (docs/operations.md). */
+/** Where 429s come from (docs/operations.md): the `kind` label of `http_rate_limited_total`. */
 export type RateLimitKind = "read" | "send" | "token" | "anonymous" | "quota";
 
-export const LABEL_NAMES = {
+const LABEL_NAMES = {
   http: ["method", "route", "status"],
   provider: ["operation", "outcome"],
   job: ["queue", "outcome"],
@@ -28,15 +29,14 @@ const SECONDS_SLOW = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
 export interface MetricsOptions {
   /** The process name: `api`, or the worker's (send, finalize, status, maintenance). */
   process: string;
-  /** Process metrics (CPU, memory, event loop, GC); on by default. */
-  defaultMetrics?: boolean;
 }
 
 export function createMetrics(options: MetricsOptions) {
   const registry = new Registry();
   const processId = `${hostname()}:${process.pid}`;
   registry.setDefaultLabels({ process: options.process, process_id: processId });
-  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+  // Process metrics: CPU, memory, event loop, GC.
+  collectDefaultMetrics({ register: registry });
   const registers = [registry];
   // Values read at scrape time exist in the api only; the feed sequencer runs in workers only. A
   // metric a process never records stays out of its registry, so it exports no misleading zeros.
@@ -112,7 +112,7 @@ export function createMetrics(options: MetricsOptions) {
     }),
     workerProcesses: new Gauge({
       name: "worker_processes",
-      help: "Worker processes whose metrics reached Redis in the last 30 seconds, by process name (read at scrape time).",
+      help: `Worker processes whose metrics reached Redis in the last ${METRICS_SNAPSHOT_TTL_SECONDS} seconds, by process name (read at scrape time).`,
       labelNames: ["worker"] as const,
       registers: apiOnly,
     }),

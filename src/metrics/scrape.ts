@@ -7,7 +7,7 @@ import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import type { Metrics } from "./index.ts";
 import { readWorkerSnapshots } from "./publish.ts";
 
-export const QUEUE_STATES = ["waiting", "active", "delayed", "failed", "completed"] as const;
+const QUEUE_STATES = ["waiting", "active", "delayed", "failed", "completed"] as const;
 
 export interface ScrapeDeps {
   metrics: Metrics;
@@ -39,10 +39,14 @@ export async function renderMetrics(deps: ScrapeDeps): Promise<{ body: string; c
   if (workers) {
     for (const worker of workers) metrics.workerProcesses.inc({ worker: worker.worker });
   }
-  const merged = AggregatorRegistry.aggregate([
-    await metrics.registry.getMetricsAsJSON(),
-    ...(workers ?? []).map((w) => w.metrics),
-  ]);
+  const merged = AggregatorRegistry.aggregate(
+    [await metrics.registry.getMetricsAsJSON(), ...(workers ?? []).map((w) => w.metrics)].map((families) =>
+      // Each family's aggregator only combines series with equal labels, which never occurs here
+      // (process_id differs); "sum" keeps every series, where "omit" (process_start_time_seconds)
+      // would drop the whole family.
+      families.map((family) => ({ ...family, aggregator: "sum" as const })),
+    ),
+  );
   return { body: await merged.metrics(), contentType: merged.contentType };
 }
 

@@ -2,11 +2,13 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app.ts";
 import { OAuthError } from "../http/errors.ts";
 import { clientIpOf, throwBodyProblem } from "../http/pipeline.ts";
-import { consumeRateLimit, rateLimitHeaders, retryAfterSeconds } from "../http/rate-limit.ts";
+import { consumeRateLimit, DEFAULT_LIMITS, rateLimitHeaders, retryAfterSeconds } from "../http/rate-limit.ts";
 import { requestState } from "../http/request-state.ts";
 import { tokenErrors } from "../http/schemas.ts";
+import type { RateLimitKind } from "../metrics/index.ts";
 import { TokenRequest, TokenResponse } from "./schemas.ts";
 import { type ClientCredentials, issueAccessToken, readClientCredentials } from "./service.ts";
+import { TOKEN_LIFETIME_SECONDS } from "./tokens.ts";
 
 export function oauthRoutes(deps: AppDeps) {
   return new Elysia().post(
@@ -36,7 +38,7 @@ export function oauthRoutes(deps: AppDeps) {
       const outcome = await consumeRateLimit(deps.redis, key, deps.limits.token);
       Object.assign(set.headers, rateLimitHeaders(outcome));
       if (!outcome.allowed) {
-        deps.metrics.rateLimited.inc({ kind: "token" });
+        deps.metrics.rateLimited.inc({ kind: "token" satisfies RateLimitKind });
         throw new OAuthError(
           "rate_limit_exceeded",
           `Too many token requests: the limit is ${outcome.limit} per second.`,
@@ -55,8 +57,7 @@ export function oauthRoutes(deps: AppDeps) {
       detail: {
         operationId: "getAccessToken",
         summary: "Get an access token",
-        description:
-          "OAuth 2.0 client credentials (RFC 6749 §4.4). Send `grant_type`, `client_id` and `client_secret` as JSON or form fields, or the credentials as HTTP Basic (`Authorization: Basic base64(client_id:client_secret)`) and only `grant_type` in the body. Tokens live 3600 s; several may be valid at once. Limited to 2 requests per second per client_id (per IP when no client_id can be read).",
+        description: `OAuth 2.0 client credentials (RFC 6749 §4.4). Send \`grant_type\`, \`client_id\` and \`client_secret\` as JSON or form fields, or the credentials as HTTP Basic (\`Authorization: Basic base64(client_id:client_secret)\`) and only \`grant_type\` in the body. Tokens live ${TOKEN_LIFETIME_SECONDS} s; several may be valid at once. Limited to ${DEFAULT_LIMITS.token} requests per second per client_id (per IP when no client_id can be read).`,
         tags: ["Authentication"],
         // HTTP Basic, or no Authorization header at all when the credentials are in the body.
         security: [{ clientBasic: [] }, {}],

@@ -1,4 +1,5 @@
 import { t } from "elysia";
+import { TOKEN_LIFETIME_SECONDS } from "./tokens.ts";
 
 /**
  * Deliberately loose: RFC 6749 errors (invalid_request, unsupported_grant_type, ...) are decided by
@@ -36,7 +37,7 @@ export const TokenResponse = t.Object(
   {
     access_token: t.String({ description: "Send as `Authorization: Bearer <access_token>`." }),
     token_type: t.Literal("Bearer"),
-    expires_in: t.Integer({ description: "Seconds; always 3600." }),
+    expires_in: t.Integer({ description: `Seconds; always ${TOKEN_LIFETIME_SECONDS}.` }),
     scope: t.String({ description: "Space-separated scopes granted." }),
   },
   {
@@ -46,7 +47,7 @@ export const TokenResponse = t.Object(
         access_token:
           "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJjaWRfNlloOFVqMElrMk9sNFBtNlFuOFJiMCJ9.c2lnbmF0dXJl",
         token_type: "Bearer",
-        expires_in: 3600,
+        expires_in: TOKEN_LIFETIME_SECONDS,
         scope: "messaging:send messaging:read",
       },
     ],

@@ -2,8 +2,7 @@ import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { ElysiaAdapter } from "@bull-board/elysia";
 import { Elysia } from "elysia";
-import { ApiError } from "../http/errors.ts";
-import { pathOf } from "../http/pipeline.ts";
+import { pathOf, throwBodyProblem, unknownPathError } from "../http/pipeline.ts";
 import { QUEUE_NAMES, type Queues } from "../queues/index.ts";
 
 export const DASHBOARD_PATH = "/ops/queues";
@@ -34,6 +33,8 @@ export function queueDashboard(queues: Queues) {
 
   /** Answers one request under DASHBOARD_PATH; `body` is the raw body the pipeline already read. */
   return async function handle(request: Request, body: Uint8Array | undefined): Promise<Response> {
+    // A body the pipeline's parser refused (too large, not JSON) is not forwarded: the usual 400/413.
+    throwBodyProblem(request);
     board ??= build().catch((error) => {
       board = undefined;
       throw error;
@@ -50,7 +51,7 @@ export function queueDashboard(queues: Queues) {
           });
     const response = await app.handle(forwarded);
     if (response.status === 404 && !response.body) {
-      throw new ApiError("resource_missing", `Unknown path: ${request.method} ${pathOf(request.url)}.`);
+      throw unknownPathError(request.method, pathOf(request.url));
     }
     if (!response.headers.get("content-type")?.startsWith("text/html")) return response;
     // The page asks Google Fonts for its typeface; without it the page falls back to a system font.

@@ -1,15 +1,14 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { Config } from "../config.ts";
 import { ApiError } from "../http/errors.ts";
-import { pathOf } from "../http/pipeline.ts";
 
 /**
  * The one guard of the operator endpoints (/metrics, /ops/queues): HTTP Basic with OPS_USER and
- * OPS_PASSWORD. Without them the endpoints are open in development and do not exist otherwise (404,
- * as for any unknown path), so a production deployment never exposes them by accident.
+ * OPS_PASSWORD. Without them the endpoints are open in development and do not exist otherwise (not
+ * registered, see ops/routes.ts), so a production deployment never exposes them by accident.
  */
 
-export const OPS_REALM = 'Basic realm="ops"';
+const OPS_REALM = 'Basic realm="ops"';
 
 export type OpsAccess =
   | { mode: "open" }
@@ -23,11 +22,7 @@ export function opsAccess(config: Pick<Config, "opsUser" | "opsPassword" | "node
 }
 
 /** Throws unless the request may reach an operator endpoint; rendered by the pipeline's onError. */
-export function checkOpsRequest(access: OpsAccess, request: Request): void {
-  if (access.mode === "disabled") {
-    // Exactly what an unknown path answers.
-    throw new ApiError("resource_missing", `Unknown path: ${request.method} ${pathOf(request.url)}.`);
-  }
+export function checkOpsRequest(access: Exclude<OpsAccess, { mode: "disabled" }>, request: Request): void {
   if (access.mode === "basic" && !credentialsMatch(access, request.headers.get("authorization"))) {
     throw new ApiError("unauthorized", "Operator credentials (HTTP Basic) are required.", {
       headers: { "www-authenticate": OPS_REALM },
