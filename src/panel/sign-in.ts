@@ -83,12 +83,12 @@ export function signInRoutes(deps: AppDeps) {
   async function throttled(ip: string, email: string | undefined): Promise<number | undefined> {
     const checks: [string, number][] = [[deps.keys.signInByIp(ip), SIGN_IN_LIMITS.perIp]];
     if (email) checks.push([deps.keys.signInByAccount(accountDigest(email)), SIGN_IN_LIMITS.perAccount]);
-    let wait: number | undefined;
-    for (const [key, limit] of checks) {
-      const [allowed, ttl] = await deps.redis.attemptWindow(key, limit, SIGN_IN_LIMITS.windowSeconds);
-      if (allowed === 0) wait = Math.max(wait ?? 0, ttl);
-    }
-    return wait;
+    // Both windows count this attempt, at once (their keys live in different cluster slots).
+    const verdicts = await Promise.all(
+      checks.map(([key, limit]) => deps.redis.attemptWindow(key, limit, SIGN_IN_LIMITS.windowSeconds)),
+    );
+    const waits = verdicts.filter(([allowed]) => allowed === 0).map(([, ttl]) => ttl);
+    return waits.length > 0 ? Math.max(...waits) : undefined;
   }
 
   return new Elysia({ prefix: PANEL_PREFIX })
