@@ -21,6 +21,8 @@ RUN bun install --frozen-lockfile --production
 # --- runtime -------------------------------------------------------------------------------------
 FROM ${BUN_IMAGE} AS runtime
 WORKDIR /app
+# Not development: every process refuses to start without its secrets (docs/operations.md,
+# "Required production variables").
 ENV NODE_ENV=production
 
 # Root-owned and read-only for the process: it writes nothing to disk (logs go to stdout).

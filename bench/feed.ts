@@ -2,17 +2,22 @@
  * Feed benchmark, run by hand: `bun bench/feed.ts` (not part of the test suite). Needs the local
  * Postgres and Redis; makes its own database and Redis prefix and drops them at the end. Loopback only.
  *
- *   (a) ingest: signed webhooks (several messages each) into a real api process and finalize worker
- *       processes; sustained inbound messages/s, and time from each webhook's 200 to the message's
- *       first appearance in GET /messages (p50/p99).
+ *   (a) ingest: signed webhooks (`--per-webhook N` messages each, default 1: the common case) into a
+ *       real api process and finalize worker processes; sustained inbound messages/s, and time from
+ *       each webhook's 200 to the message's first appearance in GET /messages (p50/p99).
  *   (b) feed read: a tenant with 200,000 messages read from the start with limit=500; messages/s and
  *       page latency p99.
- *   (c) lost-nothing at a large size: the loss count.
+ *   (c) empty-poll: many connections (64) polling GET /messages with a cursor at the head, as idle
+ *       integrators do; req/s, p50/p99, and Postgres transactions per poll (0: the head is in Redis).
+ *       With wrk installed it drives the load (as in issue 13's figure), else this process does.
+ *   (d) lost-nothing at a large size: the loss count.
  *
  * Sizes can be changed with BENCH_INGEST_RATE, BENCH_INGEST_SECONDS, BENCH_FINALIZE_WORKERS,
- * BENCH_FEED_MESSAGES, BENCH_LOST_WRITERS and BENCH_LOST_PER_WRITER; BENCH_PHASES picks phases
- * (default `ingest,read,lost`).
+ * BENCH_WEBHOOKS_IN_FLIGHT, BENCH_PER_WEBHOOK, BENCH_FEED_MESSAGES, BENCH_POLL_CONNECTIONS,
+ * BENCH_POLL_SECONDS, BENCH_LOST_WRITERS and BENCH_LOST_PER_WRITER; BENCH_PHASES (or `--mode`) picks
+ * phases, comma-separated (default `ingest,read,lost`; `--mode empty-poll` runs that one alone).
  */
+import { parseArgs } from "node:util";
 import { sql } from "kysely";
 import { createApp } from "../src/app.ts";
 import { createApplication } from "../src/applications/service.ts";
@@ -21,29 +26,50 @@ import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { buildDeps, closeDeps } from "../src/deps.ts";
+import { createFeedHeadWriter, type FeedHeadWriter, parseFeedHead } from "../src/feed/heads.ts";
 import { sequenceFeed } from "../src/feed/sequencer.ts";
 import { newId, randomBase62 } from "../src/ids.ts";
 import { createLogger } from "../src/logger.ts";
+import { createRedis, redisKeys } from "../src/redis/connect.ts";
 import { insertSender } from "../src/senders/repository.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 import { runLostNothing } from "../test/lost-nothing.ts";
 import { deleteRedisPrefix } from "../test/support.ts";
 
+const { values: flags } = parseArgs({
+  args: process.argv.slice(2),
+  strict: true,
+  options: {
+    mode: { type: "string", default: process.env.BENCH_PHASES ?? "ingest,read,lost" },
+    "per-webhook": { type: "string", default: process.env.BENCH_PER_WEBHOOK ?? "1" },
+  },
+});
 const INGEST_RATE = Number(process.env.BENCH_INGEST_RATE ?? 3000);
 const INGEST_SECONDS = Number(process.env.BENCH_INGEST_SECONDS ?? 10);
-const MESSAGES_PER_WEBHOOK = 20;
-const WEBHOOKS_IN_FLIGHT = 16;
+const MESSAGES_PER_WEBHOOK = Number(flags["per-webhook"]);
+// One message per webhook needs many webhooks in flight to offer thousands of messages a second.
+const WEBHOOKS_IN_FLIGHT = Number(process.env.BENCH_WEBHOOKS_IN_FLIGHT ?? 64);
 const FINALIZE_WORKERS = Number(process.env.BENCH_FINALIZE_WORKERS ?? 2);
 const FEED_MESSAGES = Number(process.env.BENCH_FEED_MESSAGES ?? 200_000);
 const LOST_WRITERS = Number(process.env.BENCH_LOST_WRITERS ?? 16);
 const LOST_PER_WRITER = Number(process.env.BENCH_LOST_PER_WRITER ?? 1500);
-const PHASES = new Set((process.env.BENCH_PHASES ?? "ingest,read,lost").split(","));
+const POLL_CONNECTIONS = Number(process.env.BENCH_POLL_CONNECTIONS ?? 64);
+const POLL_SECONDS = Number(process.env.BENCH_POLL_SECONDS ?? 20);
+const POLL_WARMUP_SECONDS = 3;
+const PHASES = new Set(flags.mode.split(","));
+const KNOWN_PHASES = ["ingest", "read", "empty-poll", "lost"];
+if (![...PHASES].every((phase) => KNOWN_PHASES.includes(phase)))
+  throw new Error(`--mode / BENCH_PHASES: phases among ${KNOWN_PHASES.join(",")}`);
+if (!Number.isInteger(MESSAGES_PER_WEBHOOK) || MESSAGES_PER_WEBHOOK < 1)
+  throw new Error("--per-webhook must be a positive integer");
 // Every wait below ends by itself.
 const VISIBILITY_DEADLINE_MS = 120_000;
 
 const suffix = randomBase62(8).toLowerCase();
 const port = await freePort();
 const env = {
+  // The development defaults (webhook secret, JWT key) unless NODE_ENV is set.
+  NODE_ENV: process.env.NODE_ENV || "development",
   DATABASE_URL: `postgres://postgres@127.0.0.1:5432/bench_feed_${suffix}`,
   REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379/0",
   REDIS_PREFIX: `bench-${suffix}`,
@@ -125,7 +151,7 @@ interface Tenant {
 
 async function benchTenant(db: Db, name: string, phoneNumberId: string): Promise<Tenant> {
   const tenant = await insertTenant(db, { name });
-  const sender = await insertSender(db, {
+  const sender = await insertSender(db, config.providerTokenKey, {
     tenantId: tenant.id,
     phoneNumber: `+1555${phoneNumberId.slice(-7)}`,
     providerPhoneNumberId: phoneNumberId,
@@ -288,7 +314,7 @@ async function ingest(tenant: Tenant) {
 }
 
 /** (b) Seed FEED_MESSAGES messages, number them, and read the whole feed from the start. */
-async function feedRead(db: Db, tenant: Tenant) {
+async function feedRead(db: Db, heads: FeedHeadWriter, tenant: Tenant) {
   const contacts = 1000;
   await sql`
     INSERT INTO contacts (id, tenant_id, phone, name)
@@ -308,7 +334,7 @@ async function feedRead(db: Db, tenant: Tenant) {
             SELECT id, tenant_id FROM messages WHERE tenant_id = ${tenant.tenantId}`.execute(db);
   const sequencingStarted = performance.now();
   // The api's workers are stopped by now: this process's sequencer numbers the whole backlog.
-  for (let ticks = 0; ticks < 10_000 && (await sequenceFeed(db)).taken > 0; ticks++);
+  for (let ticks = 0; ticks < 10_000 && (await sequenceFeed(db, undefined, heads)).taken > 0; ticks++);
   const sequencingSeconds = (performance.now() - sequencingStarted) / 1000;
   await sql`ANALYZE`.execute(db);
 
@@ -341,7 +367,139 @@ async function feedRead(db: Db, tenant: Tenant) {
   };
 }
 
-/** (c) The lost-nothing run at a large size, through an in-process app on the same database. */
+/** Postgres transactions of the benchmark's database so far (the server's statistics: ~1 s behind). */
+async function databaseTransactions(db: Db): Promise<number> {
+  const row = await sql<{ n: number }>`
+    SELECT (xact_commit + xact_rollback)::float8 AS n FROM pg_stat_database
+    WHERE datname = current_database()`.execute(db);
+  return row.rows[0]?.n ?? 0;
+}
+
+interface PollRun {
+  client: string;
+  pollsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  non200: number;
+  polls: number;
+}
+
+/** wrk's `--latency` figures, in ms. */
+function wrkFigures(output: string): Omit<PollRun, "client"> {
+  const value = (pattern: RegExp) => Number(pattern.exec(output)?.[1] ?? Number.NaN);
+  const quantile = (q: number) => {
+    const match = new RegExp(`^\\s+${q}%\\s+([\\d.]+)(us|ms|s)\\s*$`, "m").exec(output);
+    if (!match) return Number.NaN;
+    return Number(match[1]) * ({ us: 0.001, ms: 1, s: 1000 } as const)[match[2] as "us" | "ms" | "s"];
+  };
+  return {
+    pollsPerSecond: value(/Requests\/sec:\s+([\d.]+)/),
+    p50Ms: quantile(50),
+    p99Ms: quantile(99),
+    non200: value(/Non-2xx or 3xx responses:\s+(\d+)/) || 0,
+    polls: value(/(\d+) requests in/),
+  };
+}
+
+/** POLL_CONNECTIONS connections polling `url` for `seconds`: wrk when installed, else fetch loops here. */
+async function pollFor(url: string, token: string, seconds: number): Promise<PollRun> {
+  const wrk = Bun.which("wrk");
+  if (wrk) {
+    const child = Bun.spawn(
+      [
+        wrk,
+        "-t2",
+        `-c${POLL_CONNECTIONS}`,
+        `-d${seconds}s`,
+        "--latency",
+        "-H",
+        `Authorization: Bearer ${token}`,
+        url,
+      ],
+      { stdout: "pipe", stderr: "inherit" },
+    );
+    const output = await new Response(child.stdout).text();
+    if ((await child.exited) !== 0) throw new Error(`wrk failed: ${output}`);
+    return { client: "wrk -t2", ...wrkFigures(output) };
+  }
+  const latencies: number[] = [];
+  let non200 = 0;
+  const started = performance.now();
+  const stopAt = started + seconds * 1000;
+  const connection = async () => {
+    while (performance.now() < stopAt) {
+      const sent = performance.now();
+      const response = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+      await response.arrayBuffer();
+      latencies.push(performance.now() - sent);
+      if (response.status !== 200) non200++;
+    }
+  };
+  await Promise.all(Array.from({ length: POLL_CONNECTIONS }, connection));
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return {
+    client: "fetch in the bench process (no wrk installed; it shares the CPUs)",
+    pollsPerSecond: latencies.length / elapsed,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+    non200,
+    polls: latencies.length,
+  };
+}
+
+/**
+ * (c) Empty polls: a tenant with a few numbered messages (its head raised in Redis as the sequencer
+ * does), a cursor at its end, and POLL_CONNECTIONS connections polling with it.
+ */
+async function emptyPoll(db: Db, heads: FeedHeadWriter, tenant: Tenant) {
+  const messages = 100;
+  await sql`
+    INSERT INTO contacts (id, tenant_id, phone) VALUES ('ctc_poll1', ${tenant.tenantId}, '+4916000000001')`.execute(
+    db,
+  );
+  await sql`
+    INSERT INTO messages (id, tenant_id, contact_id, direction, type, preview, text, created_at)
+    SELECT 'msg_poll' || lpad(g::text, 6, '0'), ${tenant.tenantId}, 'ctc_poll1', 'inbound', 'text',
+           'poll ' || g, 'poll ' || g, now()
+    FROM generate_series(1, ${messages}) AS g`.execute(db);
+  await sql`INSERT INTO feed_pending (message_id, tenant_id)
+            SELECT id, tenant_id FROM messages WHERE tenant_id = ${tenant.tenantId}`.execute(db);
+  while ((await sequenceFeed(db, undefined, heads)).taken > 0);
+  const head = parseFeedHead(await heads.redis.get(heads.keys.feedHead(tenant.tenantId)));
+  if (head?.seq !== messages) throw new Error(`the head was not raised in Redis: ${JSON.stringify(head)}`);
+
+  let cursor: string | undefined;
+  for (
+    let page = await readFeedPage(tenant.token, cursor, 500);
+    ;
+    page = await readFeedPage(tenant.token, cursor, 500)
+  ) {
+    cursor = page.next_cursor;
+    if (!page.has_more) break;
+  }
+  const check = await readFeedPage(tenant.token, cursor, 100);
+  if (check.data.length > 0 || check.next_cursor !== cursor)
+    throw new Error("a poll at the head was not empty");
+
+  const url = `${base}/v2/messages?since=${cursor}`;
+  await pollFor(url, tenant.token, POLL_WARMUP_SECONDS);
+  const transactionsBefore = await databaseTransactions(db);
+  const run = await pollFor(url, tenant.token, POLL_SECONDS);
+  await Bun.sleep(1500); // the server's statistics lag
+  const transactions = (await databaseTransactions(db)) - transactionsBefore - 1;
+  return {
+    client: run.client,
+    connections: POLL_CONNECTIONS,
+    seconds: POLL_SECONDS,
+    polls_per_s: round(run.pollsPerSecond, 0),
+    latency_ms: { p50: round(run.p50Ms, 2), p99: round(run.p99Ms, 2) },
+    non_200: run.non200,
+    postgres_xacts_per_poll: round(Math.max(0, transactions) / Math.max(1, run.polls), 3),
+  };
+}
+
+/** (d) The lost-nothing run at a large size, through an in-process app on the same database. */
 async function lostNothing(db: Db) {
   const deps = buildDeps(config, { logger: createLogger("silent"), limits: { token: 1000 } });
   const app = createApp(deps);
@@ -349,7 +507,7 @@ async function lostNothing(db: Db) {
     const tenants = [];
     for (const name of ["Lost A", "Lost B"]) {
       const tenant = await insertTenant(db, { name });
-      const sender = await insertSender(db, {
+      const sender = await insertSender(db, config.providerTokenKey, {
         tenantId: tenant.id,
         phoneNumber: "+15550109999",
         providerPhoneNumberId: `lost-${name}-${suffix}`,
@@ -420,9 +578,12 @@ const quiet = async (phase: string) => {
 
 await ensureDatabase(config.databaseUrl);
 const db = createDb(config.databaseUrl, { max: 4 });
+// This process numbers the seeded backlogs itself, raising heads in Redis as the workers' loops do.
+const headsRedis = createRedis(config.redisUrl);
+const heads = createFeedHeadWriter(headsRedis, redisKeys(config.redisPrefix));
 try {
   await migrate(db);
-  if (PHASES.has("ingest") || PHASES.has("read")) {
+  if (PHASES.has("ingest") || PHASES.has("read") || PHASES.has("empty-poll")) {
     const api = spawn(["bun", "src/server.ts"]);
     await waitForHealth();
     if (PHASES.has("ingest")) {
@@ -437,7 +598,12 @@ try {
     if (PHASES.has("read")) {
       const readTenant = await benchTenant(db, "Reader", "310000000000002");
       await quiet("feed read");
-      console.log(JSON.stringify({ feed_read: await feedRead(db, readTenant) }));
+      console.log(JSON.stringify({ feed_read: await feedRead(db, heads, readTenant) }));
+    }
+    if (PHASES.has("empty-poll")) {
+      const pollTenant = await benchTenant(db, "Poller", "310000000000003");
+      await quiet("empty poll");
+      console.log(JSON.stringify({ empty_poll: await emptyPoll(db, heads, pollTenant) }));
     }
     api.kill("SIGTERM");
     await api.exited;
@@ -450,6 +616,7 @@ try {
   for (const child of children) if (child.exitCode === null) child.kill("SIGTERM");
   await Promise.all(children.map((child) => child.exited));
   await db.destroy();
+  headsRedis.disconnect();
   await dropDatabase(config.databaseUrl);
   await deleteRedisPrefix(config.redisPrefix);
 }

@@ -19,6 +19,7 @@ import { sql } from "kysely";
 import { createApplication } from "../src/applications/service.ts";
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { systemClock } from "../src/clock.ts";
+import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { queuePrefix } from "../src/queues/index.ts";
@@ -770,7 +771,7 @@ async function main() {
   const simulatorUrl = `http://127.0.0.1:${ports.simulator}`;
   const env: Record<string, string | undefined> = {
     ...process.env,
-    NODE_ENV: "development",
+    NODE_ENV: process.env.NODE_ENV || "development",
     PORT: String(ports.api),
     PUBLIC_BASE_URL: `${apiUrl}/v2`,
     DATABASE_URL,
@@ -816,7 +817,8 @@ async function main() {
       });
       apps.push({ clientId: application.clientId, clientSecret });
     }
-    const sender = await insertSender(db, {
+    const { providerTokenKey } = loadConfig(env);
+    const sender = await insertSender(db, providerTokenKey, {
       tenantId: tenant.id,
       name: "Bench sender",
       phoneNumber: "+15550100001",
@@ -825,7 +827,12 @@ async function main() {
       accessToken: "sim-access-token",
     });
     const templates = await syncSenderTemplates(
-      { db, clock: systemClock, provider: createWhatsAppProvider({ baseUrl: simulatorUrl }) },
+      {
+        config: { providerTokenKey },
+        db,
+        clock: systemClock,
+        provider: createWhatsAppProvider({ baseUrl: simulatorUrl }),
+      },
       sender,
     );
     if (

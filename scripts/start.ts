@@ -9,6 +9,9 @@ import { createDb, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { ensureServices, waitFor } from "./services.ts";
 
+// A development tool: the public development defaults unless NODE_ENV says otherwise. Every child
+// (simulator, workers, api) inherits it through process.env.
+process.env.NODE_ENV ||= "development";
 const config = loadConfigOrExit();
 const ROOT = new URL("..", import.meta.url).pathname;
 

@@ -1,50 +1,26 @@
 import { Elysia } from "elysia";
-import type { ChannelProvider } from "./channel/provider.ts";
-import type { Clock } from "./clock.ts";
-import type { Config } from "./config.ts";
+import type { AppDeps } from "./app-deps.ts";
 import { contactRoutes } from "./contacts/routes.ts";
 import { conversationRoutes } from "./conversations/routes.ts";
-import type { Db } from "./db/connect.ts";
 import type { DocumentedRoute } from "./docs/openapi.ts";
 import { apiReferenceRoutes, REFERENCE_STATIC_PATHS } from "./docs/reference.ts";
 import { docsRoutes } from "./docs/routes.ts";
 import { feedRoutes } from "./feed/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { historyRoutes } from "./history/routes.ts";
-import { API_PREFIX, MEDIA_BODY_LIMIT, requestPipeline } from "./http/pipeline.ts";
-import type { Logger } from "./logger.ts";
+import { MEDIA_BODY_LIMIT } from "./http/body.ts";
+import { API_PREFIX, requestPipeline } from "./http/pipeline.ts";
 import { mediaRoutes } from "./media/routes.ts";
 import { createMessageAcceptor } from "./messages/accept.ts";
 import { createSendAdmission, type OutboundSending } from "./messages/admission.ts";
 import { messageRoutes } from "./messages/routes.ts";
-import type { Metrics } from "./metrics/index.ts";
 import { oauthRoutes } from "./oauth/routes.ts";
-import type { TokenService } from "./oauth/tokens.ts";
-import { opsRoutes } from "./ops/routes.ts";
+import { OPS_PREFIXES, opsRoutes } from "./ops/routes.ts";
 import { panelErrorResponse } from "./panel/errors.ts";
 import { PANEL_PREFIX } from "./panel/paths.ts";
 import { panelRoutes } from "./panel/routes.ts";
-import type { Queues } from "./queues/index.ts";
-import type { RedisClient, RedisKeys } from "./redis/connect.ts";
 import { senderRoutes } from "./senders/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
-
-/** Everything the HTTP app uses, built by the caller (server, tests) and passed in once. */
-export interface AppDeps {
-  config: Config;
-  db: Db;
-  redis: RedisClient;
-  keys: RedisKeys;
-  clock: Clock;
-  logger: Logger;
-  tokens: TokenService;
-  queues: Queues;
-  provider: ChannelProvider;
-  /** This process's Prometheus metrics (src/metrics), in a registry of their own (buildDeps makes it). */
-  metrics: Metrics;
-  /** Per-second limits that are not per application (those live on the application). */
-  limits: { anonymous: number; token: number };
-}
 
 export function createApp(deps: AppDeps) {
   // One send path per process, shared by POST /v2/messages and the panel's replies: one group
@@ -71,6 +47,8 @@ export function createApp(deps: AppDeps) {
   const app = new Elysia({
     // Closed schemas reject unknown fields instead of silently dropping them.
     normalize: false,
+    // Each route's cap is the pipeline's (src/http/body.ts), which answers in the envelope; Bun's own
+    // cap (a bare 413) sits above the largest so that it never answers first.
     serve: { maxRequestBodySize: MEDIA_BODY_LIMIT * 2 },
   })
     .decorate("deps", deps)
@@ -84,7 +62,14 @@ export function createApp(deps: AppDeps) {
           tokens: deps.tokens,
           logger: deps.logger,
           metrics: deps.metrics,
-          anonymousLimit: deps.limits.anonymous,
+          ipLimits: {
+            anonymous: deps.limits.anonymous,
+            token: deps.limits.tokenPerIp,
+            panel: deps.limits.panelPerIp,
+            ops: deps.limits.opsPerIp,
+          },
+          panelPrefix: PANEL_PREFIX,
+          opsPrefixes: OPS_PREFIXES,
           admitSend: sending.admitSend,
           staticPaths: REFERENCE_STATIC_PATHS,
           pageErrors: { prefix: PANEL_PREFIX, render: panelErrorResponse },

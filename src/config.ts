@@ -3,17 +3,30 @@
  * the process with one line naming the variable; nothing else in the code reads process.env.
  */
 
+import { deriveKey } from "./crypto/keys.ts";
+
 export const DEV_JWT_SECRET = "dev-only-jwt-secret-do-not-use-in-production";
 
 export interface Config {
+  /** NODE_ENV as given ("" when unset). */
   nodeEnv: string;
   isProduction: boolean;
+  /**
+   * NODE_ENV=development, set explicitly: the only case where public development defaults apply
+   * (JWT and webhook secrets, open /ops, cookies without Secure). Unset is not development.
+   */
+  isDevelopment: boolean;
   port: number;
   publicBaseUrl: string;
   databaseUrl: string;
   redisUrl: string;
   redisPrefix: string;
+  /** The service's root secret: the keys of tokens, feed cursors and CSRF are derived from it. */
   jwtSecret: string;
+  /** Earlier root secrets (PREVIOUS_JWT_SECRETS), still accepted for verification after a rotation. */
+  previousSecrets: string[];
+  /** AES-256-GCM key of the senders' provider access tokens in Postgres (PROVIDER_TOKEN_KEY). */
+  providerTokenKey: Buffer;
   /** Provider base URL without the Graph version, e.g. https://graph.facebook.com. */
   whatsappGraphUrl: string;
   /** True when WHATSAPP_GRAPH_URL was unset and the built-in simulator serves as provider. */
@@ -23,12 +36,19 @@ export interface Config {
   simulatorPort: number;
   /** Delay before the simulator posts each status webhook. */
   simulatorStatusDelayMs: number;
+  /** How long the simulator retries a webhook the api did not take (backoff capped at a minute). */
+  simulatorWebhookRetrySeconds: number;
   dailySendQuota: number;
   logLevel: string;
   opsUser: string | undefined;
   opsPassword: string | undefined;
-  /** Take the client IP from X-Forwarded-For (only behind a proxy you control). */
-  trustProxy: boolean;
+  /** OPS_QUEUES_WRITE=1: the queue dashboard may retry, add, clean or delete jobs (else read-only). */
+  opsQueuesWrite: boolean;
+  /**
+   * How many proxies of ours stand in front of the api: the client is the Nth address from the right
+   * of X-Forwarded-For (0: the socket address, the header is ignored).
+   */
+  trustProxy: number;
   /** How long the send path may use a tenant's cached senders and approved templates. */
   directoryCacheMs: number;
   /** Where the simulator posts its webhooks (default: this api's /webhooks/whatsapp). */
@@ -82,16 +102,69 @@ function url(env: Env, name: string, fallback: string, protocols: string[]): str
 }
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+const OPS_PASSWORD_MIN = 16;
+
+function requiredOutsideDevelopment(name: string): string {
+  return `${name} is required unless NODE_ENV=development`;
+}
+
+/** TRUST_PROXY: how many proxies of ours are in front; "true"/"false" still mean 1/0. */
+function proxyCount(env: Env): number {
+  const raw = env.TRUST_PROXY;
+  if (raw === "true") return 1;
+  if (raw === "false") return 0;
+  return integer(env, "TRUST_PROXY", 0, 0, 10);
+}
+
+/** PREVIOUS_JWT_SECRETS: comma-separated root secrets a rotation replaced, each as long as JWT_SECRET's minimum. */
+function previousRootSecrets(env: Env): string[] {
+  const secrets = (env.PREVIOUS_JWT_SECRETS ?? "")
+    .split(",")
+    .map((secret) => secret.trim())
+    .filter(Boolean);
+  if (secrets.some((secret) => secret.length < 32)) {
+    throw new ConfigError(
+      "PREVIOUS_JWT_SECRETS must be comma-separated secrets of at least 32 characters each",
+    );
+  }
+  return secrets;
+}
+
+/** PROVIDER_TOKEN_KEY: 32 bytes, as 64 hex digits or base64. */
+function tokenKey(env: Env, isDevelopment: boolean): Buffer {
+  const raw = env.PROVIDER_TOKEN_KEY || "";
+  if (!raw) {
+    if (!isDevelopment) throw new ConfigError(requiredOutsideDevelopment("PROVIDER_TOKEN_KEY"));
+    // Development only: a fixed key derived from the public dev secret, so every local process
+    // (api, workers, CLI) reads what another wrote. It protects nothing.
+    return deriveKey(DEV_JWT_SECRET, "provider-token");
+  }
+  const key = /^[0-9a-fA-F]{64}$/.test(raw)
+    ? Buffer.from(raw, "hex")
+    : /^[A-Za-z0-9+/_-]+={0,2}$/.test(raw)
+      ? Buffer.from(raw, "base64")
+      : Buffer.alloc(0);
+  if (key.length !== 32) {
+    throw new ConfigError(
+      "PROVIDER_TOKEN_KEY must be 32 bytes, as 64 hex digits or base64 (openssl rand -hex 32)",
+    );
+  }
+  return key;
+}
 
 export function loadConfig(env: Env = process.env): Config {
-  const nodeEnv = env.NODE_ENV || "development";
+  const nodeEnv = env.NODE_ENV || "";
   const isProduction = nodeEnv === "production";
+  // Secure unless told otherwise: a forgotten NODE_ENV must not turn the public defaults on.
+  const isDevelopment = nodeEnv === "development";
   const port = integer(env, "PORT", 3000, 0, 65535);
   const simulatorPort = integer(env, "SIMULATOR_PORT", 3001, 0, 65535);
 
   const jwtSecret = env.JWT_SECRET || "";
-  if (!jwtSecret && isProduction) throw new ConfigError("JWT_SECRET is required when NODE_ENV=production");
+  if (!jwtSecret && !isDevelopment) throw new ConfigError(requiredOutsideDevelopment("JWT_SECRET"));
   if (jwtSecret && jwtSecret.length < 32) throw new ConfigError("JWT_SECRET must be at least 32 characters");
+  const previousSecrets = previousRootSecrets(env);
+  const providerTokenKey = tokenKey(env, isDevelopment);
 
   const redisPrefix = env.REDIS_PREFIX || "msg";
   if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(redisPrefix)) {
@@ -105,16 +178,21 @@ export function loadConfig(env: Env = process.env): Config {
   const opsPassword = env.OPS_PASSWORD || undefined;
   if (Boolean(opsUser) !== Boolean(opsPassword))
     throw new ConfigError("OPS_USER and OPS_PASSWORD go together");
+  // In every NODE_ENV: the dashboard can retry, add and delete jobs.
+  if (opsPassword && opsPassword.length < OPS_PASSWORD_MIN)
+    throw new ConfigError(`OPS_PASSWORD must be at least ${OPS_PASSWORD_MIN} characters`);
 
-  // The dev values are public (README): in production they would let anyone forge webhooks.
+  // The dev values are public (README): anywhere but a developer's machine they would let anyone
+  // forge webhooks.
   for (const name of ["WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"]) {
-    if (isProduction && !env[name]) throw new ConfigError(`${name} is required when NODE_ENV=production`);
+    if (!isDevelopment && !env[name]) throw new ConfigError(requiredOutsideDevelopment(name));
   }
 
   const useSimulator = !env.WHATSAPP_GRAPH_URL;
   return {
     nodeEnv,
     isProduction,
+    isDevelopment,
     port,
     publicBaseUrl: url(env, "PUBLIC_BASE_URL", `http://localhost:${port}/v2`, ["http:", "https:"]),
     databaseUrl: url(env, "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/messaging", [
@@ -124,6 +202,8 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: url(env, "REDIS_URL", "redis://127.0.0.1:6379/0", ["redis:", "rediss:"]),
     redisPrefix,
     jwtSecret: jwtSecret || DEV_JWT_SECRET,
+    previousSecrets,
+    providerTokenKey,
     whatsappGraphUrl: url(env, "WHATSAPP_GRAPH_URL", `http://127.0.0.1:${simulatorPort}`, [
       "http:",
       "https:",
@@ -133,11 +213,13 @@ export function loadConfig(env: Env = process.env): Config {
     whatsappVerifyToken: env.WHATSAPP_VERIFY_TOKEN || "dev-verify-token",
     simulatorPort,
     simulatorStatusDelayMs: integer(env, "SIMULATOR_STATUS_DELAY_MS", 200, 0, 600_000),
+    simulatorWebhookRetrySeconds: integer(env, "SIMULATOR_WEBHOOK_RETRY_SECONDS", 3600, 0, 7 * 86_400),
     dailySendQuota: integer(env, "DAILY_SEND_QUOTA", 10_000, 0, 1_000_000_000),
     logLevel,
     opsUser,
     opsPassword,
-    trustProxy: env.TRUST_PROXY === "1" || env.TRUST_PROXY === "true",
+    opsQueuesWrite: env.OPS_QUEUES_WRITE === "1",
+    trustProxy: proxyCount(env),
     directoryCacheMs: integer(env, "DIRECTORY_CACHE_MS", 3000, 0, 60_000),
     simulatorWebhookUrl: url(env, "SIMULATOR_WEBHOOK_URL", `http://127.0.0.1:${port}/webhooks/whatsapp`, [
       "http:",

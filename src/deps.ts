@@ -1,9 +1,9 @@
-import type { AppDeps } from "./app.ts";
+import type { AppDeps } from "./app-deps.ts";
 import { createWhatsAppProvider } from "./channel/whatsapp.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createDb, type DbOptions } from "./db/connect.ts";
-import { DEFAULT_LIMITS } from "./http/rate-limit.ts";
+import { DEFAULT_LIMITS, IP_LIMITS } from "./http/rate-limit.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMetrics } from "./metrics/index.ts";
 import { instrumentProvider } from "./metrics/provider.ts";
@@ -34,8 +34,15 @@ export function buildDeps(
     keys: redisKeys(config.redisPrefix),
     clock,
     logger: overrides.logger ?? createLogger(config.logLevel, "api"),
-    tokens: createTokenService(config.jwtSecret, clock),
-    limits: { anonymous: DEFAULT_LIMITS.read, token: DEFAULT_LIMITS.token, ...overrides.limits },
+    tokens: createTokenService(config.jwtSecret, clock, config.previousSecrets),
+    limits: {
+      anonymous: DEFAULT_LIMITS.read,
+      token: DEFAULT_LIMITS.token,
+      tokenPerIp: IP_LIMITS.token,
+      panelPerIp: IP_LIMITS.panel,
+      opsPerIp: IP_LIMITS.ops,
+      ...overrides.limits,
+    },
   };
 }
 

@@ -4,7 +4,13 @@ import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 
 const DATABASE_URL = `postgres://postgres@127.0.0.1:5432/test_cli_${randomBase62(8).toLowerCase()}`;
-const env = { ...process.env, DATABASE_URL, REDIS_PREFIX: "test-cli", LOG_LEVEL: "silent" };
+const env = {
+  ...process.env,
+  NODE_ENV: "development",
+  DATABASE_URL,
+  REDIS_PREFIX: "test-cli",
+  LOG_LEVEL: "silent",
+};
 
 /** Runs the CLI as an operator would, as a process. */
 async function cli(...args: string[]) {

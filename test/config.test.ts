@@ -1,9 +1,19 @@
 import { describe, expect, test } from "bun:test";
 import { ConfigError, DEV_JWT_SECRET, loadConfig } from "../src/config.ts";
 
+const DEV = { NODE_ENV: "development" };
+const SECRETS = {
+  JWT_SECRET: "s".repeat(40),
+  WHATSAPP_APP_SECRET: "app-secret",
+  WHATSAPP_VERIFY_TOKEN: "verify-token",
+  PROVIDER_TOKEN_KEY: "ab".repeat(32),
+};
+
 describe("configuration", () => {
-  test("defaults match DESIGN §2", () => {
-    const config = loadConfig({});
+  test("defaults match DESIGN §2 (NODE_ENV=development)", () => {
+    const config = loadConfig(DEV);
+    expect(config.isDevelopment).toBe(true);
+    expect(config.isProduction).toBe(false);
     expect(config.port).toBe(3000);
     expect(config.publicBaseUrl).toBe("http://localhost:3000/v2");
     expect(config.databaseUrl).toBe("postgres://postgres@127.0.0.1:5432/messaging");
@@ -16,6 +26,7 @@ describe("configuration", () => {
     expect(config.whatsappVerifyToken).toBe("dev-verify-token");
     expect(config.dailySendQuota).toBe(10_000);
     expect(config.logLevel).toBe("info");
+    expect(config.trustProxy).toBe(0);
   });
 
   test("a malformed value is refused with a message naming the variable", () => {
@@ -28,32 +39,79 @@ describe("configuration", () => {
       [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
       [{ REDIS_PREFIX: "has space" }, "REDIS_PREFIX"],
       [{ OPS_USER: "ops" }, "OPS_USER"],
+      [{ OPS_USER: "ops", OPS_PASSWORD: "fifteen-chars!!" }, "OPS_PASSWORD"],
       [{ JWT_SECRET: "short" }, "JWT_SECRET"],
+      [{ TRUST_PROXY: "11" }, "TRUST_PROXY"],
+      [{ TRUST_PROXY: "yes" }, "TRUST_PROXY"],
+      [{ TRUST_PROXY: "-1" }, "TRUST_PROXY"],
     ];
     for (const [env, name] of cases) {
-      expect(() => loadConfig(env)).toThrow(ConfigError);
-      expect(() => loadConfig(env)).toThrow(name);
+      expect(() => loadConfig({ ...DEV, ...env })).toThrow(ConfigError);
+      expect(() => loadConfig({ ...DEV, ...env })).toThrow(name);
     }
   });
 
-  test("JWT_SECRET unset with NODE_ENV=production refuses to start", () => {
-    const webhookSecrets = { WHATSAPP_APP_SECRET: "app-secret", WHATSAPP_VERIFY_TOKEN: "verify-token" };
-    expect(() => loadConfig({ NODE_ENV: "production", ...webhookSecrets })).toThrow("JWT_SECRET");
-    expect(
-      loadConfig({ NODE_ENV: "production", JWT_SECRET: "s".repeat(40), ...webhookSecrets }).jwtSecret,
-    ).toBe("s".repeat(40));
+  test("JWT_SECRET unset outside NODE_ENV=development refuses to start", () => {
+    const { JWT_SECRET: _, ...webhookSecrets } = SECRETS;
+    for (const nodeEnv of ["production", "test", "staging", undefined]) {
+      expect(() => loadConfig({ NODE_ENV: nodeEnv, ...webhookSecrets })).toThrow(
+        "JWT_SECRET is required unless NODE_ENV=development",
+      );
+    }
+    expect(loadConfig({ NODE_ENV: "production", ...SECRETS }).jwtSecret).toBe("s".repeat(40));
   });
 
-  test("the webhook secrets have no public default in production", () => {
-    const base = { NODE_ENV: "production", JWT_SECRET: "s".repeat(40) };
-    expect(() => loadConfig({ ...base, WHATSAPP_VERIFY_TOKEN: "v" })).toThrow(
-      "WHATSAPP_APP_SECRET is required when NODE_ENV=production",
-    );
-    expect(() => loadConfig({ ...base, WHATSAPP_APP_SECRET: "a" })).toThrow(
-      "WHATSAPP_VERIFY_TOKEN is required when NODE_ENV=production",
-    );
-    const config = loadConfig({ ...base, WHATSAPP_APP_SECRET: "a", WHATSAPP_VERIFY_TOKEN: "v" });
-    expect([config.whatsappAppSecret, config.whatsappVerifyToken]).toEqual(["a", "v"]);
+  test("the webhook secrets have no public default outside development", () => {
+    for (const nodeEnv of ["production", "test", undefined]) {
+      const base = { NODE_ENV: nodeEnv, JWT_SECRET: "s".repeat(40), PROVIDER_TOKEN_KEY: "ab".repeat(32) };
+      expect(() => loadConfig({ ...base, WHATSAPP_VERIFY_TOKEN: "v" })).toThrow(
+        "WHATSAPP_APP_SECRET is required unless NODE_ENV=development",
+      );
+      expect(() => loadConfig({ ...base, WHATSAPP_APP_SECRET: "a" })).toThrow(
+        "WHATSAPP_VERIFY_TOKEN is required unless NODE_ENV=development",
+      );
+      const config = loadConfig({ ...base, WHATSAPP_APP_SECRET: "a", WHATSAPP_VERIFY_TOKEN: "v" });
+      expect([config.whatsappAppSecret, config.whatsappVerifyToken]).toEqual(["a", "v"]);
+      expect(config.isDevelopment).toBe(false);
+    }
+  });
+
+  test("only NODE_ENV=development is development; production is still told apart", () => {
+    expect(loadConfig({ ...SECRETS }).isDevelopment).toBe(false);
+    expect(loadConfig({ ...SECRETS }).nodeEnv).toBe("");
+    expect(loadConfig({ NODE_ENV: "staging", ...SECRETS }).isProduction).toBe(false);
+    expect(loadConfig({ NODE_ENV: "production", ...SECRETS }).isProduction).toBe(true);
+  });
+
+  test("OPS_PASSWORD needs at least 16 characters, in development too", () => {
+    for (const nodeEnv of ["development", "production", undefined]) {
+      expect(() =>
+        loadConfig({ NODE_ENV: nodeEnv, ...SECRETS, OPS_USER: "ops", OPS_PASSWORD: "x".repeat(15) }),
+      ).toThrow("OPS_PASSWORD must be at least 16 characters");
+      const config = loadConfig({
+        NODE_ENV: nodeEnv,
+        ...SECRETS,
+        OPS_USER: "ops",
+        OPS_PASSWORD: "x".repeat(16),
+      });
+      expect(config.opsPassword).toBe("x".repeat(16));
+    }
+  });
+
+  test("TRUST_PROXY is a count of our proxies; true/false still mean 1/0", () => {
+    const cases: [string | undefined, number][] = [
+      [undefined, 0],
+      ["", 0],
+      ["0", 0],
+      ["false", 0],
+      ["true", 1],
+      ["1", 1],
+      ["2", 2],
+      ["10", 10],
+    ];
+    for (const [raw, count] of cases) {
+      expect({ raw, count: loadConfig({ ...DEV, TRUST_PROXY: raw }).trustProxy }).toEqual({ raw, count });
+    }
   });
 
   test("the api process exits with one line naming the variable", async () => {
@@ -65,6 +123,6 @@ describe("configuration", () => {
     const code = await proc.exited;
     const stderr = await new Response(proc.stderr).text();
     expect(code).toBe(1);
-    expect(stderr.trim()).toBe("configuration error: JWT_SECRET is required when NODE_ENV=production");
+    expect(stderr.trim()).toBe("configuration error: JWT_SECRET is required unless NODE_ENV=development");
   });
 });

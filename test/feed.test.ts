@@ -309,7 +309,12 @@ describe("feed epoch", () => {
     const oldCursor = page.body.next_cursor;
 
     const proc = Bun.spawn(["bun", "src/cli/index.ts", "feed", "bump-epoch"], {
-      env: { ...process.env, DATABASE_URL: env.config.databaseUrl, LOG_LEVEL: "silent" },
+      env: {
+        ...process.env,
+        NODE_ENV: "development",
+        DATABASE_URL: env.config.databaseUrl,
+        LOG_LEVEL: "silent",
+      },
       stdout: "pipe",
       stderr: "pipe",
     });

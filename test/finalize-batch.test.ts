@@ -29,7 +29,7 @@ describe("batched finalize", () => {
       [1, "2"],
     ] as const) {
       const tenant = await insertTenant(db, { name: `Batch ${t}` });
-      const sender = await insertSender(db, {
+      const sender = await insertSender(db, env.config.providerTokenKey, {
         tenantId: tenant.id,
         phoneNumber: `+1555020000${suffix}`,
         providerPhoneNumberId: `10910000000000${suffix}`,

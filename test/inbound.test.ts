@@ -23,7 +23,7 @@ beforeAll(async () => {
   env = await createTestEnv({ simulator: true, limits: { anonymous: 1000, token: 1000 } });
   const { tenant } = await createTenantWithApp(env.deps);
   tenantId = tenant.id;
-  sender = await insertSender(env.deps.db, {
+  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId,
     phoneNumber: "+15550100001",
     providerPhoneNumberId: PHONE_NUMBER_ID,

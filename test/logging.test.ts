@@ -23,7 +23,7 @@ let app: ReturnType<typeof createApp>;
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true });
   creds = await createTenantWithApp(env.deps);
-  const sender = await insertSender(env.deps.db, {
+  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId: creds.tenant.id,
     phoneNumber: "+15550100031",
     providerPhoneNumberId: "331000000000001",
@@ -159,6 +159,7 @@ describe("worker log", () => {
     const proc = Bun.spawn(["bun", "workers/send.ts"], {
       env: {
         ...process.env,
+        NODE_ENV: "development",
         DATABASE_URL: env.config.databaseUrl,
         REDIS_URL: env.config.redisUrl,
         REDIS_PREFIX: env.config.redisPrefix,

@@ -2,10 +2,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../src/app.ts";
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { epochSeconds } from "../src/clock.ts";
-import { MEDIA_BODY_LIMIT } from "../src/http/pipeline.ts";
+import { MEDIA_BODY_LIMIT } from "../src/http/body.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { findUsableMedia } from "../src/media/service.ts";
-import { insertSender, type SenderRow, setSenderActive } from "../src/senders/repository.ts";
+import {
+  insertSender,
+  type SenderRow,
+  senderCredentials,
+  setSenderActive,
+} from "../src/senders/repository.ts";
 import {
   type CallResult,
   call,
@@ -39,7 +44,7 @@ beforeAll(async () => {
 afterAll(() => env.close());
 
 async function addSender(tenantId: string): Promise<SenderRow> {
-  return insertSender(env.deps.db, {
+  return insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId,
     phoneNumber: "+4915112345678",
     providerPhoneNumberId: `pn-${randomBase62(12)}`,
@@ -145,11 +150,7 @@ describe("POST /media", () => {
     });
     // The provider knows the id for this sender's number: a template header may use it.
     const sent = await env.deps.provider.sendMessage(
-      {
-        phoneNumberId: main.sender.provider_phone_number_id,
-        wabaId: main.sender.waba_id,
-        accessToken: main.sender.access_token,
-      },
+      senderCredentials(env.config.providerTokenKey, main.sender),
       {
         kind: "template",
         to: "+4917612345678",
@@ -355,7 +356,7 @@ describe("POST /media: access and provider failures", () => {
   test("a provider refusal is parameter_invalid on file, with the provider's message", async () => {
     const other = await otherTenant();
     // The simulator, like Graph, refuses a request without a usable access token (error 190).
-    await insertSender(env.deps.db, {
+    await insertSender(env.deps.db, env.config.providerTokenKey, {
       tenantId: other.tenantId,
       phoneNumber: "+4915112345679",
       providerPhoneNumberId: `pn-${randomBase62(12)}`,

@@ -35,7 +35,7 @@ beforeAll(async () => {
   credentials = creds;
   token = await getToken(env.app, creds.clientId, creds.clientSecret);
   readToken = await getToken(env.app, creds.clientId, creds.clientSecret, "messaging:read");
-  sender = await insertSender(env.deps.db, {
+  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId,
     phoneNumber: "+15550100001",
     providerPhoneNumberId: PHONE_NUMBER_ID,
@@ -251,7 +251,7 @@ describe("POST /v2/messages: every refusal names its parameter", () => {
 
     const other = await createTenantWithApp(env.deps, { name: "Other" });
     const otherToken = await getToken(env.app, other.clientId, other.clientSecret);
-    const otherSender = await insertSender(env.deps.db, {
+    const otherSender = await insertSender(env.deps.db, env.config.providerTokenKey, {
       tenantId: other.tenant.id,
       phoneNumber: "+15550100099",
       providerPhoneNumberId: "301000000000099",
@@ -415,7 +415,7 @@ describe("POST /v2/messages: every refusal names its parameter", () => {
   });
 
   test("an inactive sender: 409 with messaging_state, for templates too", async () => {
-    const spare = await insertSender(env.deps.db, {
+    const spare = await insertSender(env.deps.db, env.config.providerTokenKey, {
       tenantId,
       phoneNumber: "+15550100002",
       providerPhoneNumberId: "301000000000002",
@@ -628,7 +628,7 @@ describe("daily quota", () => {
       sendLimit: 1000,
     });
     const quotaToken = await getToken(env.app, application.clientId, clientSecret);
-    const quotaSender = await insertSender(env.deps.db, {
+    const quotaSender = await insertSender(env.deps.db, env.config.providerTokenKey, {
       tenantId: tenant.id,
       phoneNumber: "+15550100003",
       providerPhoneNumberId: "301000000000003",

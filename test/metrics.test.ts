@@ -135,7 +135,7 @@ function total(familyName: string, where: Record<string, string> = {}, sampleNam
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, env: OPS, limits: { token: 3 } });
   const creds = await createTenantWithApp(env.deps);
-  sender = await insertSender(env.deps.db, {
+  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId: creds.tenant.id,
     phoneNumber: "+15550100009",
     providerPhoneNumberId: PHONE_NUMBER_ID,
@@ -159,7 +159,7 @@ beforeAll(async () => {
   }
   expect(limited).toBe(1);
   // And one from the per-IP limit of callers without a token.
-  const strict = createApp({ ...env.deps, limits: { anonymous: 1, token: 3 } });
+  const strict = createApp({ ...env.deps, limits: { ...env.deps.limits, anonymous: 1, token: 3 } });
   for (let i = 0; i < 10 && limited === 1; i++) {
     if ((await call(strict, "GET", "/v2/senders")).status === 429) limited++;
   }

@@ -184,7 +184,7 @@ describe("POST /oauth/token", () => {
   });
 
   test("429 with Retry-After once 2 requests were made in one second, per client_id", async () => {
-    const strict = createApp({ ...env.deps, limits: { anonymous: 5, token: 2 } });
+    const strict = createApp({ ...env.deps, limits: { ...env.deps.limits, anonymous: 5, token: 2 } });
     await nextSecond();
     const body = {
       grant_type: "client_credentials",

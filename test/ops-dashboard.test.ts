@@ -17,7 +17,9 @@ const RIGHT = basic(OPS_USER, OPS_PASSWORD);
 
 let env: TestEnv;
 beforeAll(async () => {
-  env = await createTestEnv({ env: { OPS_USER, OPS_PASSWORD } });
+  // The retry below needs a writable board; wrong credentials come from several addresses (one
+  // address is throttled after 10 failures: test/hostile-limits.test.ts).
+  env = await createTestEnv({ env: { OPS_USER, OPS_PASSWORD, OPS_QUEUES_WRITE: "1", TRUST_PROXY: "1" } });
 });
 afterAll(() => env.close());
 
@@ -37,8 +39,10 @@ describe("with OPS_USER and OPS_PASSWORD set", () => {
         { authorization: "Bearer abc" },
         { authorization: "Basic !!!" },
       ];
-      for (const headers of attempts) {
-        const result = await call(env.app, "GET", path, { headers });
+      for (const [i, headers] of attempts.entries()) {
+        const result = await call(env.app, "GET", path, {
+          headers: { ...headers, "x-forwarded-for": `192.0.2.${i + 1}` },
+        });
         expect({ headers, status: result.status }).toEqual({ headers, status: 401 });
         expect(result.headers.get("www-authenticate")).toBe('Basic realm="ops"');
         expect(result.body.error.code).toBe("unauthorized");
@@ -162,6 +166,7 @@ describe("without OPS_USER and OPS_PASSWORD", () => {
       JWT_SECRET: "a-production-secret-of-at-least-32-characters",
       WHATSAPP_APP_SECRET: "production-app-secret",
       WHATSAPP_VERIFY_TOKEN: "production-verify-token",
+      PROVIDER_TOKEN_KEY: "ab".repeat(32),
       DATABASE_URL: env.config.databaseUrl,
       REDIS_URL: env.config.redisUrl,
       REDIS_PREFIX: env.config.redisPrefix,

@@ -36,7 +36,7 @@ beforeAll(async () => {
   const signedIn = await signedInClient(env.app, env.deps, { tenantName: "Acme Shop" });
   client = signedIn.client;
   account = signedIn;
-  sender = await insertSender(env.deps.db, {
+  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId: signedIn.tenant.id,
     phoneNumber: "+15550166001",
     providerPhoneNumberId: PHONE_NUMBER_ID,

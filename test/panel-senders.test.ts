@@ -17,7 +17,7 @@ let token: string;
 let providerNumber = 310000000000001;
 
 async function connectedSender(tenant: string, name: string | null, phoneNumber: string, sync = true) {
-  const sender = await insertSender(env.deps.db, {
+  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId: tenant,
     name,
     phoneNumber,

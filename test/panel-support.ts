@@ -1,4 +1,5 @@
-import type { App, AppDeps } from "../src/app.ts";
+import type { App } from "../src/app.ts";
+import type { AppDeps } from "../src/app-deps.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 import { createPanelUser } from "../src/users/service.ts";
 

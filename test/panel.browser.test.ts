@@ -30,7 +30,7 @@ beforeAll(async () => {
   env = await createTestEnv({ simulator: true });
   owner = await createPanelUserWithTenant(env.deps, { tenantName: "Blue Bicycle Shop" });
   stranger = await createPanelUserWithTenant(env.deps, { tenantName: "Other Company" });
-  const sender = await insertSender(env.deps.db, {
+  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId: owner.tenant.id,
     phoneNumber: "+15550107701",
     providerPhoneNumberId: PHONE_NUMBER_ID,

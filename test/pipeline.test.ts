@@ -78,7 +78,7 @@ describe("request pipeline", () => {
   });
 
   test("unauthenticated requests are limited per IP and carry both header families", async () => {
-    const strict = createApp({ ...env.deps, limits: { anonymous: 5, token: 2 } });
+    const strict = createApp({ ...env.deps, limits: { ...env.deps.limits, anonymous: 5, token: 2 } });
     await nextSecond();
     const results = [];
     for (let i = 0; i < 6; i++) results.push(await call(strict, "GET", "/v2/nope"));

@@ -23,7 +23,7 @@ export interface ReadingTenant {
 export async function readingTenant(env: TestEnv, name: string): Promise<ReadingTenant> {
   const { tenant, clientId, clientSecret } = await createTenantWithApp(env.deps, { name });
   const phoneNumberId = String(nextPhoneNumberId++);
-  const sender = await insertSender(env.deps.db, {
+  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId: tenant.id,
     phoneNumber: `+1555${phoneNumberId.slice(-7)}`,
     providerPhoneNumberId: phoneNumberId,

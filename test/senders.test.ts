@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { runCli } from "../src/cli/index.ts";
-import { insertSender, type SenderRow, setSenderActive } from "../src/senders/repository.ts";
+import {
+  insertSender,
+  type SenderRow,
+  senderCredentials,
+  setSenderActive,
+} from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/templates/sync.ts";
 import {
   type CallResult,
@@ -21,7 +26,7 @@ let providerNumber = 100000000000200;
 
 /** A sender with its templates synced from the simulator, as `sender create` leaves it. */
 async function connectedSender(tenant: string, name: string | null, phoneNumber: string) {
-  const created = await insertSender(env.deps.db, {
+  const created = await insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId: tenant,
     name,
     phoneNumber,
@@ -223,6 +228,7 @@ describe("GET /senders/{sender_id}/templates", () => {
 describe("operator CLI: senders and templates", () => {
   const cliEnv = () => ({
     ...process.env,
+    NODE_ENV: "development",
     DATABASE_URL: env.config.databaseUrl,
     WHATSAPP_GRAPH_URL: env.simulatorUrl,
     LOG_LEVEL: "silent",
@@ -260,10 +266,12 @@ describe("operator CLI: senders and templates", () => {
     });
     const stored = await env.deps.db
       .selectFrom("senders")
-      .select("access_token")
+      .selectAll()
       .where("id", "=", created.body.id)
       .executeTakeFirstOrThrow();
-    expect(stored.access_token).toBe("sim-access-token");
+    // Stored sealed (docs/operations.md, "Secrets at rest"), opened for the provider.
+    expect(stored.access_token).not.toContain("sim-access-token");
+    expect(senderCredentials(env.config.providerTokenKey, stored).accessToken).toBe("sim-access-token");
     const listed = await call(env.app, "GET", `/v2/senders/${created.body.id}/templates`, { token });
     expect(listed.body.data).toHaveLength(6);
 

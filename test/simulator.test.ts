@@ -6,6 +6,7 @@ import {
   type SentRecord,
   SIMULATOR_DISPLAY_PHONE_NUMBER,
   SIMULATOR_WABA_ID,
+  webhookRetryDelayMs,
 } from "../src/simulator/app.ts";
 
 const APP_SECRET = "simulator-test-secret";
@@ -275,6 +276,86 @@ describe("sending", () => {
     await waitFor(() => (statusesOf(wamid).length === 4 ? true : undefined));
     expect(statusesOf(wamid).map((status) => status.status)).toEqual(["sent", "sent", "delivered", "read"]);
     expect(logLines.some((line) => line.includes(`webhook sent ${wamid} failed (HTTP 500)`))).toBe(true);
+  });
+
+  test("retries back off exponentially, capped at a minute", () => {
+    expect(Array.from({ length: 12 }, (_, attempt) => webhookRetryDelayMs(attempt))).toEqual([
+      200, 400, 800, 1_600, 3_200, 6_400, 12_800, 25_600, 51_200, 60_000, 60_000, 60_000,
+    ]);
+    expect(webhookRetryDelayMs(10_000)).toBe(60_000);
+  });
+
+  test("a service that keeps refusing, then is unreachable, gets every status once it is back", async () => {
+    // An api restarting: 503s, then nothing listening, then the receiver again.
+    answerStatuses.push(503, 503);
+    let target = webhookUrl;
+    const patient = createSimulator({
+      webhookUrl: () => target,
+      appSecret: APP_SECRET,
+      statusDelayMs: 5,
+      log: (line) => logLines.push(line),
+    });
+    patient.app.listen({ port: 0, hostname: "127.0.0.1" });
+    try {
+      const response = await send(
+        { messaging_product: "whatsapp", to: "14155550123", text: { body: "outage" } },
+        AUTH,
+        `http://127.0.0.1:${patient.app.server?.port}`,
+      );
+      const wamid = ((await response.json()) as { messages: { id: string }[] }).messages[0]?.id ?? "";
+      await waitFor(() => (statusesOf(wamid).length === 2 ? true : undefined));
+      target = "http://127.0.0.1:9/webhooks/whatsapp";
+      await waitFor(() =>
+        logLines.some((line) => line.includes(`webhook sent ${wamid} failed (`) && !line.includes("HTTP"))
+          ? true
+          : undefined,
+      );
+      target = webhookUrl;
+      await waitFor(() => (statusesOf(wamid).length === 5 ? true : undefined), 10_000);
+      expect(statusesOf(wamid).map((status) => status.status)).toEqual([
+        "sent",
+        "sent",
+        "sent",
+        "delivered",
+        "read",
+      ]);
+      const waits = logLines
+        .filter((line) => line.includes(`webhook sent ${wamid} failed`))
+        .map((line) => Number(/retrying in (\d+) ms/.exec(line)?.[1]));
+      expect(waits.slice(0, 3)).toEqual([200, 400, 800]);
+    } finally {
+      patient.stop();
+      await patient.app.stop(true);
+    }
+  }, 15_000);
+
+  test("a webhook is dropped only after SIMULATOR_WEBHOOK_RETRY_SECONDS", async () => {
+    const brief = createSimulator({
+      webhookUrl: "http://127.0.0.1:9/webhooks/whatsapp",
+      appSecret: APP_SECRET,
+      statusDelayMs: 5,
+      webhookRetrySeconds: 1,
+      log: (line) => logLines.push(line),
+    });
+    brief.app.listen({ port: 0, hostname: "127.0.0.1" });
+    try {
+      const started = performance.now();
+      const response = await send(
+        { messaging_product: "whatsapp", to: "14155550123", text: { body: "nobody home" } },
+        AUTH,
+        `http://127.0.0.1:${brief.app.server?.port}`,
+      );
+      const wamid = ((await response.json()) as { messages: { id: string }[] }).messages[0]?.id ?? "";
+      // 0.2 s and 0.4 s waits fit in the second; the next (0.8 s) would not.
+      const dropped = await waitFor(() =>
+        logLines.find((line) => line.startsWith(`webhook sent ${wamid} dropped`)),
+      );
+      expect(dropped).toContain("after 3 attempts");
+      expect(performance.now() - started).toBeGreaterThan(550);
+    } finally {
+      brief.stop();
+      await brief.app.stop(true);
+    }
   });
 
   test("/_sim/sent filters by phone number id", async () => {

@@ -1,4 +1,5 @@
-import { type App, type AppDeps, createApp } from "../src/app.ts";
+import { type App, createApp } from "../src/app.ts";
+import type { AppDeps } from "../src/app-deps.ts";
 import { createApplication } from "../src/applications/service.ts";
 import { ManualClock } from "../src/clock.ts";
 import { type Config, loadConfig } from "../src/config.ts";
@@ -40,6 +41,8 @@ export async function createTestEnv(options: TestEnvOptions = {}): Promise<TestE
   const suffix = randomBase62(10).toLowerCase();
   const simulator = options.simulator ? await startTestSimulator(options.statusDelayMs ?? 10) : undefined;
   const config = loadConfig({
+    // The public development defaults (secrets, open /ops); a test wanting otherwise overrides it.
+    NODE_ENV: "development",
     DATABASE_URL: `${PG_BASE}/test_${suffix}`,
     REDIS_URL,
     REDIS_PREFIX: `test-${suffix}`,
@@ -54,7 +57,10 @@ export async function createTestEnv(options: TestEnvOptions = {}): Promise<TestE
   });
   await ensureDatabase(config.databaseUrl);
   const clock = new ManualClock();
-  const deps = buildDeps(config, { clock, logger: createLogger("silent"), limits: options.limits });
+  // Every request of a test comes from one address: the per-IP limits of the token endpoint, panel
+  // and ops would otherwise pace whole files. Tests of those limits set their own.
+  const limits = { tokenPerIp: 1000, panelPerIp: 1000, opsPerIp: 1000, ...options.limits };
+  const deps = buildDeps(config, { clock, logger: createLogger("silent"), limits });
   await migrate(deps.db);
   const app = createApp(deps);
   let apiUrl = "";
@@ -215,6 +221,7 @@ export function spawnWorker(
   const proc = Bun.spawn(["bun", `workers/${name}.ts`], {
     env: {
       ...process.env,
+      NODE_ENV: "development",
       DATABASE_URL: env.config.databaseUrl,
       REDIS_URL: env.config.redisUrl,
       REDIS_PREFIX: env.config.redisPrefix,

@@ -79,7 +79,7 @@ describe("template sync against the simulator", () => {
   beforeAll(async () => {
     env = await createTestEnv({ simulator: true });
     tenantId = (await createTenantWithApp(env.deps)).tenant.id;
-    sender = await insertSender(env.deps.db, {
+    sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
       tenantId,
       phoneNumber: "+15550100001",
       providerPhoneNumberId: "100000000000101",
@@ -180,14 +180,14 @@ describe("template sync against the simulator", () => {
   });
 
   test("sync of all active senders: one failure does not stop the others; one process at a time", async () => {
-    const broken = await insertSender(env.deps.db, {
+    const broken = await insertSender(env.deps.db, env.config.providerTokenKey, {
       tenantId,
       phoneNumber: "+15550100002",
       providerPhoneNumberId: "100000000000102",
       wabaId: "broken-waba",
       accessToken: "sim-access-token",
     });
-    const inactive = await insertSender(env.deps.db, {
+    const inactive = await insertSender(env.deps.db, env.config.providerTokenKey, {
       tenantId,
       phoneNumber: "+15550100003",
       providerPhoneNumberId: "100000000000103",

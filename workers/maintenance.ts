@@ -12,7 +12,7 @@ const runtime = startWorkerRuntime("maintenance");
 
 runtime.every("sweep", runtime.config.workers.sweepIntervalMs, async () => {
   const result = await sweep(runtime, runtime.config.workers.sweepGraceSeconds);
-  if (result.finalize + result.status + result.send > 0)
+  if (result.finalize + result.status + result.send + result.adopted > 0)
     runtime.logger.info(result, "sweeper re-enqueued work");
 });
 

@@ -1,10 +1,12 @@
-import { type Processor, Worker } from "bullmq";
+import { DelayedError, type Processor, Worker } from "bullmq";
+import { sql } from "kysely";
 import type { ChannelProvider } from "../src/channel/provider.ts";
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { type Clock, systemClock } from "../src/clock.ts";
 import { type Config, loadConfigOrExit } from "../src/config.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { type FeedSequencerLoop, startFeedSequencer } from "../src/feed/sequencer.ts";
+import { isDependencyDown } from "../src/http/dependency-faults.ts";
 import { createLogger, type Logger } from "../src/logger.ts";
 import { createMetrics, type Metrics } from "../src/metrics/index.ts";
 import { instrumentProvider } from "../src/metrics/provider.ts";
@@ -58,6 +60,8 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   const workers: Worker[] = [];
   const timers: ReturnType<typeof setTimeout>[] = [];
   let stopping = false;
+  const gate = createDependencyGate({ db, redis, logger, workers, stopping: () => stopping });
+  guardProcess(logger);
   let resolveStopped: () => void = () => {};
   const stopped = new Promise<void>((resolve) => {
     resolveStopped = resolve;
@@ -65,6 +69,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
 
   // Every worker process runs one, so the feed advances while any worker is alive.
   const feedSequencer = startFeedSequencer(db, logger, {
+    heads: { redisUrl: config.redisUrl, redisPrefix: config.redisPrefix },
     onTick(tick, seconds) {
       metrics.feedTickDuration.observe(seconds);
       metrics.feedBatchSize.observe(tick.taken);
@@ -88,10 +93,25 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
       // One log line and one duration sample per job attempt; a failed one is a warning with its error.
       const timed: Processor<JobData[typeof name]> = async (job, token) => {
         const started = performance.now();
-        let failure: { error: unknown } | undefined;
+        let failure: { error: unknown; deferred?: boolean } | undefined;
         try {
           return await processor(job, token);
         } catch (error) {
+          // Postgres or Redis away is not the job's fault: the process's consumers pause, and the
+          // job goes back to the queue without spending one of its attempts (if Redis takes it).
+          if (isDependencyDown(error)) {
+            gate.trip(error);
+            const parked =
+              token !== undefined &&
+              (await job.moveToDelayed(Date.now() + DEPENDENCY_RETRY_MS, token).then(
+                () => true,
+                () => false,
+              ));
+            if (parked) {
+              failure = { error, deferred: true };
+              throw new DelayedError();
+            }
+          }
           failure = { error };
           if (typeof error === "object" && error !== null) logged.add(error);
           throw error;
@@ -107,7 +127,9 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
             duration_ms: Math.round(seconds * 100_000) / 100,
             outcome,
           };
-          if (failure) logger.warn({ ...line, err: errorMessage(failure.error) }, "job");
+          if (failure?.deferred)
+            logger.info({ ...line, err: errorMessage(failure.error) }, "job deferred: dependency away");
+          else if (failure) logger.warn({ ...line, err: errorMessage(failure.error) }, "job");
           else logger.info(line, "job");
         }
       };
@@ -157,6 +179,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     stopping = true;
     logger.info({ signal }, "stopping: finishing active jobs");
     for (const timer of timers) clearTimeout(timer);
+    gate.stop();
     // close() waits for active jobs, so none is left `active` for the stall checker to find.
     await Promise.race([Promise.all(workers.map((w) => w.close())), Bun.sleep(20_000)]);
     await feedSequencer.stop();
@@ -171,6 +194,90 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
   return runtime;
+}
+
+/** A job that met a dependency fault runs again after this long (without spending an attempt). */
+const DEPENDENCY_RETRY_MS = 1000;
+/** How often a paused process asks Postgres and Redis whether they are back. */
+const DEPENDENCY_PROBE_MS = 1000;
+
+const withTimeout = <T>(promise: Promise<T>, ms: number): Promise<T> => {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error("probe timed out")), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+};
+
+/**
+ * While Postgres or Redis is away, this process's consumers take no jobs (BullMQ's local pause,
+ * not waiting for the jobs in hand) rather than failing job after job; a probe every second
+ * resumes them once both answer. Redis faults mostly never reach a processor: BullMQ's own
+ * connections reconnect by themselves and the consumers carry on.
+ */
+function createDependencyGate(deps: {
+  db: Db;
+  redis: RedisClient;
+  logger: Logger;
+  workers: readonly Worker[];
+  stopping: () => boolean;
+}) {
+  let downSince: number | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+
+  const probe = async () => {
+    timer = undefined;
+    if (deps.stopping() || downSince === undefined) return;
+    const back = await Promise.all([
+      withTimeout(sql`SELECT 1`.execute(deps.db), 2000),
+      withTimeout(deps.redis.ping(), 2000),
+    ]).then(
+      () => true,
+      () => false,
+    );
+    if (deps.stopping()) return;
+    if (!back) {
+      timer = setTimeout(probe, DEPENDENCY_PROBE_MS);
+      return;
+    }
+    deps.logger.warn({ down_ms: Date.now() - downSince }, "dependencies answer again: consumers resumed");
+    downSince = undefined;
+    for (const worker of deps.workers) void worker.resume();
+  };
+
+  return {
+    trip(error: unknown) {
+      if (downSince !== undefined || deps.stopping()) return;
+      downSince = Date.now();
+      deps.logger.warn({ err: errorMessage(error) }, "dependency unavailable: consumers paused");
+      for (const worker of deps.workers) void worker.pause(true).catch(() => {});
+      timer = setTimeout(probe, DEPENDENCY_PROBE_MS);
+    },
+    stop() {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+    },
+  };
+}
+
+/**
+ * The last line: a dependency fault that escaped every handler (an unhandled rejection, an 'error'
+ * event nobody listened to) is logged and the process carries on; anything else still ends it, as
+ * it would have without these handlers.
+ */
+function guardProcess(logger: Logger): void {
+  const handle = (kind: string) => (error: unknown) => {
+    if (isDependencyDown(error)) {
+      logger.warn({ err: errorMessage(error), kind }, "dependency fault outside a job; carrying on");
+      return;
+    }
+    logger.fatal({ err: error, kind }, "process failed");
+    process.exit(1);
+  };
+  process.on("unhandledRejection", handle("unhandledRejection"));
+  process.on("uncaughtException", handle("uncaughtException"));
 }
 
 function errorMessage(error: unknown): string {

@@ -14,12 +14,18 @@ import { createDb, type Db, ensureDatabase } from "../db/connect.ts";
 import { migrate } from "../db/migrate.ts";
 import { bumpFeedEpoch } from "../feed/repository.ts";
 import { randomBase62 } from "../ids.ts";
+import { createRedis, type RedisClient, type RedisKeys, redisKeys } from "../redis/connect.ts";
 import { presentSenderForOperator } from "../senders/presenter.ts";
-import { findSenderById, findSenderByProviderPhoneNumberId, setSenderActive } from "../senders/repository.ts";
+import {
+  findSenderById,
+  findSenderByProviderPhoneNumberId,
+  sealPlaintextAccessTokens,
+} from "../senders/repository.ts";
 import {
   approvedTemplateCount,
   type NewSender,
   registerSender,
+  setSenderActivity,
   trySyncSenderTemplates,
 } from "../senders/service.ts";
 import { presentTemplateWithStatus } from "../templates/presenter.ts";
@@ -43,6 +49,9 @@ export class CliError extends Error {
 export interface CliContext {
   config: Config;
   db: Db;
+  /** To announce a change of senders or templates to the api processes (their directory version). */
+  redis: RedisClient;
+  keys: RedisKeys;
 }
 
 type Flags = Record<string, string | undefined>;
@@ -87,8 +96,15 @@ async function requireTenant(db: Db, tenantId: string) {
 /** What the simulator accepts; a real number needs its own token (--access-token). */
 const SIMULATOR_ACCESS_TOKEN = "sim-access-token";
 
-function templateSyncDeps({ db, config }: CliContext) {
-  return { db, clock: systemClock, provider: createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }) };
+function templateSyncDeps({ db, config, redis, keys }: CliContext) {
+  return {
+    config,
+    db,
+    redis,
+    keys,
+    clock: systemClock,
+    provider: createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }),
+  };
 }
 
 /**
@@ -184,11 +200,22 @@ export const COMMANDS: Record<string, CliCommand> = {
     });
   },
 
-  "sender deactivate": async ({ db }, flags) => {
-    const sender = await setSenderActive(db, required(flags, "sender"), false);
-    if (!sender) throw new CliError("sender_not_found", `No sender ${flags.sender}`);
-    return presentSenderForOperator(sender, await approvedTemplateCount(db, sender));
+  "sender deactivate": async (ctx, flags) => {
+    const changed = await setSenderActivity(ctx, required(flags, "sender"), false);
+    if (!changed) throw new CliError("sender_not_found", `No sender ${flags.sender}`);
+    return {
+      ...presentSenderForOperator(changed.sender, await approvedTemplateCount(ctx.db, changed.sender)),
+      ...(!changed.announced && {
+        warning: `Redis could not be told; api processes may still send from this sender for DIRECTORY_CACHE_MS (${ctx.config.directoryCacheMs} ms).`,
+      }),
+    };
   },
+
+  // Once after upgrading to encrypted tokens (docs/operations.md, "Secrets at rest"); safe to repeat.
+  "sender encrypt-tokens": async ({ db, config }) => ({
+    object: "sender_tokens",
+    encrypted: await sealPlaintextAccessTokens(db, config.providerTokenKey),
+  }),
 
   "templates sync": async (ctx, flags) => {
     const sender = await findSenderById(ctx.db, required(flags, "sender"));
@@ -318,16 +345,20 @@ export async function runCli(argv: string[], env = process.env): Promise<{ code:
     throw error;
   }
   let db: Db | undefined;
+  let redis: RedisClient | undefined;
   try {
     await ensureDatabase(config.databaseUrl);
     db = createDb(config.databaseUrl, { max: 2, applicationName: "messaging-cli" });
     if (name !== "db migrate") await migrate(db);
-    const result = await command({ config, db }, parsed.values as Flags);
+    redis = createRedis(config.redisUrl, { connectionName: "messaging-cli" });
+    const context = { config, db, redis, keys: redisKeys(config.redisPrefix) };
+    const result = await command(context, parsed.values as Flags);
     return { code: 0, out: JSON.stringify(result) };
   } catch (error) {
     if (error instanceof CliError) return fail(error.code, error.message);
     return fail("failed", error instanceof Error ? error.message : String(error));
   } finally {
+    redis?.disconnect();
     await db?.destroy();
   }
 }

@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentContact } from "./presenter.ts";

@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
 import { standardErrors } from "../http/schemas.ts";

@@ -1,3 +1,4 @@
+import type { EventEmitter } from "node:events";
 import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import type { Database } from "./schema.ts";
@@ -16,16 +17,36 @@ export interface DbOptions {
 }
 
 export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Pool {
+  const doomed = new WeakSet<pg.PoolClient>();
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: options.max ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMillis ?? 3000,
     idleTimeoutMillis: 30_000,
     application_name: options.applicationName ?? "messaging",
-    // A dead server must not hang a request forever.
+    // A dead server must not hang a request forever; keepalive finds a silently dropped socket.
     query_timeout: 30_000,
+    keepAlive: true,
   });
-  // Idle clients can error when the server goes away; without a listener that kills the process.
+  // A client errors when its server goes away (57P01 on a restart, a reset socket). The pool listens
+  // on idle clients only; a checked-out one (between a transaction's queries, say) would emit an
+  // unhandled 'error' and kill the process. The failure reaches the caller through its query, and the
+  // pool discards the broken client on release (it is no longer queryable), so the next query gets
+  // a fresh connection.
+  pool.on("connect", (client) => {
+    client.on("error", () => {});
+    // A FATAL error answers the query in flight and the server closes the connection right after:
+    // released before the close arrives, the client would go back to the pool for the next query.
+    (client as unknown as { connection: EventEmitter }).connection.on(
+      "errorMessage",
+      (message: { severity?: string }) => {
+        if (message.severity === "FATAL" || message.severity === "PANIC") doomed.add(client);
+      },
+    );
+  });
+  pool.on("release", (error, client) => {
+    if (!error && doomed.has(client)) void client.end().catch(() => {}); // ending: the pool drops it
+  });
   pool.on("error", () => {});
   return pool;
 }
@@ -41,6 +62,7 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
   if (!name) throw new Error("DATABASE_URL names no database");
   url.pathname = "/postgres";
   const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 5000 });
+  client.on("error", () => {}); // surfaces on the query in flight; see createPool
   await client.connect();
   try {
     const found = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
@@ -64,6 +86,7 @@ export async function dropDatabase(databaseUrl: string): Promise<void> {
   const name = decodeURIComponent(url.pathname.slice(1));
   url.pathname = "/postgres";
   const client = new pg.Client({ connectionString: url.toString() });
+  client.on("error", () => {});
   await client.connect();
   try {
     await client.query(`DROP DATABASE IF EXISTS ${quoteIdentifier(name)} WITH (FORCE)`);

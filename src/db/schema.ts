@@ -145,6 +145,8 @@ export interface StatusEventsTable {
   provider_timestamp: Date;
   errors: ColumnType<unknown[] | null, string | null, string | null>;
   client_reference: string | null;
+  /** The sender of the webhook's phone_number_id; null on events stored before 006. */
+  sender_id: string | null;
   received_at: CreatedAt;
   applied_at: Date | null;
 }

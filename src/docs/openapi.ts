@@ -1,5 +1,5 @@
+import { JSON_BODY_LIMIT } from "../http/body.ts";
 import { API_ERRORS, type ApiErrorCode, OAUTH_ERRORS, type OAuthErrorCode } from "../http/errors.ts";
-import { JSON_BODY_LIMIT } from "../http/pipeline.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import {
   type DocumentedErrors,

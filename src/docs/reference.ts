@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { dirname, join } from "node:path";
 import { Elysia } from "elysia";
 import swaggerUiPackage from "swagger-ui-dist/package.json" with { type: "json" };
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import { API_PREFIX } from "../http/pipeline.ts";
 import { buildOpenApiDocument, type DocumentedRoute } from "./openapi.ts";
 
@@ -84,7 +84,8 @@ function renderReferencePage(baseUrl: string, basePath: string): { html: string;
     deepLinking: true,
     // Swagger UI would otherwise send the document to an external validator for its badge.
     validatorUrl: null,
-    persistAuthorization: true,
+    // Never keep the client secret or a token in localStorage (same origin as the panel).
+    persistAuthorization: false,
     displayRequestDuration: true,
     defaultModelsExpandDepth: 0,
   }).replaceAll("<", "\\u003c")});`;

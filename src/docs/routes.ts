@@ -1,5 +1,5 @@
 import { Elysia, t } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import { errorResponses } from "../http/schemas.ts";
 import { renderDocsPage } from "./page.ts";
 

@@ -1,9 +1,14 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { deriveKey } from "../crypto/keys.ts";
 
 /**
  * `fd_` cursors (DESIGN §6 step 4): fixed-width base62 of version, key id, epoch and position, then a
  * truncated HMAC over those and the tenant id. Opaque to clients, unforgeable, and bound to one
  * tenant: another tenant's cursor fails the MAC like a tampered one.
+ *
+ * Version 2 signs with the root secret's HKDF "feed-cursor" key and names it by a key id (a
+ * fingerprint of the key), so a rotated root secret kept in PREVIOUS_JWT_SECRETS still opens the
+ * cursors clients stored for days. Version 1 (key id 1, an HMAC-derived key) is still read.
  */
 
 export interface FeedPosition {
@@ -14,9 +19,9 @@ export interface FeedPosition {
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const PREFIX = "fd_";
-const VERSION = 1;
-// Which derived key signed the cursor; a key rotation adds a key id and keeps accepting the old one.
-const KEY_ID = 1;
+const VERSION = 2;
+const LEGACY_VERSION = 1;
+const LEGACY_KEY_ID = 1;
 const MAC_BYTES = 12;
 // Widths in base62 digits: 62^6 > 2^31 (epoch is an int4), 62^11 > 2^63 (seq is an int8), 62^17 > 2^96.
 const WIDTH = { version: 1, keyId: 1, epoch: 6, seq: 11, mac: 17 } as const;
@@ -46,20 +51,48 @@ export interface FeedCursorCodec {
   decode(tenantId: string, cursor: string): FeedPosition | undefined;
 }
 
-/** The signing key is derived from `secret` (the JWT secret), so cursors need no key of their own. */
-export function createFeedCursorCodec(secret: string): FeedCursorCodec {
-  const key = createHmac("sha256", secret).update(`feed-cursor-key:${KEY_ID}`).digest();
-  const mac = (body: string, tenantId: string) =>
+interface CursorKey {
+  version: number;
+  id: number;
+  key: Buffer;
+}
+
+/** One base62 digit from 1 to 61 naming the key; two keys may share one (decode tries both). */
+function keyIdOf(key: Buffer): number {
+  return 1 + ((createHash("sha256").update(key).digest()[0] ?? 0) % 61);
+}
+
+function currentKey(rootSecret: string): CursorKey {
+  const key = deriveKey(rootSecret, "feed-cursor");
+  return { version: VERSION, id: keyIdOf(key), key };
+}
+
+/** Version 1's key, as cursors issued before per-purpose keys were signed. */
+function legacyKey(rootSecret: string): CursorKey {
+  const key = createHmac("sha256", rootSecret).update(`feed-cursor-key:${LEGACY_KEY_ID}`).digest();
+  return { version: LEGACY_VERSION, id: LEGACY_KEY_ID, key };
+}
+
+/**
+ * Keys are derived from the root secret (JWT_SECRET), so cursors need no secret of their own. Encodes
+ * with `secret`; decodes what `secret` or any of `previousSecrets` signed, in either version.
+ */
+export function createFeedCursorCodec(secret: string, previousSecrets: string[] = []): FeedCursorCodec {
+  const signing = currentKey(secret);
+  const secrets = [secret, ...previousSecrets];
+  const accepted = [...secrets.map(currentKey), ...secrets.map(legacyKey)];
+  const mac = (key: Buffer, body: string, tenantId: string) =>
     createHmac("sha256", key).update(`${PREFIX}${body}:${tenantId}`).digest().subarray(0, MAC_BYTES);
 
   return {
     encode(tenantId, position) {
       const body =
-        encodeFixed(BigInt(VERSION), WIDTH.version) +
-        encodeFixed(BigInt(KEY_ID), WIDTH.keyId) +
+        encodeFixed(BigInt(signing.version), WIDTH.version) +
+        encodeFixed(BigInt(signing.id), WIDTH.keyId) +
         encodeFixed(BigInt(position.epoch), WIDTH.epoch) +
         encodeFixed(BigInt(position.seq), WIDTH.seq);
-      return `${PREFIX}${body}${encodeFixed(BigInt(`0x${mac(body, tenantId).toString("hex")}`), WIDTH.mac)}`;
+      const signature = mac(signing.key, body, tenantId).toString("hex");
+      return `${PREFIX}${body}${encodeFixed(BigInt(`0x${signature}`), WIDTH.mac)}`;
     },
     decode(tenantId, cursor) {
       if (!CURSOR_PATTERN.test(cursor)) return undefined;
@@ -73,12 +106,16 @@ export function createFeedCursorCodec(secret: string): FeedCursorCodec {
       const keyId = field(WIDTH.keyId);
       const epoch = field(WIDTH.epoch);
       const seq = field(WIDTH.seq);
-      if (version !== BigInt(VERSION) || keyId !== BigInt(KEY_ID)) return undefined;
+      const candidates = accepted.filter(
+        (key) => BigInt(key.version) === version && BigInt(key.id) === keyId,
+      );
+      if (candidates.length === 0) return undefined;
 
       const given = decodeFixed(cursor.slice(PREFIX.length + BODY_LENGTH));
       if (given >= 1n << BigInt(MAC_BYTES * 8)) return undefined;
       const givenBytes = Buffer.from(given.toString(16).padStart(MAC_BYTES * 2, "0"), "hex");
-      if (!timingSafeEqual(givenBytes, mac(body, tenantId))) return undefined;
+      if (!candidates.some(({ key }) => timingSafeEqual(givenBytes, mac(key, body, tenantId))))
+        return undefined;
       if (seq > BigInt(Number.MAX_SAFE_INTEGER)) return undefined;
       return { epoch: Number(epoch), seq: Number(seq) };
     },

@@ -1,17 +1,19 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { createFeedCursorCodec } from "./cursor.ts";
+import { readFeedHead } from "./heads.ts";
 import { presentFeedMessage } from "./presenter.ts";
 import { FEED_LIMIT, FeedList, FeedQuery } from "./schemas.ts";
 import { readFeed } from "./service.ts";
 
 /** GET /messages, the tenant-wide feed (POST /messages, sending, lives in src/messages/). */
 export function feedRoutes(deps: AppDeps) {
-  const cursors = createFeedCursorCodec(deps.config.jwtSecret);
+  const cursors = createFeedCursorCodec(deps.config.jwtSecret, deps.config.previousSecrets);
+  const readHead = (tenantId: string) => readFeedHead(deps.redis, deps.keys, tenantId);
   return new Elysia().use(scopeGuard).get(
     "/messages",
     async ({ auth, query, request }) => {
@@ -21,6 +23,7 @@ export function feedRoutes(deps: AppDeps) {
         auth.tenantId,
         query.since,
         query.limit ?? FEED_LIMIT.default,
+        readHead,
       );
       return {
         ...listEnvelope(pathOf(request.url), page.rows.map(presentFeedMessage), page.hasMore),

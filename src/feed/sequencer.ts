@@ -3,6 +3,8 @@ import type { Db } from "../db/connect.ts";
 import { ADVISORY_LOCKS } from "../db/locks.ts";
 import { SYSTEM_TYPE_PATTERN } from "../history/repository.ts";
 import type { Logger } from "../logger.ts";
+import { createRedis, redisKeys } from "../redis/connect.ts";
+import { createFeedHeadWriter, type FeedHeadWriter, publishFeedHeads, type TenantHead } from "./heads.ts";
 
 /**
  * The feed sequencer (DESIGN §6 step 2): positions are given only to committed messages, by one
@@ -29,8 +31,23 @@ export interface FeedTick {
  * pending rows, drops those already numbered (and any system message), numbers the rest per tenant
  * contiguously after feed_heads.last_seq in creation order, and inserts them into feed_entries.
  * A crash anywhere rolls all of it back; the advisory lock makes two sequencers take turns.
+ * With `heads`, the tenants' heads in Redis are raised after the commit (src/feed/heads.ts).
  */
-export async function sequenceFeed(db: Db, batchSize = FEED_BATCH_SIZE): Promise<FeedTick> {
+export async function sequenceFeed(
+  db: Db,
+  batchSize = FEED_BATCH_SIZE,
+  heads?: FeedHeadWriter,
+): Promise<FeedTick> {
+  const { tick, epoch, moved } = await numberFeed(db, batchSize);
+  // After the commit, never before: a head must not name a position a rollback could undo.
+  if (heads && tick.ran) await publishFeedHeads(db, heads, epoch, moved);
+  return tick;
+}
+
+async function numberFeed(
+  db: Db,
+  batchSize: number,
+): Promise<{ tick: FeedTick; epoch: number; moved: TenantHead[] }> {
   return db.transaction().execute(async (trx) => {
     // Durable before visible: a reader must never hold a cursor past a position a crash could undo.
     const lock = await sql<{ won: boolean }>`
@@ -40,10 +57,10 @@ export async function sequenceFeed(db: Db, batchSize = FEED_BATCH_SIZE): Promise
              set_config('enable_hashjoin', 'off', true),
              set_config('enable_mergejoin', 'off', true),
              pg_try_advisory_xact_lock(${FEED_LOCK_KEY}) AS won`.execute(trx);
-    if (!lock.rows[0]?.won) return { ran: false, taken: 0, numbered: 0 };
+    if (!lock.rows[0]?.won) return { tick: { ran: false, taken: 0, numbered: 0 }, epoch: 0, moved: [] };
 
     // A fresh snapshot after the lock: it sees every entry the previous holder committed.
-    const result = await sql<{ taken: number; numbered: number }>`
+    const result = await sql<{ taken: number; numbered: number; epoch: number; heads: [string, number][] }>`
       WITH taken AS (
         DELETE FROM feed_pending
         WHERE message_id IN (
@@ -72,11 +89,17 @@ export async function sequenceFeed(db: Db, batchSize = FEED_BATCH_SIZE): Promise
         FROM fresh JOIN heads ON heads.tenant_id = fresh.tenant_id
         RETURNING 1
       )
-      SELECT (SELECT count(*) FROM taken)::int AS taken, (SELECT count(*) FROM numbered)::int AS numbered`.execute(
+      SELECT (SELECT count(*) FROM taken)::int AS taken, (SELECT count(*) FROM numbered)::int AS numbered,
+             (SELECT epoch FROM feed_epoch) AS epoch,
+             (SELECT coalesce(json_agg(json_build_array(tenant_id, last_seq)), '[]') FROM heads) AS heads`.execute(
       trx,
     );
     const row = result.rows[0];
-    return { ran: true, taken: row?.taken ?? 0, numbered: row?.numbered ?? 0 };
+    return {
+      tick: { ran: true, taken: row?.taken ?? 0, numbered: row?.numbered ?? 0 },
+      epoch: row?.epoch ?? 0,
+      moved: (row?.heads ?? []).map(([tenantId, lastSeq]) => ({ tenantId, lastSeq })),
+    };
   });
 }
 
@@ -100,15 +123,26 @@ export function startFeedSequencer(
     kickGapMs?: number;
     /** Called after each tick that held the lock, with its duration (metrics). */
     onTick?: (tick: FeedTick, seconds: number) => void;
+    /**
+     * Raise the tenants' feed heads in this Redis after each tick. The loop opens a connection of its
+     * own: a queue connection's commands wait forever while Redis is away, and numbering must not.
+     */
+    heads?: { redisUrl: string; redisPrefix: string };
   } = {},
 ): FeedSequencerLoop {
   const intervalMs = options.intervalMs ?? FEED_TICK_INTERVAL_MS;
   const batchSize = options.batchSize ?? FEED_BATCH_SIZE;
+  const headsRedis =
+    options.heads && createRedis(options.heads.redisUrl, { connectionName: "messaging-feed-heads" });
+  const heads =
+    options.heads && headsRedis && createFeedHeadWriter(headsRedis, redisKeys(options.heads.redisPrefix));
   const kickGapMs = options.kickGapMs ?? FEED_KICK_GAP_MS;
   let running: Promise<void> | undefined;
   let again = false;
   let stopped = false;
   let lastTickAt = Number.NEGATIVE_INFINITY;
+  /** Since when ticks fail (Postgres away): logged once, and once more when it answers again. */
+  let failingSince: number | undefined;
 
   const drain = async () => {
     do {
@@ -120,7 +154,11 @@ export function startFeedSequencer(
       const started = performance.now();
       lastTickAt = started;
       try {
-        const tick = await sequenceFeed(db, batchSize);
+        const tick = await sequenceFeed(db, batchSize, heads);
+        if (failingSince !== undefined) {
+          logger.info({ failed_ms: Date.now() - failingSince }, "feed sequencer ticks again");
+          failingSince = undefined;
+        }
         const seconds = (performance.now() - started) / 1000;
         if (tick.ran) options.onTick?.(tick, seconds);
         if (tick.taken > 0) {
@@ -137,7 +175,11 @@ export function startFeedSequencer(
       } catch (error) {
         // The next timer tick retries; looping here would spin while Postgres is away.
         again = false;
-        logger.warn({ err: (error as Error).message }, "feed sequencer tick failed");
+        // Ten ticks a second would log ten lines a second through an outage: the first says it.
+        if (failingSince === undefined) {
+          failingSince = Date.now();
+          logger.warn({ err: (error as Error).message }, "feed sequencer tick failed; retrying every tick");
+        }
       }
     } while (again && !stopped);
   };
@@ -163,6 +205,7 @@ export function startFeedSequencer(
       stopped = true;
       clearInterval(timer);
       await running;
+      headsRedis?.disconnect();
     },
   };
 }

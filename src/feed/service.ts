@@ -1,6 +1,7 @@
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
-import type { FeedCursorCodec } from "./cursor.ts";
+import type { FeedCursorCodec, FeedPosition } from "./cursor.ts";
+import type { FeedHead } from "./heads.ts";
 import { currentFeedEpoch, type FeedRow, readFeedEntries } from "./repository.ts";
 
 export interface FeedPage {
@@ -13,6 +14,8 @@ export interface FeedPage {
  * GET /messages. The page and the epoch are read together; a cursor of another epoch (rare: an
  * operator bumped it) is read again from position 0. `next_cursor` is the last position on the page,
  * or where the page started when it is empty, so it is never behind what the client has seen.
+ *
+ * A cursor at or past the tenant's head in Redis (`readHead`) is answered without Postgres.
  */
 export async function readFeed(
   db: Db,
@@ -20,6 +23,7 @@ export async function readFeed(
   tenantId: string,
   since: string | undefined,
   limit: number,
+  readHead?: (tenantId: string) => Promise<FeedHead | undefined>,
 ): Promise<FeedPage> {
   const position = since === undefined ? undefined : cursors.decode(tenantId, since);
   if (since !== undefined && !position) {
@@ -30,6 +34,10 @@ export async function readFeed(
         param: "since",
       },
     );
+  }
+  if (position && readHead) {
+    const page = emptyPageAtHead(cursors, tenantId, position, await readHead(tenantId));
+    if (page) return page;
   }
   const [epoch, optimistic] = await Promise.all([
     currentFeedEpoch(db),
@@ -45,4 +53,20 @@ export async function readFeed(
     hasMore: fetched.length > limit,
     nextCursor: cursors.encode(tenantId, { epoch, seq: last ? last.seq : after }),
   };
+}
+
+/**
+ * The page Postgres would give a cursor at or past the head: empty, `next_cursor` the cursor's own
+ * position (re-signed with the current key). Undefined when Postgres must answer: no head (Redis lost
+ * it), or another epoch (bumped: the old cursor restarts at 0; or a head not yet synced to the new one).
+ * A head behind Postgres only keeps the reader where it is until the sequencer raises it.
+ */
+export function emptyPageAtHead(
+  cursors: FeedCursorCodec,
+  tenantId: string,
+  position: FeedPosition,
+  head: FeedHead | undefined,
+): FeedPage | undefined {
+  if (!head || position.epoch !== head.epoch || position.seq < head.seq) return undefined;
+  return { rows: [], hasMore: false, nextCursor: cursors.encode(tenantId, position) };
 }

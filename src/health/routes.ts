@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { sql } from "kysely";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 
 const withTimeout = <T>(promise: Promise<T>, ms: number) =>
   Promise.race([

@@ -1,3 +1,4 @@
+import type { TSchema } from "@sinclair/typebox";
 import { Elysia } from "elysia";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
@@ -5,29 +6,52 @@ import { type AdmitSend, enforceAdmission, giveBackQuotaUnit } from "../messages
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { TokenService } from "../oauth/tokens.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+import {
+  bodyPolicyOf,
+  declaredTooLarge,
+  mediaType,
+  parseBodyBytes,
+  readBodyCapped,
+  tooLargeError,
+} from "./body.ts";
+import { isDependencyDown } from "./dependency-faults.ts";
 import { ApiError, apiErrorBody, OAuthError, oauthErrorBody } from "./errors.ts";
 import { consumeRateLimit, rateLimitError, rateLimitHeaders } from "./rate-limit.ts";
+import { createRejectionTally } from "./rejection-tally.ts";
 import { type RequestState, requestState, setRequestState } from "./request-state.ts";
-import { validationToApiError } from "./validation.ts";
+import { bodyValidationProblem, validationToApiError } from "./validation.ts";
 
 export const API_PREFIX = "/v2";
 export const TOKEN_PATH = `${API_PREFIX}/oauth/token`;
-/** JSON and form bodies; files go through POST /media with its own limit. */
-export const JSON_BODY_LIMIT = 1024 * 1024;
-export const MEDIA_BODY_LIMIT = 16 * 1024 * 1024 + 64 * 1024;
 export const MESSAGES_PATH = `${API_PREFIX}/messages`;
 const MEDIA_PATH = `${API_PREFIX}/media`;
+const WEBHOOKS_PREFIX = "/webhooks";
+const BODY_PATHS = { api: API_PREFIX, media: MEDIA_PATH, webhooks: WEBHOOKS_PREFIX };
+/**
+ * A webhook caller whose requests keep failing the signature (or the body) check is refused before
+ * its next body is read, for the rest of the minute. The provider's own signed traffic is never
+ * counted: it is not limited here, however heavy.
+ */
+const WEBHOOK_REJECTIONS_PER_MINUTE = 20;
 
 export interface PipelineDeps {
   publicBaseUrl: string;
-  trustProxy: boolean;
+  /** Proxies of ours in front (see clientIpOf). */
+  trustProxy: number;
   redis: RedisClient;
   keys: RedisKeys;
   tokens: TokenService;
   logger: Logger;
   metrics: Metrics;
-  /** Requests per second for callers without a valid token, per IP. */
-  anonymousLimit: number;
+  /**
+   * Per-IP requests per second: callers of /v2 without a valid token (`anonymous`), the token
+   * endpoint (`token`, before the body is read, besides its per-client limit), the panel and the
+   * operator endpoints.
+   */
+  ipLimits: { anonymous: number; token: number; panel: number; ops: number };
+  /** Path prefixes of the panel and the operator endpoints (their per-IP limits). */
+  panelPrefix: string;
+  opsPrefixes: readonly string[];
   /** Rate limit and daily quota of POST /messages, in one Redis call. */
   admitSend: AdmitSend;
   /**
@@ -43,6 +67,8 @@ export interface PipelineDeps {
 interface RouteInfo {
   method: string;
   path: string;
+  /** Elysia's route hooks; `body` is the route's schema, when it declares one. */
+  hooks?: unknown;
 }
 
 /**
@@ -51,7 +77,21 @@ interface RouteInfo {
  * headers too), one error renderer, and the access log.
  */
 export function requestPipeline(deps: PipelineDeps, routes: () => readonly RouteInfo[]) {
-  const { allowedMethods, templateOf } = routeIndex(routes);
+  const { allowedMethods, templateOf, bodySchemaOf } = routeIndex(routes);
+  const webhookRejections = createRejectionTally({ limit: WEBHOOK_REJECTIONS_PER_MINUTE, windowMs: 60_000 });
+  /** One per-IP limit: 429 with the headers, counted under `kind`. */
+  const limitIp = async (
+    set: { headers: Record<string, unknown> },
+    ip: string,
+    kind: "token" | "panel" | "ops",
+  ) => {
+    const outcome = await consumeRateLimit(deps.redis, deps.keys.ipRate(ip, kind), deps.ipLimits[kind]);
+    Object.assign(set.headers, rateLimitHeaders(outcome));
+    if (!outcome.allowed) {
+      deps.metrics.rateLimited.inc({ kind: kind === "token" ? "token" : "anonymous" });
+      throw rateLimitError(outcome);
+    }
+  };
 
   return (
     new Elysia()
@@ -68,16 +108,23 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
         set.headers["request-id"] = state.requestId;
 
         const path = pathOf(request.url);
-        if (!path.startsWith(`${API_PREFIX}/`)) return;
-
-        const declared = Number(request.headers.get("content-length") ?? 0);
-        if (declared > (path === MEDIA_PATH ? MEDIA_BODY_LIMIT : JSON_BODY_LIMIT)) {
-          throw path === MEDIA_PATH
-            ? new ApiError("file_too_large", "Files may be at most 16 MB.", { param: "file" })
-            : new ApiError("request_too_large", "The request body may be at most 1 MB.");
+        state.clientIp = clientIpOf(request, server, deps.trustProxy);
+        // Limits that need no body come first: a refused request is never read, let alone parsed.
+        if (path.startsWith(`${WEBHOOKS_PREFIX}/`) && webhookRejections.exceeded(state.clientIp)) {
+          throw new ApiError("rate_limit_exceeded", "Too many rejected webhook requests from this address.", {
+            headers: { "retry-after": String(webhookRejections.retryAfterSeconds(state.clientIp)) },
+          });
         }
-        // The token endpoint limits itself: its key is the client_id, which is inside the body.
-        if (path === TOKEN_PATH) return;
+        state.bodyPolicy = bodyPolicyOf(path, BODY_PATHS);
+        if (declaredTooLarge(request, state.bodyPolicy)) throw tooLargeError(state.bodyPolicy);
+        if (path === deps.panelPrefix || path.startsWith(`${deps.panelPrefix}/`))
+          return limitIp(set, state.clientIp, "panel");
+        if (deps.opsPrefixes.some((prefix) => path === prefix || path.startsWith(`${prefix}/`)))
+          return limitIp(set, state.clientIp, "ops");
+        if (!path.startsWith(`${API_PREFIX}/`)) return;
+        // The token endpoint's per-IP limit, before its body is read; its per-client limit (the
+        // client_id is in the body) and the failed-authentication count are the route's.
+        if (path === TOKEN_PATH) return limitIp(set, state.clientIp, "token");
         // Static files (see PipelineDeps.staticPaths).
         if (request.method === "GET" && deps.staticPaths.has(path)) return;
 
@@ -94,6 +141,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
           const admission = await deps.admitSend(auth.auth);
           Object.assign(set.headers, rateLimitHeaders(admission.rate));
           state.reservedQuotaKey = enforceAdmission(admission, deps.metrics);
+          state.directoryVersion = admission.directoryVersion;
           return;
         }
         // The application's send or read limit; callers without a valid token share their IP's.
@@ -104,7 +152,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
                 deps.keys.applicationRate(auth.auth.tenantId, auth.auth.clientId, kind),
                 kind === "send" ? auth.auth.sendLimit : auth.auth.readLimit,
               ]
-            : [deps.keys.ipRate(clientIpOf(request, server, deps.trustProxy), "read"), deps.anonymousLimit];
+            : [deps.keys.ipRate(state.clientIp, "read"), deps.ipLimits.anonymous];
         const outcome = await consumeRateLimit(deps.redis, key, limit);
         Object.assign(set.headers, rateLimitHeaders(outcome));
         if (!outcome.allowed) {
@@ -115,19 +163,49 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
         }
       })
 
-      // A body that cannot be read is recorded, not thrown: the caller's credentials are judged first
-      // (the scope guard raises it after authorizing), so a bad token is a 401 whatever the body.
+      // The one body reader (src/http/body.ts). A body that cannot be read is recorded, not thrown:
+      // the caller's credentials are judged first (the scope guard raises it after authorizing), so
+      // a bad token is a 401 whatever the body.
       .onParse({ as: "global" }, async ({ request }) => {
-        const type = mediaType(request.headers.get("content-type"));
-        if (type === "multipart/form-data") return; // routes that take files read them themselves
         const state = requestState(request);
+        const policy = state?.bodyPolicy;
+        if (!state || !policy) return null;
+        const type = mediaType(request.headers.get("content-type"));
         try {
-          return parseBody(type, await readBodyCapped(request, JSON_BODY_LIMIT), state);
+          // POST /media reads its multipart body itself, with the same cap (src/media/routes.ts).
+          if (policy.kind === "media" && type === "multipart/form-data") return;
+          if (type === "multipart/form-data") {
+            throw new ApiError(
+              "invalid_content_type",
+              "multipart/form-data is accepted only by POST /media.",
+            );
+          }
+          const bytes = await readBodyCapped(request, policy);
+          state.rawBody = bytes;
+          // The webhook authenticates the raw bytes before anything parses them (webhooks/routes.ts).
+          if (policy.kind === "webhook") return null;
+          state.parsedBody = true;
+          return parseBodyBytes(type, bytes);
         } catch (error) {
-          if (!(error instanceof ApiError) || !state) throw error;
+          // Outside the API (panel, ops) there are no credentials to judge first: refuse at once.
+          if (!(error instanceof ApiError) || policy.kind === "form") throw error;
           state.bodyProblem = error;
           return null;
         }
+      })
+
+      // The route's body schema, checked here so that a bad body never reaches Elysia's validator,
+      // whose error message serializes the whole value (src/http/validation.ts). The problem is
+      // recorded like a parse problem; the body the validator then sees is empty and cheap to refuse.
+      .onTransform({ as: "global" }, (context) => {
+        const state = requestState(context.request);
+        if (!state?.parsedBody || state.bodyProblem || context.body == null) return;
+        const schema = bodySchemaOf(context.request.method, context.route);
+        if (!schema) return;
+        const problem = bodyValidationProblem(schema, context.body);
+        if (!problem) return;
+        state.bodyProblem = problem;
+        context.body = null;
       })
 
       .onError({ as: "global" }, async ({ code, error, request, set, path }) => {
@@ -142,6 +220,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
         let failure: ApiError | OAuthError;
         if (error instanceof ApiError || error instanceof OAuthError) failure = error;
         else if (cause instanceof ApiError) failure = cause;
+        else if (code === "VALIDATION" && state?.bodyProblem) failure = state.bodyProblem;
         else if (code === "VALIDATION") failure = validationToApiError(error as never);
         else if (code === "PARSE")
           failure = new ApiError("parameter_invalid", "The request body could not be parsed.");
@@ -163,7 +242,11 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
             },
           );
         } else {
-          deps.logger.error({ request_id: requestId, err: error, path }, "unhandled error");
+          // A summary, capped: an error's message may carry request data of any size.
+          deps.logger.error(
+            { request_id: requestId, error: loggableError(error), path: capText(path) },
+            "unhandled error",
+          );
           failure = new ApiError("internal_error", "An internal error occurred. It has been logged.");
         }
 
@@ -195,6 +278,8 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
         const seconds = (performance.now() - state.startedAt) / 1000;
         // The matched route's template, never the raw path: ids in paths would be unbounded series.
         const template = route || templateOf(request.method, path) || "unmatched";
+        if (path.startsWith(`${WEBHOOKS_PREFIX}/`) && status >= 400 && status < 500 && status !== 429)
+          webhookRejections.record(state.clientIp ?? "local");
         const labels = { method: request.method, route: template, status: String(status) };
         deps.metrics.httpRequests.inc(labels);
         deps.metrics.httpRequestDuration.observe(labels, seconds);
@@ -203,7 +288,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
             request_id: state.requestId,
             method: request.method,
             route: template,
-            path,
+            path: capText(path, 200),
             status,
             duration_ms: Math.round(seconds * 100_000) / 100,
             tenant: state.auth?.tenantId ?? null,
@@ -212,25 +297,6 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
           "request",
         );
       })
-  );
-}
-
-function parseBody(type: string, raw: Uint8Array, state: RequestState | undefined): unknown {
-  if (state) state.rawBody = raw;
-  const text = new TextDecoder().decode(raw);
-  if (type === "application/json" || type.endsWith("+json")) {
-    if (text.trim() === "") return null;
-    try {
-      return JSON.parse(text);
-    } catch {
-      throw new ApiError("invalid_json", "The request body is not valid JSON.");
-    }
-  }
-  if (type === "application/x-www-form-urlencoded") return formToObject(text);
-  if (text.length === 0) return null;
-  throw new ApiError(
-    "invalid_content_type",
-    `Content-Type ${type || "(none)"} is not accepted here; send application/json.`,
   );
 }
 
@@ -272,46 +338,24 @@ export function pathOf(url: string): string {
   return end < 0 ? url.slice(start) : url.slice(start, end);
 }
 
-function mediaType(header: string | null): string {
-  return (header ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
-}
-
-function formToObject(text: string): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [key, value] of new URLSearchParams(text)) {
-    const prior = out[key];
-    out[key] = prior === undefined ? value : Array.isArray(prior) ? [...prior, value] : [prior, value];
-  }
-  return out;
-}
-
-/** Reads a body without ever holding more than `limit` bytes (chunked bodies have no Content-Length). */
-async function readBodyCapped(request: Request, limit: number): Promise<Uint8Array> {
-  if (!request.body) return new Uint8Array();
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel();
-      throw new ApiError("request_too_large", "The request body may be at most 1 MB.");
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks);
-}
-
+/**
+ * The client's address. With `trustProxy` = N proxies of ours in front, each appends the address it
+ * saw to X-Forwarded-For, so the client is the Nth entry from the right; everything left of it is
+ * whatever the client chose to send. A header with fewer than N entries (the request came through
+ * fewer proxies than configured) gives its leftmost entry; no header at all, the socket address.
+ */
 export function clientIpOf(
   request: Request,
   server: { requestIP(request: Request): { address: string } | null } | null,
-  trustProxy: boolean,
+  trustProxy: number,
 ): string {
-  if (trustProxy) {
-    const forwarded = request.headers.get("x-forwarded-for")?.split(",")[0]?.trim();
-    if (forwarded) return forwarded.slice(0, 64);
+  if (trustProxy > 0) {
+    const hops = (request.headers.get("x-forwarded-for") ?? "")
+      .split(",")
+      .map((hop) => hop.trim())
+      .filter((hop) => hop !== "");
+    const client = hops[Math.max(0, hops.length - trustProxy)];
+    if (client) return client.slice(0, 64);
   }
   return server?.requestIP(request)?.address ?? "local";
 }
@@ -324,6 +368,7 @@ export function clientIpOf(
  */
 function routeIndex(routes: () => readonly RouteInfo[]) {
   let compiled: { regex: RegExp; method: string; path: string }[] | undefined;
+  let bodySchemas: Map<string, TSchema> | undefined;
   const patterns = () =>
     (compiled ??= routes()
       .map((route) => ({
@@ -345,30 +390,28 @@ function routeIndex(routes: () => readonly RouteInfo[]) {
     ],
     templateOf: (method: string, path: string): string | undefined =>
       patterns().find((p) => (p.method === method || p.method === "ALL") && p.regex.test(path))?.path,
+    /** The body schema a route declares (by its template), if it declares one. */
+    bodySchemaOf(method: string, template: string): TSchema | undefined {
+      bodySchemas ??= new Map(
+        routes()
+          .map((route) => [`${route.method} ${route.path}`, (route.hooks as { body?: unknown })?.body])
+          .filter((entry): entry is [string, TSchema] => typeof entry[1] === "object" && entry[1] !== null),
+      );
+      return bodySchemas.get(`${method} ${template}`);
+    },
   };
 }
 
-const DOWN_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "ENOTFOUND",
-  "57P01",
-  "57P03",
-  "08001",
-  "08006",
-]);
-
-/** Postgres or Redis unreachable (as opposed to a bug): answered with 503 and Retry-After. */
-export function isDependencyDown(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const code = (error as { code?: string }).code;
-  if (code && DOWN_CODES.has(code)) return true;
-  return /Connection terminated|timeout exceeded when trying to connect|Connection is closed|Stream isn't writeable|connect ECONNREFUSED|Command timed out|Query read timeout/i.test(
-    error.message,
-  );
+function errorSummary(error: unknown): string {
+  return capText(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
 }
 
-function errorSummary(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+/** An error for the log with its stack, both capped (a message may quote request data of any size). */
+function loggableError(error: unknown): { type: string; message: string; stack?: string } {
+  if (!(error instanceof Error)) return { type: typeof error, message: capText(String(error)) };
+  return { type: error.name, message: capText(error.message), stack: capText(error.stack ?? "", 4000) };
+}
+
+export function capText(text: string, max = 500): string {
+  return text.length > max ? `${text.slice(0, max)}… (${text.length} characters)` : text;
 }

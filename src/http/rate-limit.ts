@@ -1,8 +1,16 @@
 import type { RedisClient } from "../redis/connect.ts";
+import { serviceUnavailable } from "./dependency-faults.ts";
 import { ApiError } from "./errors.ts";
 
 /** SPEC §8 defaults, per second. */
 export const DEFAULT_LIMITS = { read: 5, send: 3, token: 2 } as const;
+
+/**
+ * Per-IP limits per second beyond SPEC's: the token endpoint before its body is read (several
+ * applications may share an address), the panel (a page is several requests, and each open page
+ * polls) and the operator endpoints (the queue dashboard polls).
+ */
+export const IP_LIMITS = { token: 10, panel: 30, ops: 20 } as const;
 
 export interface RateLimitOutcome {
   allowed: boolean;
@@ -24,9 +32,8 @@ export async function consumeRateLimit(
   try {
     reply = await redis.rateLimit(key, limit);
   } catch {
-    throw new ApiError("service_unavailable", "The service is briefly unavailable. Retry shortly.", {
-      headers: { "retry-after": "1" },
-    });
+    // Any failure of our own script's call is Redis not answering as it should: never a silent pass.
+    throw serviceUnavailable(1);
   }
   const [allowed, max, remaining, resetMs, resetEpoch] = reply;
   return { allowed: allowed === 1, limit: max, remaining, resetMs, resetEpoch };

@@ -1,3 +1,4 @@
+import type { BodyPolicy } from "./body.ts";
 import { ApiError } from "./errors.ts";
 
 export type Scope = "messaging:send" | "messaging:read";
@@ -28,10 +29,18 @@ export interface RequestState {
   rawBody?: Uint8Array;
   /** A daily-quota unit reserved for this send; returned unless `accepted` is set. */
   reservedQuotaKey?: string;
+  /** The tenant's directory version read by this send's admission (see SendAdmission). */
+  directoryVersion?: string;
   /** Set by the send route when this request created a new accepted message. */
   accepted?: boolean;
   /** A body that could not be read (bad JSON, content type, size); raised after authorization. */
   bodyProblem?: ApiError;
+  /** The caller's address (see clientIpOf), for per-IP limits. */
+  clientIp?: string;
+  /** The size cap and reading mode of this request's body (src/http/body.ts), from its path. */
+  bodyPolicy?: BodyPolicy;
+  /** The body was parsed from JSON or a form by the pipeline (so its route schema is checked there). */
+  parsedBody?: boolean;
 }
 
 const states = new WeakMap<Request, RequestState>();

@@ -1,3 +1,5 @@
+import type { TSchema } from "@sinclair/typebox";
+import { type TypeCheck, TypeCompiler } from "@sinclair/typebox/compiler";
 import { t } from "elysia";
 import { ApiError } from "./errors.ts";
 
@@ -65,29 +67,60 @@ function describeSchema(schema: Record<string, unknown>): string {
   return "a valid value";
 }
 
+/** Names come from the request (an unknown key may be a megabyte long): echo a bounded part. */
+const MAX_PARAM_LENGTH = 200;
+function capped(name: string): string {
+  return name.length > MAX_PARAM_LENGTH ? `${name.slice(0, MAX_PARAM_LENGTH)}…` : name;
+}
+
 function dotted(path: string): string {
   return path.replace(/^\//, "").replaceAll("/", ".");
 }
 
 export function validationToApiError(error: ValidationErrorLike): ApiError {
-  const where = error.type;
-  if (
-    where === "body" &&
-    (error.value === undefined || error.value === null || typeof error.value !== "object")
-  ) {
+  const all = error.all.length > 0 ? error.all : error.valueError ? [error.valueError] : [];
+  return valueErrorsToApiError(error.type, error.value, all);
+}
+
+/** At most this many of a value's errors are looked at: enough to pick the most useful one. */
+const ERRORS_EXAMINED = 16;
+const bodyCheckers = new WeakMap<TSchema, TypeCheck<TSchema>>();
+
+/**
+ * Checks a parsed body against its route's schema before the framework does. Elysia's own failure
+ * serializes the whole offending value into its message (and walks it again for the error list), so
+ * a large bad body would cost far more than a good one; here the check is the compiled schema's, and
+ * only the first few errors are enumerated, lazily. Undefined when the body is valid.
+ */
+export function bodyValidationProblem(schema: TSchema, value: unknown): ApiError | undefined {
+  let checker = bodyCheckers.get(schema);
+  if (!checker) {
+    checker = TypeCompiler.Compile(schema);
+    bodyCheckers.set(schema, checker);
+  }
+  if (checker.Check(value)) return undefined;
+  const errors: ValueErrorLike[] = [];
+  for (const error of checker.Errors(value)) {
+    errors.push(error as unknown as ValueErrorLike);
+    if (errors.length >= ERRORS_EXAMINED) break;
+  }
+  return valueErrorsToApiError("body", value, errors);
+}
+
+function valueErrorsToApiError(where: string, value: unknown, all: ValueErrorLike[]): ApiError {
+  if (where === "body" && (value === undefined || value === null || typeof value !== "object")) {
     return new ApiError(
-      error.value === undefined || error.value === null ? "parameter_missing" : "parameter_invalid",
+      value === undefined || value === null ? "parameter_missing" : "parameter_invalid",
       "The request body must be a JSON object.",
     );
   }
-  const all = error.all.length > 0 ? error.all : error.valueError ? [error.valueError] : [];
   // The most useful error first: missing, then unknown, then the rest in schema order.
   const first =
     all.find((e) => e.type === REQUIRED_PROPERTY) ??
     all.find((e) => e.type === UNEXPECTED_PROPERTY) ??
     all[0];
   if (!first) return new ApiError("parameter_invalid", "The request is invalid.");
-  const param = dotted(first.path) || (first.schema?.["x-param"] as string | undefined) || null;
+  const param = capped(dotted(first.path)) || (first.schema?.["x-param"] as string | undefined) || null;
   const named = param ?? where;
   if (first.type === REQUIRED_PROPERTY) {
     return new ApiError("parameter_missing", `Missing required parameter: ${named}.`, { param });

@@ -2,7 +2,10 @@ import type { JobsOptions, Queue } from "bullmq";
 import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
+import type { Logger } from "../logger.ts";
+import { adoptProviderId, providerIdStash } from "../outbound/send.ts";
 import { jobIdFor, type Queues, sendJobOptions } from "../queues/index.ts";
+import type { RedisClient } from "../redis/connect.ts";
 
 /**
  * Postgres says what is unfinished; Redis may have lost the jobs (restart, flush, a worker killed
@@ -12,6 +15,29 @@ export interface SweepResult {
   finalize: number;
   status: number;
   send: number;
+  /** Provider ids taken from the stash (sends Postgres could not record in an outage). */
+  adopted: number;
+}
+
+interface SweepDeps {
+  db: Db;
+  queues: Queues;
+  clock: Clock;
+  redis: RedisClient;
+  logger: Logger;
+  config: { redisPrefix: string; workers: { sendRetryBaseMs: number } };
+}
+
+/**
+ * Sends the provider accepted but Postgres did not record (src/outbound/send.ts, providerIdStash):
+ * recorded now, before the unsent ones below are nudged, so none of them is sent again.
+ */
+async function adoptStashedProviderIds(deps: SweepDeps): Promise<number> {
+  let adopted = 0;
+  for await (const [messageId, providerMessageId] of providerIdStash(deps).entries()) {
+    if (await adoptProviderId(deps, messageId, providerMessageId)) adopted++;
+  }
+  return adopted;
 }
 
 const BATCH = 1000;
@@ -39,10 +65,8 @@ async function nudge<T>(
   return added;
 }
 
-export async function sweep(
-  deps: { db: Db; queues: Queues; clock: Clock; config: { workers: { sendRetryBaseMs: number } } },
-  graceSeconds = 10,
-): Promise<SweepResult> {
+export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepResult> {
+  const adopted = await adoptStashedProviderIds(deps);
   const cutoff = new Date(deps.clock.now().getTime() - graceSeconds * 1000);
 
   const unfinalized = await deps.db
@@ -102,5 +126,5 @@ export async function sweep(
       sendJobOptions(deps.config.workers.sendRetryBaseMs),
     ),
   ]);
-  return { finalize, status, send };
+  return { finalize, status, send, adopted };
 }

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
+import { MEDIA_BODY_LIMIT } from "../http/body.ts";
 import { ApiError } from "../http/errors.ts";
-import { MEDIA_BODY_LIMIT } from "../http/pipeline.ts";
 import { authorize, type Scope } from "../http/request-state.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";

@@ -1,9 +1,9 @@
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import { ProviderError } from "../channel/provider.ts";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import { newId } from "../ids.ts";
-import type { SenderRow } from "../senders/repository.ts";
+import { type SenderRow, senderCredentials } from "../senders/repository.ts";
 import { resolveSender } from "../senders/resolve.ts";
 import { findMedia, insertMedia, type MediaRow } from "./repository.ts";
 import { type MediaKind, SNIFF_BYTES, sniffMedia } from "./sniff.ts";
@@ -29,7 +29,7 @@ export interface MediaUpload {
  * keep the handle. The file is read into memory once, after its type and size have passed.
  */
 export async function uploadMedia(
-  deps: Pick<AppDeps, "db" | "provider" | "clock">,
+  deps: Pick<AppDeps, "db" | "provider" | "clock"> & { config: Pick<AppDeps["config"], "providerTokenKey"> },
   tenantId: string,
   upload: MediaUpload,
 ): Promise<MediaRow> {
@@ -57,11 +57,7 @@ export async function uploadMedia(
   let providerMediaId: string;
   try {
     ({ providerMediaId } = await deps.provider.uploadMedia(
-      {
-        phoneNumberId: sender.provider_phone_number_id,
-        wabaId: sender.waba_id,
-        accessToken: sender.access_token,
-      },
+      senderCredentials(deps.config.providerTokenKey, sender),
       { content: file, mimeType: sniffed.mimeType, filename: filename ?? undefined },
     ));
   } catch (error) {

@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import { touchConversations } from "../conversations/summary.ts";
 import type { Db } from "../db/connect.ts";
+import { isDependencyDown } from "../http/dependency-faults.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
 import { IDEMPOTENCY_RETENTION_MS } from "./idempotency.ts";
@@ -203,8 +204,10 @@ export function createAcceptBatcher(
       try {
         await commit(batch);
       } catch (error) {
-        if (batch.length === 1) {
-          batch[0]!.reject(error);
+        // Postgres away fails every row alike, and a commit cut off mid-way may have happened:
+        // each request answers 503 and its client retries (with its Idempotency-Key, a replay).
+        if (batch.length === 1 || isDependencyDown(error)) {
+          for (const waiting of batch) waiting.reject(error);
           continue;
         }
         // One bad row must not fail its neighbours: commit them one by one.

@@ -161,8 +161,9 @@ async function replayOf(db: Db, tenantId: string, messageId: string): Promise<Ac
  * after commit (the sweeper re-sends a lost nudge).
  */
 export function createMessageAcceptor(deps: AcceptDeps) {
-  // A tenant's senders and approved templates change rarely and are read on every send. A sender
-  // deactivated in the last few seconds may still be chosen; the send worker checks again.
+  // A tenant's senders and approved templates change rarely and are read on every send. Entries are
+  // reused only at the tenant's directory version the admission read (a change sets a new one), and
+  // for at most DIRECTORY_CACHE_MS: a change is seen by the very next send of any api process.
   const senders = ttlCache(deps.config.directoryCacheMs, (tenantId) => listTenantSenders(deps.db, tenantId));
   const templates = ttlCache(deps.config.directoryCacheMs, (key) => {
     const [tenantId, senderId, name] = key.split("\u0000") as [string, string, string];
@@ -178,8 +179,13 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     );
   });
 
-  async function validate(auth: AuthContext, input: SendMessageInput, now: Date) {
-    const sender = chooseSender(await senders.get(auth.tenantId), input.sender);
+  async function validate(
+    auth: AuthContext,
+    input: SendMessageInput,
+    now: Date,
+    directoryVersion: string | undefined,
+  ) {
+    const sender = chooseSender(await senders.get(auth.tenantId, directoryVersion), input.sender);
     // A template to a phone number needs no lookup: the commit creates or finds the contact.
     const recipient =
       input.contact !== undefined || input.body !== undefined || !sender?.active
@@ -212,7 +218,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     }
     const request = input.template!;
     const template = chooseTemplate(
-      await templates.get([auth.tenantId, sender.id, request.name].join("\u0000")),
+      await templates.get([auth.tenantId, sender.id, request.name].join("\u0000"), directoryVersion),
       request,
     );
     const bound = await bindTemplate({ db: deps.db, now }, sender, template, request);
@@ -244,10 +250,15 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     return replayOf(deps.db, auth.tenantId, durable.messageId);
   }
 
+  /**
+   * `directoryVersion`: the tenant's, from this send's admission (SendAdmission); undefined only for
+   * a caller without one, which then accepts cached senders and templates up to DIRECTORY_CACHE_MS old.
+   */
   return async function acceptOutboundMessage(
     auth: AuthContext,
     input: SendMessageInput,
     idempotencyKey: string | undefined,
+    directoryVersion: string | undefined,
   ): Promise<AcceptOutcome> {
     checkShape(input);
     const now = deps.clock.now();
@@ -260,7 +271,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     try {
       let valid: Awaited<ReturnType<typeof validate>>;
       try {
-        valid = await validate(auth, input, now);
+        valid = await validate(auth, input, now, directoryVersion);
       } catch (error) {
         // Redis may have forgotten a finished key: Postgres decides before we refuse a replay.
         const replay =

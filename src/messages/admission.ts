@@ -1,11 +1,13 @@
 import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
+import { serviceUnavailable } from "../http/dependency-faults.ts";
 import { ApiError } from "../http/errors.ts";
 import { type RateLimitOutcome, rateLimitError } from "../http/rate-limit.ts";
 import type { AuthContext } from "../http/request-state.ts";
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
 import type { AcceptOutboundMessage } from "./accept.ts";
 
 export const CHANNEL = "whatsapp";
@@ -24,6 +26,11 @@ export interface SendAdmission {
   reservedQuotaKey?: string;
   /** Set when the daily quota is used up (`quota_exceeded`; the rate limit is in `rate`). */
   refusal?: ApiError;
+  /**
+   * The tenant's directory version, read in the same Redis call: the acceptor reuses its cached
+   * senders and templates only while this is the version they were loaded at.
+   */
+  directoryVersion: string;
 }
 
 const DAY_MS = 86_400_000;
@@ -76,23 +83,34 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
     const day = utcDay(now);
     const rateKey = deps.keys.applicationRate(auth.tenantId, auth.clientId, "send");
     const quotaKey = deps.keys.dailyQuota(auth.tenantId, CHANNEL, day.key);
+    const versionKey = deps.keys.directoryVersion(auth.tenantId);
     const quota = await tenantQuota(auth.tenantId);
     const ttl = Math.ceil((day.end.getTime() - now.getTime()) / 1000) + 3600;
     const call = (seed: number) =>
-      deps.redis.sendAdmission(rateKey, quotaKey, auth.sendLimit, quota, ttl, seed).catch(() => {
-        throw new ApiError("service_unavailable", "The service is briefly unavailable. Retry shortly.", {
-          headers: { "retry-after": "1" },
+      deps.redis
+        .sendAdmission(
+          rateKey,
+          quotaKey,
+          versionKey,
+          auth.sendLimit,
+          quota,
+          ttl,
+          seed,
+          DIRECTORY_VERSION_TTL_SECONDS,
+        )
+        .catch(() => {
+          throw serviceUnavailable(1);
         });
-      });
 
     let reply = await call(-1);
     if (reply[0] === 3) reply = await call(await acceptedToday(auth.tenantId, day));
-    const [code, limit, remaining, resetMs, resetEpoch] = reply;
+    const [code, limit, remaining, resetMs, resetEpoch, , directoryVersion] = reply;
     const rate = { allowed: code !== 0, limit, remaining, resetMs, resetEpoch };
     if (code === 2) {
       const secondsToMidnight = Math.max(1, Math.ceil((day.end.getTime() - now.getTime()) / 1000));
       return {
         rate,
+        directoryVersion,
         refusal: new ApiError(
           "quota_exceeded",
           `The daily send quota of ${quota} messages is used up; it resets at 00:00 UTC.`,
@@ -100,7 +118,7 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
         ),
       };
     }
-    return { rate, reservedQuotaKey: code === 1 ? quotaKey : undefined };
+    return { rate, directoryVersion, reservedQuotaKey: code === 1 ? quotaKey : undefined };
   };
 }
 

@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import { returnReservedQuota } from "../http/pipeline.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import { requestState } from "../http/request-state.ts";
@@ -15,8 +15,8 @@ export function messageRoutes(deps: AppDeps, acceptOutboundMessage: AcceptOutbou
     "/messages",
     async ({ auth, body, request, set }) => {
       const key = parseIdempotencyKey(request.headers.get("idempotency-key"));
-      const outcome = await acceptOutboundMessage(auth, body, key);
       const state = requestState(request);
+      const outcome = await acceptOutboundMessage(auth, body, key, state?.directoryVersion);
       if (outcome.replayed) {
         set.status = 200;
         set.headers["idempotency-replayed"] = "true";

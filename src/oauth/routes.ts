@@ -1,16 +1,33 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
+import type { ApplicationRecord } from "../applications/repository.ts";
 import { OAuthError } from "../http/errors.ts";
 import { clientIpOf, throwBodyProblem } from "../http/pipeline.ts";
-import { consumeRateLimit, DEFAULT_LIMITS, rateLimitHeaders, retryAfterSeconds } from "../http/rate-limit.ts";
+import {
+  consumeRateLimit,
+  DEFAULT_LIMITS,
+  type RateLimitOutcome,
+  rateLimitHeaders,
+  retryAfterSeconds,
+} from "../http/rate-limit.ts";
 import { requestState } from "../http/request-state.ts";
 import { tokenErrors } from "../http/schemas.ts";
 import type { RateLimitKind } from "../metrics/index.ts";
 import { TokenRequest, TokenResponse } from "./schemas.ts";
-import { type ClientCredentials, issueAccessToken, readClientCredentials } from "./service.ts";
+import { authenticateTokenRequest, issueAccessToken, readClientCredentials } from "./service.ts";
 import { TOKEN_LIFETIME_SECONDS } from "./tokens.ts";
 
+/**
+ * Failed client authentications (unknown client_id, wrong secret, revoked, malformed credentials),
+ * per IP. They are counted apart from the per-client_id limit, which counts verified requests only:
+ * naming someone else's client_id with a wrong secret cannot use up that client's budget.
+ */
+export const TOKEN_AUTH_FAILURES = { perIp: 10, windowSeconds: 60 } as const;
+
 export function oauthRoutes(deps: AppDeps) {
+  const failureWindow = (key: string, mode?: "peek") =>
+    deps.redis.attemptWindow(key, TOKEN_AUTH_FAILURES.perIp, TOKEN_AUTH_FAILURES.windowSeconds, mode);
+
   return new Elysia().post(
     "/oauth/token",
     async ({ body, request, set, server }) => {
@@ -20,22 +37,35 @@ export function oauthRoutes(deps: AppDeps) {
         body: body as Record<string, unknown> | null,
         authorization: request.headers.get("authorization"),
       };
-      // Limit before anything else, keyed by the client_id when one can be read (DESIGN §3); a
-      // malformed credential is reported only after that.
-      let credentials: ClientCredentials | undefined;
-      let credentialProblem: unknown;
-      try {
-        credentials = readClientCredentials(input);
-      } catch (error) {
-        credentialProblem = error;
+      const failuresKey = deps.keys.tokenAuthFailures(clientIpOf(request, server, deps.config.trustProxy));
+      // An address that kept failing is refused before anything is checked, its right guesses too:
+      // no answer may tell it which guess was right.
+      const before = await failureWindow(failuresKey, "peek");
+      if (before[0] === 0) {
+        Object.assign(set.headers, rateLimitHeaders(failureOutcome(before)));
+        throw tooManyFailures(deps, before);
       }
-      const clientId = credentials?.clientId;
-      const state = requestState(request);
-      if (state && clientId) state.tokenClientId = clientId.slice(0, 128);
-      const key = clientId
-        ? deps.keys.clientRate(clientId.slice(0, 128))
-        : deps.keys.ipRate(clientIpOf(request, server, deps.config.trustProxy), "token");
-      const outcome = await consumeRateLimit(deps.redis, key, deps.limits.token);
+      throwBodyProblem(request);
+
+      let application: ApplicationRecord;
+      try {
+        const credentials = readClientCredentials(input);
+        const state = requestState(request);
+        if (state && credentials.clientId) state.tokenClientId = credentials.clientId.slice(0, 128);
+        application = await authenticateTokenRequest(deps.db, input.body, credentials);
+      } catch (error) {
+        if (!(error instanceof OAuthError && error.code === "invalid_client")) throw error;
+        const after = await failureWindow(failuresKey);
+        Object.assign(set.headers, rateLimitHeaders(failureOutcome(after)));
+        throw after[0] === 0 ? tooManyFailures(deps, after) : error;
+      }
+
+      // Verified: the client's own budget (DESIGN §3: per client_id).
+      const outcome = await consumeRateLimit(
+        deps.redis,
+        deps.keys.clientRate(application.clientId),
+        deps.limits.token,
+      );
       Object.assign(set.headers, rateLimitHeaders(outcome));
       if (!outcome.allowed) {
         deps.metrics.rateLimited.inc({ kind: "token" satisfies RateLimitKind });
@@ -47,9 +77,7 @@ export function oauthRoutes(deps: AppDeps) {
           },
         );
       }
-      throwBodyProblem(request);
-      if (!credentials) throw credentialProblem;
-      return issueAccessToken(deps, input.body, credentials);
+      return issueAccessToken(deps, input.body, application);
     },
     {
       body: TokenRequest,
@@ -57,7 +85,7 @@ export function oauthRoutes(deps: AppDeps) {
       detail: {
         operationId: "getAccessToken",
         summary: "Get an access token",
-        description: `OAuth 2.0 client credentials (RFC 6749 §4.4). Send \`grant_type\`, \`client_id\` and \`client_secret\` as JSON or form fields, or the credentials as HTTP Basic (\`Authorization: Basic base64(client_id:client_secret)\`) and only \`grant_type\` in the body. Tokens live ${TOKEN_LIFETIME_SECONDS} s; several may be valid at once. Limited to ${DEFAULT_LIMITS.token} requests per second per client_id (per IP when no client_id can be read).`,
+        description: `OAuth 2.0 client credentials (RFC 6749 §4.4). Send \`grant_type\`, \`client_id\` and \`client_secret\` as JSON or form fields, or the credentials as HTTP Basic (\`Authorization: Basic base64(client_id:client_secret)\`) and only \`grant_type\` in the body. Tokens live ${TOKEN_LIFETIME_SECONDS} s; several may be valid at once. Limited to ${DEFAULT_LIMITS.token} requests per second per client_id (requests whose credentials were verified), and per IP before the body is read; after ${TOKEN_AUTH_FAILURES.perIp} failed client authentications in ${TOKEN_AUTH_FAILURES.windowSeconds} s an IP gets 429 until the window ends.`,
         tags: ["Authentication"],
         // HTTP Basic, or no Authorization header at all when the credentials are in the body.
         security: [{ clientBasic: [] }, {}],
@@ -74,5 +102,26 @@ export function oauthRoutes(deps: AppDeps) {
         },
       },
     },
+  );
+}
+
+/** The failure window's reply as the RateLimit-* headers show it (SPEC §8: the bucket that applied). */
+function failureOutcome([allowed, ttl, count]: [number, number, number]): RateLimitOutcome {
+  const resetSeconds = Math.max(1, ttl);
+  return {
+    allowed: allowed === 1,
+    limit: TOKEN_AUTH_FAILURES.perIp,
+    remaining: Math.max(0, TOKEN_AUTH_FAILURES.perIp - count),
+    resetMs: resetSeconds * 1000,
+    resetEpoch: Math.floor(Date.now() / 1000) + resetSeconds,
+  };
+}
+
+function tooManyFailures(deps: Pick<AppDeps, "metrics">, reply: [number, number, number]): OAuthError {
+  deps.metrics.rateLimited.inc({ kind: "auth_failures" satisfies RateLimitKind });
+  return new OAuthError(
+    "rate_limit_exceeded",
+    `Too many failed client authentications from this address: the limit is ${TOKEN_AUTH_FAILURES.perIp} per ${TOKEN_AUTH_FAILURES.windowSeconds} s.`,
+    { "retry-after": retryAfterSeconds(failureOutcome(reply)) },
   );
 }

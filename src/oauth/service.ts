@@ -1,4 +1,4 @@
-import { updateApplication } from "../applications/repository.ts";
+import { type ApplicationRecord, updateApplication } from "../applications/repository.ts";
 import { authenticateClient, parseScopes } from "../applications/service.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
@@ -77,19 +77,24 @@ export interface IssuedToken {
   scope: string;
 }
 
-/** The client_credentials grant (SPEC §5, RFC 6749 §4.4). */
-export async function issueAccessToken(
-  deps: { db: Db; tokens: TokenService; clock: Clock },
+/**
+ * A token request up to its client's authentication (SPEC §5, RFC 6749 §4.4): the application whose
+ * credentials (readClientCredentials) it carries. Throws OAuthError; `invalid_client` is a failed client authentication.
+ * The secret is checked by comparing SHA-256 digests (one indexed lookup, no slow hash), so checking
+ * before counting costs little; the per-IP limit in front bounds it.
+ */
+export async function authenticateTokenRequest(
+  db: Db,
   body: Record<string, unknown> | null | undefined,
   credentials: ClientCredentials,
-): Promise<IssuedToken> {
+): Promise<ApplicationRecord> {
   const grantType = optionalString(body?.grant_type, "grant_type");
   if (grantType === undefined)
     throw new OAuthError("invalid_request", "Missing required parameter: grant_type.");
   if (grantType !== "client_credentials") {
     throw new OAuthError("unsupported_grant_type", "Only grant_type=client_credentials is supported.");
   }
-  const requestedScope = optionalString(body?.scope, "scope");
+  optionalString(body?.scope, "scope");
   if (!credentials.clientId || !credentials.clientSecret) {
     throw new OAuthError(
       "invalid_client",
@@ -99,12 +104,22 @@ export async function issueAccessToken(
       },
     );
   }
-  const application = await authenticateClient(deps.db, credentials.clientId, credentials.clientSecret);
+  const application = await authenticateClient(db, credentials.clientId, credentials.clientSecret);
   if (!application) {
     throw new OAuthError("invalid_client", "Unknown client, wrong secret, or revoked application.", {
       "www-authenticate": 'Basic realm="oauth"',
     });
   }
+  return application;
+}
+
+/** The client_credentials grant for an authenticated application (SPEC §5, RFC 6749 §4.4). */
+export async function issueAccessToken(
+  deps: { db: Db; tokens: TokenService; clock: Clock },
+  body: Record<string, unknown> | null | undefined,
+  application: ApplicationRecord,
+): Promise<IssuedToken> {
+  const requestedScope = optionalString(body?.scope, "scope");
   let scopes = application.scopes;
   if (requestedScope !== undefined) {
     const requested = parseScopes(requestedScope);

@@ -1,5 +1,6 @@
 import { jwt } from "@elysiajs/jwt";
 import { type Clock, epochSeconds } from "../clock.ts";
+import { deriveKey } from "../crypto/keys.ts";
 import type { AuthContext, Scope } from "../http/request-state.ts";
 
 /** SPEC §5: fixed lifetime, stateless (no revocation list). */
@@ -26,15 +27,44 @@ export interface TokenService {
 
 const VERIFIED_CACHE_SIZE = 10_000;
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+// We issue nothing that lives longer; the minute covers clocks of replicas that disagree a little.
+const MAX_EXP_AHEAD_SECONDS = TOKEN_LIFETIME_SECONDS + 60;
 
-export function createTokenService(secret: string, clock: Clock): TokenService {
-  // The @elysiajs/jwt plugin's signer/verifier, used outside a request so every process shares it.
+/** The @elysiajs/jwt plugin's signer/verifier, used outside a request so every process shares it. */
+function signerFor(rootSecret: string): JwtSigner {
+  const secret = deriveKey(rootSecret, "access-token");
   const plugin = jwt({ name: "tokens", secret, alg: "HS256", iss: ISSUER, aud: AUDIENCE });
-  const signer = (plugin as unknown as { singleton: { decorator: { tokens: JwtSigner } } }).singleton
-    .decorator.tokens;
+  return (plugin as unknown as { singleton: { decorator: { tokens: JwtSigner } } }).singleton.decorator
+    .tokens;
+}
+
+/**
+ * Signs with the key of `secret`; verifies with it, then with the keys of `previousSecrets`, so the
+ * tokens issued before a rotation of the root secret live out their hour.
+ */
+export function createTokenService(
+  secret: string,
+  clock: Clock,
+  previousSecrets: string[] = [],
+): TokenService {
+  const signer = signerFor(secret);
+  const verifiers = [signer, ...previousSecrets.map(signerFor)];
   const verified = new Map<string, { auth: AuthContext; exp: number }>();
-  const verifyAt = (token: string, at: Date) =>
-    signer.verify(token, { algorithms: ["HS256"], issuer: ISSUER, audience: AUDIENCE, currentDate: at });
+  const verifyAt = async (token: string, at: Date) => {
+    const options = {
+      algorithms: ["HS256"],
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      currentDate: at,
+      // Without exp a stolen token would be valid forever.
+      requiredClaims: ["exp"],
+    };
+    for (const verifier of verifiers) {
+      const payload = await verifier.verify(token, options);
+      if (payload) return payload;
+    }
+    return false;
+  };
 
   return {
     async issue(auth) {
@@ -62,6 +92,9 @@ export function createTokenService(secret: string, clock: Clock): TokenService {
       if (payload) {
         const claims = payload as unknown as TokenClaims;
         if (typeof claims.sub !== "string" || typeof claims.ten !== "string" || !Array.isArray(claims.lim)) {
+          return { ok: false, problem: "invalid" };
+        }
+        if (typeof payload.exp !== "number" || payload.exp > epochSeconds(now) + MAX_EXP_AHEAD_SECONDS) {
           return { ok: false, problem: "invalid" };
         }
         const auth: AuthContext = {

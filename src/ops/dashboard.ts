@@ -2,6 +2,7 @@ import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { ElysiaAdapter } from "@bull-board/elysia";
 import { Elysia } from "elysia";
+import { ApiError } from "../http/errors.ts";
 import { pathOf, throwBodyProblem, unknownPathError } from "../http/pipeline.ts";
 import { QUEUE_NAMES, type Queues } from "../queues/index.ts";
 
@@ -15,12 +16,13 @@ export const DASHBOARD_PATH = "/ops/queues";
  * every request under DASHBOARD_PATH (see ops/routes.ts, which guards them first). The UI's assets
  * are served from node_modules by the adapter; nothing is loaded from a CDN.
  */
-export function queueDashboard(queues: Queues) {
+export function queueDashboard(queues: Queues, options: { readOnly: boolean }) {
   let board: Promise<Elysia> | undefined;
   const build = async (): Promise<Elysia> => {
     const adapter = new ElysiaAdapter(DASHBOARD_PATH);
     createBullBoard({
-      queues: QUEUE_NAMES.map((name) => new BullMQAdapter(queues[name])),
+      // Read-only hides the UI's actions; handle() below refuses them on the server too.
+      queues: QUEUE_NAMES.map((name) => new BullMQAdapter(queues[name], { readOnlyMode: options.readOnly })),
       serverAdapter: adapter,
       options: { uiConfig: { boardTitle: "Messaging queues" } },
     });
@@ -33,6 +35,15 @@ export function queueDashboard(queues: Queues) {
 
   /** Answers one request under DASHBOARD_PATH; `body` is the raw body the pipeline already read. */
   return async function handle(request: Request, body: Uint8Array | undefined): Promise<Response> {
+    // Every action of the board (retry, promote, clean, empty, obliterate, add, pause, edit) is a
+    // PUT, POST, PATCH or DELETE; reading is GET.
+    if (options.readOnly && request.method !== "GET" && request.method !== "HEAD") {
+      throw new ApiError(
+        "insufficient_scope",
+        "The queue dashboard is read-only; set OPS_QUEUES_WRITE=1 to allow job actions.",
+        { status: 403 },
+      );
+    }
     // A body the pipeline's parser refused (too large, not JSON) is not forwarded: the usual 400/413.
     throwBodyProblem(request);
     board ??= build().catch((error) => {

@@ -64,6 +64,10 @@ export async function recordProviderMessageId(
  * Applies every unapplied status event of one provider message id, oldest first. Events for a
  * message we do not know yet stay unapplied until it appears (a status can overtake the send
  * response); the send worker and the sweeper call this again then.
+ *
+ * An event moves only a message of the sender whose phone_number_id its webhook named: a webhook
+ * for number B cannot move number A's messages, by provider id or by our echoed id. Such an event
+ * is settled without effect. Events stored before they carried a sender apply as they always did.
  */
 export async function applyStatusEvents(db: Db, clock: Clock, providerMessageId: string): Promise<number> {
   return db.transaction().execute((trx) => applyStatusEventsIn(trx, clock, providerMessageId));
@@ -72,7 +76,7 @@ export async function applyStatusEvents(db: Db, clock: Clock, providerMessageId:
 async function applyStatusEventsIn(trx: Db, clock: Clock, providerMessageId: string): Promise<number> {
   const message = await trx
     .selectFrom("messages")
-    .select(["seq", "status", "failure"])
+    .select(["seq", "status", "failure", "sender_id"])
     .where("provider_message_id", "=", providerMessageId)
     .where("direction", "=", "outbound")
     .forUpdate()
@@ -82,9 +86,15 @@ async function applyStatusEventsIn(trx: Db, clock: Clock, providerMessageId: str
     // the send worker never learned the provider's id (crash, timeout): adopt it now.
     const echo = await trx
       .selectFrom("status_events")
-      .select("client_reference")
-      .where("provider_message_id", "=", providerMessageId)
-      .where("client_reference", "is not", null)
+      .innerJoin("messages", "messages.id", "status_events.client_reference")
+      .select("status_events.client_reference")
+      .where("status_events.provider_message_id", "=", providerMessageId)
+      .where((eb) =>
+        eb.or([
+          eb("status_events.sender_id", "is", null),
+          eb("status_events.sender_id", "=", eb.ref("messages.sender_id")),
+        ]),
+      )
       .limit(1)
       .executeTakeFirst();
     if (!echo?.client_reference) return 0;
@@ -94,7 +104,7 @@ async function applyStatusEventsIn(trx: Db, clock: Clock, providerMessageId: str
 
   const events = await trx
     .selectFrom("status_events")
-    .select(["id", "status", "errors"])
+    .select(["id", "status", "errors", "sender_id"])
     .where("provider_message_id", "=", providerMessageId)
     .where("applied_at", "is", null)
     .orderBy("provider_timestamp")
@@ -106,6 +116,7 @@ async function applyStatusEventsIn(trx: Db, clock: Clock, providerMessageId: str
   let status = message.status;
   let failure = message.failure;
   for (const event of events) {
+    if (event.sender_id !== null && event.sender_id !== message.sender_id) continue;
     const next = nextStatus(status, event.status);
     if (!next) continue;
     status = next;

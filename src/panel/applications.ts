@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import { findTenantApplication, listTenantApplications } from "../applications/repository.ts";
 import { createApplication, revokeApplication, rotateApplicationSecret } from "../applications/service.ts";
 import { ApiError } from "../http/errors.ts";

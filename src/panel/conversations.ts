@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import type { ContactRow } from "../contacts/repository.ts";
 import { ApiError } from "../http/errors.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
@@ -89,14 +89,20 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
    * daily quota), then acceptance (window, templates, idempotency, group commit, send queue).
    */
   async function send(auth: AuthContext, input: SendMessageInput, idempotencyKey: string) {
+    const admission = await sending.admitSend(auth);
     const reservedQuotaKey = enforceAdmission(
-      await sending.admitSend(auth),
+      admission,
       deps.metrics,
       (limit) => `Too many messages at once: at most ${limit} per second. Wait a moment and send again.`,
     );
     let accepted = false;
     try {
-      const outcome = await sending.acceptOutboundMessage(auth, input, idempotencyKey);
+      const outcome = await sending.acceptOutboundMessage(
+        auth,
+        input,
+        idempotencyKey,
+        admission.directoryVersion,
+      );
       accepted = !outcome.replayed;
       return outcome;
     } finally {

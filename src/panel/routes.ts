@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import type { OutboundSending } from "../messages/admission.ts";
 import { applicationPages } from "./applications.ts";
 import { conversationPages } from "./conversations.ts";

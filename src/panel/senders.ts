@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { sql } from "kysely";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import { CHANNEL, utcDay } from "../messages/admission.ts";
 import { listTenantSenders } from "../senders/repository.ts";
 import { listTenantTemplates, type TemplateRow } from "../templates/repository.ts";

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
 import { clientIpOf } from "../http/pipeline.ts";
 import { deletePanelSession } from "../users/repository.ts";
 import {
@@ -30,12 +30,30 @@ import {
   signedIn,
 } from "./web.ts";
 
-/** Sign-in throttling: per client IP, and per account whatever the IP (credential stuffing). */
+/**
+ * Sign-in throttling that nobody can turn into a lock-out of someone else's account (the password is
+ * verified before the account's count decides anything):
+ * - per client IP, every attempt (`perIp`), refused with 429 before the password is checked;
+ * - per (account, IP), every attempt (`perAccountAndIp`), refused with 429 before the password is
+ *   checked, cleared by a successful sign-in: one address cannot keep guessing one account;
+ * - per account, failures only, from every IP (`perAccount`): never refuses, so the right password
+ *   always gets in; past it, each wrong answer waits 1, 2, 4 ... up to 10 s (guessing one account
+ *   from many addresses gets slower and slower).
+ */
 export const SIGN_IN_LIMITS = {
   windowSeconds: 15 * 60,
   perIp: 30,
+  perAccountAndIp: 10,
   perAccount: 10,
+  maxFailureDelaySeconds: 10,
 } as const;
+
+/** How long a wrong answer waits once the account has had `failures` in its window. */
+export function failureDelayMs(failures: number): number {
+  const over = failures - SIGN_IN_LIMITS.perAccount;
+  if (over <= 0) return 0;
+  return Math.min(SIGN_IN_LIMITS.maxFailureDelaySeconds, 2 ** Math.min(over - 1, 10)) * 1000;
+}
 
 function signInForm(input: { csrf: string; next: string; email?: string; error?: string; notice?: string }) {
   const errorId = input.error ? "sign-in-error" : undefined;
@@ -80,15 +98,30 @@ export function signInRoutes(deps: AppDeps) {
     });
   }
 
+  /** Counts this attempt from the IP and against the account from the IP; seconds to wait if refused. */
   async function throttled(ip: string, email: string | undefined): Promise<number | undefined> {
     const checks: [string, number][] = [[deps.keys.signInByIp(ip), SIGN_IN_LIMITS.perIp]];
-    if (email) checks.push([deps.keys.signInByAccount(accountDigest(email)), SIGN_IN_LIMITS.perAccount]);
+    if (email) {
+      checks.push([deps.keys.signInByAccountAndIp(accountDigest(email), ip), SIGN_IN_LIMITS.perAccountAndIp]);
+    }
     // Both windows count this attempt, at once (their keys live in different cluster slots).
     const verdicts = await Promise.all(
       checks.map(([key, limit]) => deps.redis.attemptWindow(key, limit, SIGN_IN_LIMITS.windowSeconds)),
     );
     const waits = verdicts.filter(([allowed]) => allowed === 0).map(([, ttl]) => ttl);
     return waits.length > 0 ? Math.max(...waits) : undefined;
+  }
+
+  /** Counts a failure against the account (whatever the IP), and holds the answer once it is over. */
+  async function failedAttempt(email: string | undefined): Promise<void> {
+    if (!email) return;
+    const [, , failures] = await deps.redis.attemptWindow(
+      deps.keys.signInByAccount(accountDigest(email)),
+      SIGN_IN_LIMITS.perAccount,
+      SIGN_IN_LIMITS.windowSeconds,
+    );
+    const delay = failureDelayMs(failures);
+    if (delay > 0) await Bun.sleep(delay);
   }
 
   return new Elysia({ prefix: PANEL_PREFIX })
@@ -113,7 +146,8 @@ export function signInRoutes(deps: AppDeps) {
         });
       }
       const normalized = normalizeEmail(email);
-      const wait = await throttled(clientIpOf(request, server, deps.config.trustProxy), normalized);
+      const ip = clientIpOf(request, server, deps.config.trustProxy);
+      const wait = await throttled(ip, normalized);
       if (wait !== undefined) {
         return formResponse(
           429,
@@ -127,10 +161,14 @@ export function signInRoutes(deps: AppDeps) {
       }
       const user = await verifyPanelCredentials(deps.db, email, field(form, "password"));
       if (!user) {
+        // Unknown emails are counted and held the same way: the answer never tells which exist.
+        await failedAttempt(normalized);
         return formResponse(401, { next, email, error: "The email or password is not correct." });
       }
-      // A correct password clears the account's count (the IP's stays: it may be guessing others).
-      if (normalized) await deps.redis.del(deps.keys.signInByAccount(accountDigest(normalized)));
+      // The right password gets in whatever the account's failure count (others may be failing on
+      // purpose), and clears this address's count against it. The account's failures stay (a
+      // guesser elsewhere keeps its slow answers) and so does the IP's (it may be guessing others).
+      if (normalized) await deps.redis.del(deps.keys.signInByAccountAndIp(accountDigest(normalized), ip));
       const token = await startPanelSession(deps.db, user, deps.clock.now());
       return redirect(next, false, [
         cookieHeader(SESSION_COOKIE, token, {

@@ -1,5 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import type { AppDeps } from "../app.ts";
+import type { AppDeps } from "../app-deps.ts";
+import { deriveKey } from "../crypto/keys.ts";
 import { loadPanelSession, type PanelSession } from "../users/service.ts";
 import type { Html } from "./html.ts";
 import { errorPage } from "./layout.ts";
@@ -81,18 +82,21 @@ export function expiredCookie(name: string, secure: boolean): string {
   return cookieHeader(name, "", { secure, maxAgeSeconds: 0 });
 }
 
-/** `Secure` outside development (a developer's http://localhost would otherwise drop the cookie). */
+/**
+ * `Secure` unless NODE_ENV=development is set (a developer's http://localhost would otherwise drop
+ * the cookie); an unset NODE_ENV gets `Secure` too.
+ */
 export function secureCookies(deps: AppDeps): boolean {
-  return deps.config.nodeEnv !== "development";
+  return !deps.config.isDevelopment;
 }
 
 export function newFormToken(): string {
   return randomBytes(24).toString("base64url");
 }
 
-/** Bound to the session: a token from one session is worthless in another. */
-export function csrfTokenFor(secret: string, session: PanelSession): string {
-  return createHmac("sha256", secret).update("panel-csrf\0").update(session.digest).digest("base64url");
+/** Bound to the session: a token from one session is worthless in another. `key`: the "panel-csrf" key. */
+export function csrfTokenFor(key: Buffer, session: PanelSession): string {
+  return createHmac("sha256", key).update("panel-csrf\0").update(session.digest).digest("base64url");
 }
 
 export function sameToken(given: string | undefined, expected: string | undefined): boolean {
@@ -149,7 +153,7 @@ export function signedIn(deps: AppDeps, handler: (ctx: PanelContext) => Promise<
       const back = request.method === "GET" && !htmx ? `${url.pathname}${url.search}` : PANEL_PREFIX;
       return redirect(`${PANEL_PREFIX}/sign-in?next=${encodeURIComponent(back)}`, htmx);
     }
-    const csrf = csrfTokenFor(deps.config.jwtSecret, session);
+    const csrf = csrfTokenFor(deriveKey(deps.config.jwtSecret, "panel-csrf"), session);
     const form = formFields(ctx.body);
     if (request.method !== "GET" && request.method !== "HEAD") {
       if (!sameToken(givenCsrfToken(request, form), csrf)) return forbiddenCsrf();

@@ -10,21 +10,31 @@ export interface ScriptCommands {
   sendAdmission(
     rateKey: string,
     quotaKey: string,
+    directoryVersionKey: string,
     limit: number,
     quota: number,
     quotaTtlSeconds: number,
     seed: number,
-  ): Promise<[number, number, number, number, number, number]>;
+    directoryVersionTtlSeconds: number,
+  ): Promise<[number, number, number, number, number, number, string]>;
   /** See scripts/attempt_window.lua. */
-  attemptWindow(key: string, limit: number, windowSeconds: number): Promise<[number, number]>;
+  attemptWindow(
+    key: string,
+    limit: number,
+    windowSeconds: number,
+    mode?: "peek",
+  ): Promise<[number, number, number]>;
+  /** See scripts/raise_feed_head.lua. */
+  raiseFeedHead(key: string, epoch: number, lastSeq: number): Promise<number>;
 }
 
 export type RedisClient = Redis & ScriptCommands;
 
 const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
   { name: "rateLimit", file: "rate_limit.lua", keys: 1 },
-  { name: "sendAdmission", file: "send_admission.lua", keys: 2 },
+  { name: "sendAdmission", file: "send_admission.lua", keys: 3 },
   { name: "attemptWindow", file: "attempt_window.lua", keys: 1 },
+  { name: "raiseFeedHead", file: "raise_feed_head.lua", keys: 1 },
 ];
 
 const SCRIPT_DIR = join(import.meta.dir, "scripts");
@@ -72,19 +82,41 @@ export function redisKeys(prefix: string) {
     applicationRate: (tenantId: string, clientId: string, kind: "read" | "send") =>
       `${prefix}:{t:${tenantId}}:rate:${clientId}:${kind}`,
     clientRate: (clientId: string) => `${prefix}:{c:${clientId}}:rate:token`,
-    ipRate: (ip: string, kind: "read" | "token") => `${prefix}:{ip:${ip}}:rate:${kind}`,
+    ipRate: (ip: string, kind: "read" | "token" | "panel" | "ops") => `${prefix}:{ip:${ip}}:rate:${kind}`,
     /** Accepted sends of one tenant, channel and UTC day (YYYYMMDD). */
     dailyQuota: (tenantId: string, channel: string, day: string) =>
       `${prefix}:{t:${tenantId}}:quota:${channel}:${day}`,
-    /** Panel sign-in attempts from one IP, and against one account (its email, hashed: no PII in keys). */
+    /**
+     * Panel sign-in: attempts from one IP; failures against one account (its email, hashed: no PII
+     * in keys); attempts from one IP against one account (cleared by a successful sign-in).
+     */
     signInByIp: (ip: string) => `${prefix}:{ip:${ip}}:signin`,
     signInByAccount: (emailDigest: string) => `${prefix}:{signin:${emailDigest}}:signin`,
+    signInByAccountAndIp: (emailDigest: string, ip: string) =>
+      `${prefix}:{signin:${emailDigest}}:signin:ip:${ip}`,
+    /** Failed client authentications at the token endpoint, and failed operator credentials, per IP. */
+    tokenAuthFailures: (ip: string) => `${prefix}:{ip:${ip}}:token:auth-failures`,
+    opsAuthFailures: (ip: string) => `${prefix}:{ip:${ip}}:ops:auth-failures`,
     /** A panel "new application" form already posted (a reload or double click creates nothing new). */
     panelNewApplicationForm: (tenantId: string, formId: string) =>
       `${prefix}:{t:${tenantId}}:panel:new-app:${formId}`,
+    /**
+     * The version of a tenant's senders and templates: set to a new value by every change of them
+     * (src/senders/directory-version.ts), read by the send admission so that caches see a change at once.
+     */
+    directoryVersion: (tenantId: string) => `${prefix}:{t:${tenantId}}:directory-version`,
     /** Idempotency fast path; the key itself is hashed (it is client-chosen, up to 255 chars). */
     idempotency: (tenantId: string, clientId: string, keyDigest: string) =>
       `${prefix}:{t:${tenantId}}:idem:${clientId}:${keyDigest}`,
+    /**
+     * Hash: message id -> the provider's id of a send the provider accepted but Postgres has not
+     * recorded yet (src/outbound/send.ts); read before any retry sends again.
+     */
+    providerIdStash: () => `${prefix}:{outbound}:provider-ids`,
+    /** A tenant's feed head "epoch:last_seq", raised by the sequencer after commit (src/feed/heads.ts). */
+    feedHead: (tenantId: string) => `${prefix}:{t:${tenantId}}:feed:head`,
+    /** The epoch every head was last synced from feed_heads with; short-lived, so syncs recur. */
+    feedHeadsSynced: () => `${prefix}:{feed}:heads-synced`,
     /** A worker process's metrics snapshot (src/metrics/publish.ts), and the index of live snapshots. */
     workerMetrics: (worker: string, processId: string) => `${prefix}:{metrics}:worker:${worker}:${processId}`,
     workerMetricsIndex: () => `${prefix}:{metrics}:workers`,

@@ -1,13 +1,16 @@
 import type { Selectable } from "kysely";
-import type { SenderCredentials } from "../channel/provider.ts";
+import { ProviderError, type SenderCredentials } from "../channel/provider.ts";
+import { isSealed, open, SEALED_PREFIX, SecretBoxError, seal } from "../crypto/secret-box.ts";
 import type { Db } from "../db/connect.ts";
 import type { SendersTable } from "../db/schema.ts";
 import { newId } from "../ids.ts";
 
 export type SenderRow = Selectable<SendersTable>;
 
+/** `tokenKey`: PROVIDER_TOKEN_KEY; the access token is stored sealed with it, bound to the row's id. */
 export async function insertSender(
   db: Db,
+  tokenKey: Buffer,
   input: {
     tenantId: string;
     phoneNumber: string;
@@ -17,16 +20,17 @@ export async function insertSender(
     name?: string | null;
   },
 ): Promise<SenderRow> {
+  const id = newId("snd");
   return db
     .insertInto("senders")
     .values({
-      id: newId("snd"),
+      id,
       tenant_id: input.tenantId,
       name: input.name ?? null,
       phone_number: input.phoneNumber,
       provider_phone_number_id: input.providerPhoneNumberId,
       waba_id: input.wabaId,
-      access_token: input.accessToken,
+      access_token: seal(tokenKey, input.accessToken, id),
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -113,11 +117,51 @@ export async function setTemplatesSyncedAt(
     .executeTakeFirstOrThrow();
 }
 
-/** The sender's credentials at the provider. */
-export function senderCredentials(sender: SenderRow): SenderCredentials {
-  return {
-    phoneNumberId: sender.provider_phone_number_id,
-    wabaId: sender.waba_id,
-    accessToken: sender.access_token,
-  };
+/**
+ * The sender's credentials at the provider: the one place a stored access token is opened. A value
+ * without the `v1:` prefix is a token stored before encryption, used as it is (`sender
+ * encrypt-tokens` seals those). One that does not open (another PROVIDER_TOKEN_KEY, an altered or
+ * copied row) is a permanent `provider_auth_failed`: no retry can mend it, a new token can.
+ */
+export function senderCredentials(
+  tokenKey: Buffer,
+  sender: Pick<SenderRow, "id" | "provider_phone_number_id" | "waba_id" | "access_token">,
+): SenderCredentials {
+  let accessToken = sender.access_token;
+  if (isSealed(accessToken)) {
+    try {
+      accessToken = open(tokenKey, accessToken, sender.id);
+    } catch (error) {
+      if (!(error instanceof SecretBoxError)) throw error;
+      throw new ProviderError({
+        code: "provider_auth_failed",
+        message: `The stored access token of sender ${sender.id} cannot be decrypted with PROVIDER_TOKEN_KEY; register the sender's token again.`,
+        retryable: false,
+      });
+    }
+  }
+  return { phoneNumberId: sender.provider_phone_number_id, wabaId: sender.waba_id, accessToken };
+}
+
+/**
+ * Seals every access token still stored in plaintext (from before encryption at rest); returns how
+ * many. A row changed meanwhile is left for the next run (the update checks the old value).
+ */
+export async function sealPlaintextAccessTokens(db: Db, tokenKey: Buffer): Promise<number> {
+  const plaintext = await db
+    .selectFrom("senders")
+    .select(["id", "access_token"])
+    .where("access_token", "not like", `${SEALED_PREFIX}%`)
+    .execute();
+  let sealed = 0;
+  for (const row of plaintext) {
+    const result = await db
+      .updateTable("senders")
+      .set({ access_token: seal(tokenKey, row.access_token, row.id) })
+      .where("id", "=", row.id)
+      .where("access_token", "=", row.access_token)
+      .executeTakeFirst();
+    sealed += Number(result.numUpdatedRows);
+  }
+  return sealed;
 }

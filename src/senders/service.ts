@@ -3,7 +3,8 @@ import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import { countApprovedTemplates, listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
 import { syncSenderTemplates, type TemplateSyncDeps } from "../templates/sync.ts";
-import { findSender, insertSender, type SenderRow } from "./repository.ts";
+import { announceDirectoryChange, type DirectoryVersionDeps } from "./directory-version.ts";
+import { findSender, insertSender, type SenderRow, setSenderActive } from "./repository.ts";
 
 /** GET /senders/{sender_id}/templates: unknown or another tenant's sender -> 404 (ids are case-sensitive). */
 export async function listTemplatesOfSender(
@@ -48,14 +49,30 @@ export interface NewSender {
 
 /** Creates a sender and tries to sync its templates; the sender exists whatever the provider says. */
 export async function registerSender(
-  deps: TemplateSyncDeps,
+  deps: TemplateSyncDeps & DirectoryVersionDeps,
   input: NewSender,
 ): Promise<{ sender: SenderRow; sync: TemplateSyncAttempt }> {
-  const created = await insertSender(deps.db, input);
+  const created = await insertSender(deps.db, deps.config.providerTokenKey, input);
+  // The automatic sender choice counts it from the next send on.
+  await announceDirectoryChange(deps, created.tenant_id);
   const sync = await trySyncSenderTemplates(deps, created);
   // Re-read: the sync stamped templates_synced_at.
   const sender = (await findSender(deps.db, created.tenant_id, created.id)) ?? created;
   return { sender, sync };
+}
+
+/**
+ * Activates or deactivates a sender (the CLI's `sender deactivate`), and announces the change so the
+ * very next send of any api process sees it. `announced` is false when Redis could not be told.
+ */
+export async function setSenderActivity(
+  deps: { db: Db } & DirectoryVersionDeps,
+  senderId: string,
+  active: boolean,
+): Promise<{ sender: SenderRow; announced: boolean } | undefined> {
+  const sender = await setSenderActive(deps.db, senderId, active);
+  if (!sender) return undefined;
+  return { sender, announced: await announceDirectoryChange(deps, sender.tenant_id) };
 }
 
 /** Approved templates of a synced sender; null when its templates were never synced. */

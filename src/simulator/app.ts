@@ -28,6 +28,11 @@ export interface SimulatorOptions {
   statusDelayMs: number;
   /** Post each send's statuses in random order, as a real provider sometimes does. */
   shuffleStatuses?: boolean;
+  /**
+   * How long a status webhook the receiver did not take (no 2xx) is retried, with exponential
+   * backoff capped at a minute, before it is dropped. Default 3600 (Meta retries for 7 days).
+   */
+  webhookRetrySeconds?: number;
   log?: (line: string) => void;
 }
 
@@ -47,8 +52,15 @@ export const SIMULATOR_DISPLAY_PHONE_NUMBER = "15550100000";
 
 const TEXT_BODY_LIMIT = 4096;
 const WEBHOOK_TIMEOUT_MS = 10_000;
-/** Waits between attempts of an automatic status webhook; after the last one it is dropped. */
-const WEBHOOK_RETRY_DELAYS_MS = [200, 1_000, 5_000];
+/** The first wait before a status webhook is posted again; each wait doubles, up to the cap. */
+const WEBHOOK_RETRY_FIRST_MS = 200;
+const WEBHOOK_RETRY_CAP_MS = 60_000;
+export const DEFAULT_WEBHOOK_RETRY_SECONDS = 3600;
+
+/** The wait after the `attempt`th failed post (0-based): 0.2 s, 0.4 s, 0.8 s, ... 60 s, 60 s, ... */
+export function webhookRetryDelayMs(attempt: number): number {
+  return Math.min(WEBHOOK_RETRY_FIRST_MS * 2 ** Math.min(attempt, 20), WEBHOOK_RETRY_CAP_MS);
+}
 const DEFAULT_TEMPLATE_PAGE_SIZE = 25;
 
 // Graph errors the simulator answers with: HTTP status, the message's title, the usual details.
@@ -391,8 +403,12 @@ export function createSimulator(options: SimulatorOptions) {
     return response.status;
   }
 
-  /** A provider keeps retrying a webhook the receiver did not take, then gives up. */
+  /**
+   * A provider keeps retrying a webhook the receiver did not take (a 5xx, a refused connection
+   * while the api restarts), backing off, and gives up only after `webhookRetrySeconds`.
+   */
   async function postWebhookWithRetries(body: WebhookBody, what: string, signal: AbortSignal): Promise<void> {
+    const giveUpAt = Date.now() + (options.webhookRetrySeconds ?? DEFAULT_WEBHOOK_RETRY_SECONDS) * 1000;
     for (let attempt = 0; ; attempt++) {
       let outcome: string;
       try {
@@ -403,8 +419,8 @@ export function createSimulator(options: SimulatorOptions) {
         if (signal.aborted) return;
         outcome = describeFailure(error);
       }
-      const delay = WEBHOOK_RETRY_DELAYS_MS[attempt];
-      if (delay === undefined) {
+      const delay = webhookRetryDelayMs(attempt);
+      if (Date.now() + delay > giveUpAt) {
         log(`webhook ${what} dropped after ${attempt + 1} attempts (${outcome})`);
         return;
       }

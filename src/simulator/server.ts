@@ -15,6 +15,7 @@ const simulator = createSimulator({
   appSecret: config.whatsappAppSecret,
   statusDelayMs: config.simulatorStatusDelayMs,
   shuffleStatuses,
+  webhookRetrySeconds: config.simulatorWebhookRetrySeconds,
   log: (line) => console.log(line),
 });
 const app = simulator.app.listen({ port: config.simulatorPort, hostname: "0.0.0.0" });

@@ -2,11 +2,13 @@ import type { Insertable } from "kysely";
 import { sql } from "kysely";
 import type { ChannelProvider, ProviderTemplate } from "../channel/provider.ts";
 import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
 import type { Db } from "../db/connect.ts";
 import { ADVISORY_LOCKS } from "../db/locks.ts";
 import type { TemplatesTable } from "../db/schema.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
+import { announceDirectoryChange, type DirectoryVersionDeps } from "../senders/directory-version.ts";
 import {
   listAllActiveSenders,
   type SenderRow,
@@ -21,7 +23,8 @@ import {
 } from "./repository.ts";
 import { bodyText, headerFormat, templateVariables } from "./variables.ts";
 
-export interface TemplateSyncDeps {
+export interface TemplateSyncDeps extends Partial<DirectoryVersionDeps> {
+  config: Pick<Config, "providerTokenKey">;
   db: Db;
   provider: ChannelProvider;
   clock: Clock;
@@ -32,17 +35,20 @@ export interface TemplateSyncDeps {
  * APPROVED is listed), ids stay stable across syncs, templates the provider stopped reporting become
  * DELETED. The provider is asked first, outside the transaction, so no transaction waits on HTTP.
  * Returns every template of the sender after the sync, by name and language. Throws ProviderError
- * when the provider cannot be asked; nothing is changed then.
+ * when the provider cannot be asked; nothing is changed then. A sync that changed a template
+ * announces it (the tenant's directory version) when given Redis; one without it (a bench seeding
+ * before any api runs) leaves api caches to DIRECTORY_CACHE_MS.
  */
 export async function syncSenderTemplates(deps: TemplateSyncDeps, sender: SenderRow): Promise<TemplateRow[]> {
-  const reported = await deps.provider.listTemplates(senderCredentials(sender));
+  const reported = await deps.provider.listTemplates(senderCredentials(deps.config.providerTokenKey, sender));
   const now = deps.clock.now();
   // One row per (name, language): the upsert cannot touch a row twice in one statement.
   const byKey = new Map<string, Insertable<TemplatesTable>>();
   for (const template of reported) {
     byKey.set(JSON.stringify([template.name, template.language]), templateRow(sender, template, now));
   }
-  return deps.db.transaction().execute(async (trx) => {
+  const { before, after } = await deps.db.transaction().execute(async (trx) => {
+    const before = await listSenderTemplates(trx, sender.tenant_id, sender.id);
     const upserted = await upsertTemplates(trx, [...byKey.values()]);
     await markOtherTemplatesDeleted(
       trx,
@@ -52,8 +58,18 @@ export async function syncSenderTemplates(deps: TemplateSyncDeps, sender: Sender
       now,
     );
     await setTemplatesSyncedAt(trx, sender.tenant_id, sender.id, now);
-    return listSenderTemplates(trx, sender.tenant_id, sender.id);
+    return { before, after: await listSenderTemplates(trx, sender.tenant_id, sender.id) };
   });
+  if (deps.redis && deps.keys && templatesDiffer(before, after)) {
+    await announceDirectoryChange({ redis: deps.redis, keys: deps.keys }, sender.tenant_id);
+  }
+  return after;
+}
+
+/** Whether a sync changed anything a send can see; `updated_at` moves on every sync, so it is left out. */
+function templatesDiffer(before: TemplateRow[], after: TemplateRow[]): boolean {
+  const content = (rows: TemplateRow[]) => JSON.stringify(rows.map(({ updated_at: _, ...row }) => row));
+  return content(before) !== content(after);
 }
 
 function templateRow(sender: SenderRow, template: ProviderTemplate, now: Date): Insertable<TemplatesTable> {

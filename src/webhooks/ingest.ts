@@ -69,6 +69,7 @@ export async function ingestWebhook(deps: { db: Db; logger: Logger }, body: unkn
     provider_timestamp: Date;
     errors: string | null;
     client_reference: string | null;
+    sender_id: string;
   }[] = [];
 
   for (const value of values) {
@@ -102,6 +103,8 @@ export async function ingestWebhook(deps: { db: Db; logger: Logger }, body: unkn
           typeof status.biz_opaque_callback_data === "string"
             ? status.biz_opaque_callback_data.slice(0, 512)
             : null,
+        // A status may move only this sender's messages (src/outbound/status.ts).
+        sender_id: sender.id,
       });
     }
   }
@@ -119,7 +122,7 @@ export async function ingestWebhook(deps: { db: Db; logger: Logger }, body: unkn
         await trx
           .insertInto("status_events")
           .values(statusRows)
-          .onConflict((oc) => oc.columns(["provider_message_id", "status"]).doNothing())
+          .onConflict((oc) => oc.columns(["provider_message_id", "status", "sender_id"]).doNothing())
           .execute();
       }
     });

@@ -1,19 +1,33 @@
 -- Admission of one send (POST /messages), using lib/fixed_window.lua: the application's fixed one-second rate limit and the
 -- tenant's daily per-channel quota, in one round trip. A quota unit is reserved here and given
--- back by the caller if the request does not end in a newly accepted message.
+-- back by the caller if the request does not end in a newly accepted message. The same round trip
+-- reads the tenant's directory version, which tells the send path whether its cached senders and
+-- templates are still current.
 -- KEYS[1]  rate-limit hash of the application's send limit {w = window second, n = count}
 -- KEYS[2]  quota counter of the tenant, channel and UTC day (same {tenant} hash tag as KEYS[1])
+-- KEYS[3]  the tenant's directory version (same {tenant} hash tag), set anew by every change
 -- ARGV[1]  rate limit per second
 -- ARGV[2]  daily quota
 -- ARGV[3]  seconds the quota counter lives (past the day's end)
 -- ARGV[4]  seed: the day's count rebuilt from Postgres, or -1 when the caller has none
--- Returns  {code, limit, remaining, reset_ms, reset_epoch_s, quota_used}
+-- ARGV[5]  seconds a directory version lives when this script has to create it
+-- Returns  {code, limit, remaining, reset_ms, reset_epoch_s, quota_used, directory_version}
 --          code 1 admitted, 0 rate limited, 2 quota exhausted, 3 counter missing: call again with a seed
-local quota_used = redis.call('GET', KEYS[2])
+-- One MGET for both reads keeps the commands per send as they were.
+local stored = redis.call('MGET', KEYS[2], KEYS[3])
+local quota_used = stored[1]
+local version = stored[2]
+if not version then
+  -- Redis lost it (a restart, its expiry, or it never existed): a value no cache can hold yet
+  -- (Redis's clock in microseconds; changes set random ones), so every cache reloads once.
+  local now = redis.call('TIME')
+  version = 't' .. now[1] .. string.format('%06d', tonumber(now[2]))
+  redis.call('SET', KEYS[3], version, 'EX', tonumber(ARGV[5]))
+end
 if not quota_used then
   local seed = tonumber(ARGV[4])
   if seed < 0 then
-    return {3, 0, 0, 0, 0, 0}
+    return {3, 0, 0, 0, 0, 0, version}
   end
   -- NX: a concurrent caller may have seeded it first; its value wins.
   redis.call('SET', KEYS[2], seed, 'EX', tonumber(ARGV[3]), 'NX')
@@ -24,10 +38,10 @@ quota_used = tonumber(quota_used)
 local limit = tonumber(ARGV[1])
 local allowed, remaining, reset_ms, reset_epoch = take_fixed_window(KEYS[1], limit)
 if not allowed then
-  return {0, limit, 0, reset_ms, reset_epoch, quota_used}
+  return {0, limit, 0, reset_ms, reset_epoch, quota_used, version}
 end
 if quota_used >= tonumber(ARGV[2]) then
-  return {2, limit, remaining, reset_ms, reset_epoch, quota_used}
+  return {2, limit, remaining, reset_ms, reset_epoch, quota_used, version}
 end
 quota_used = redis.call('INCR', KEYS[2])
-return {1, limit, remaining, reset_ms, reset_epoch, quota_used}
+return {1, limit, remaining, reset_ms, reset_epoch, quota_used, version}

@@ -1,0 +1,1034 @@
+/**
+ * Fault suite (issue 12): the api, the workers and the simulator as separate processes, against a
+ * private Postgres cluster and a private Redis that this script starts, kills and restarts, while
+ * 24 clients send. Every scenario must end with no duplicate send, no loss, no 500, no process
+ * dead by itself and no message short of `read`. Run by hand, and from CI with a small --n.
+ *
+ *   bun bench/faults.ts               # every scenario, 2,000 sends each
+ *   bun bench/faults.ts --n 300       # CI's size
+ *   bun bench/faults.ts --only baseline,postgres-5s
+ *
+ * Never touches the shared servers: initdb makes a cluster in a temporary folder (as an
+ * unprivileged user when run as root: initdb refuses root), on a free port; redis-server runs on
+ * another free port with no persistence. Everything is stopped and removed at the end, also on
+ * failure or Ctrl-C; the logs stay when a scenario failed (their folder is printed).
+ */
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  rmSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import type { Subprocess } from "bun";
+import { sql } from "kysely";
+import { createApplication } from "../src/applications/service.ts";
+import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
+import { systemClock } from "../src/clock.ts";
+import { loadConfig } from "../src/config.ts";
+import { createDb, type Db, ensureDatabase } from "../src/db/connect.ts";
+import { migrate } from "../src/db/migrate.ts";
+import { createRedis } from "../src/redis/connect.ts";
+import { insertSender } from "../src/senders/repository.ts";
+import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { insertTenant } from "../src/tenants/repository.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+const SCENARIOS = [
+  "baseline",
+  "send-worker-kill",
+  "status-worker-kill",
+  "redis-restart",
+  "postgres-5s",
+  "postgres-30s",
+  "flushall-replay",
+  "inbound-finalize-kill",
+] as const;
+type ScenarioName = (typeof SCENARIOS)[number];
+
+const { values: flags } = parseArgs({
+  args: process.argv.slice(2),
+  strict: true,
+  options: {
+    n: { type: "string", default: "2000" },
+    clients: { type: "string", default: "24" },
+    only: { type: "string" },
+    "status-delay-ms": { type: "string", default: "100" },
+    "settle-timeout": { type: "string", default: "150" },
+    keep: { type: "boolean", default: false },
+    help: { type: "boolean", short: "h", default: false },
+  },
+});
+
+if (flags.help) {
+  console.log(`bun bench/faults.ts [options]
+  --n N                 sends per scenario (2000); the FLUSHALL replay uses min(N, 200)
+  --clients N           concurrent clients (24); each retries 5xx/429/409 with its Idempotency-Key
+  --only A,B            run only these scenarios: ${SCENARIOS.join(", ")}
+  --status-delay-ms MS  simulator delay before each status webhook (100)
+  --settle-timeout S    how long messages may take to reach read after the load (150)
+  --keep                keep the temporary folder (cluster, logs) even when everything passed`);
+  process.exit(0);
+}
+
+function int(name: "n" | "clients" | "status-delay-ms" | "settle-timeout", min: number): number {
+  const raw = String(flags[name]);
+  if (!/^\d+$/.test(raw) || Number(raw) < min) fatal(`--${name} must be an integer of at least ${min}`);
+  return Number(raw);
+}
+
+function fatal(message: string): never {
+  console.error(`faults: ${message}`);
+  process.exit(1);
+}
+
+const opts = {
+  n: int("n", 10),
+  clients: int("clients", 1),
+  statusDelayMs: int("status-delay-ms", 0),
+  settleTimeoutMs: int("settle-timeout", 10) * 1000,
+  keep: Boolean(flags.keep),
+  only: flags.only ? flags.only.split(",").map((s) => s.trim()) : [...SCENARIOS],
+};
+for (const name of opts.only) {
+  if (!(SCENARIOS as readonly string[]).includes(name)) fatal(`unknown scenario ${name}`);
+}
+
+const PG_BIN = (() => {
+  const base = "/usr/lib/postgresql";
+  const versions = (() => {
+    try {
+      return readdirSync(base)
+        .filter((v) => /^\d+$/.test(v))
+        .sort((a, b) => Number(b) - Number(a));
+    } catch {
+      return [];
+    }
+  })();
+  if (versions[0]) return join(base, versions[0], "bin");
+  const initdb = Bun.which("initdb");
+  if (!initdb) fatal("initdb not found (Debian: /usr/lib/postgresql/<version>/bin)");
+  return initdb.slice(0, initdb.lastIndexOf("/"));
+})();
+if (!Bun.which("redis-server")) fatal("redis-server is not installed");
+
+const RUN_DIR = mkdtempSync(join(tmpdir(), "faults-"));
+const LOG_DIR = join(RUN_DIR, "logs");
+mkdirSync(LOG_DIR);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const started = Date.now();
+function say(message: string) {
+  console.log(`${((Date.now() - started) / 1000).toFixed(0).padStart(5)}s ${message}`);
+}
+
+function freePort(): number {
+  // The api and the simulator bind 0.0.0.0, so the port must be free there.
+  const listener = Bun.listen({ hostname: "0.0.0.0", port: 0, socket: { data() {} } });
+  const port = listener.port;
+  listener.stop(true);
+  return port;
+}
+
+async function runCommand(cmd: string[], what: string): Promise<void> {
+  const log = openSync(join(LOG_DIR, "commands.log"), "a");
+  const proc = Bun.spawn(cmd, { stdin: "ignore", stdout: log, stderr: log });
+  closeSync(log);
+  const code = await proc.exited;
+  if (code !== 0) throw new Error(`${what} failed with code ${code} (see ${LOG_DIR}/commands.log)`);
+}
+
+async function until<T>(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<T | undefined | false>,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check().catch(() => undefined);
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s`);
+    await Bun.sleep(200);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The private Postgres cluster: initdb and pg_ctl, as an unprivileged user when we are root.
+
+const pgUser = (() => {
+  if (process.getuid?.() !== 0) return undefined;
+  const exists = (name: string) => Bun.spawnSync(["id", "-u", name]).exitCode === 0;
+  if (exists("postgres")) return "postgres";
+  if (!exists("faultspg")) {
+    const made = Bun.spawnSync([
+      "useradd",
+      "--system",
+      "--no-create-home",
+      "--shell",
+      "/usr/sbin/nologin",
+      "faultspg",
+    ]);
+    if (made.exitCode !== 0) fatal(`could not create the user faultspg: ${made.stderr.toString()}`);
+  }
+  return "faultspg";
+})();
+
+const asPgUser = (cmd: string[]) => (pgUser ? ["runuser", "-u", pgUser, "--", ...cmd] : cmd);
+
+const ports = { pg: freePort(), redis: freePort(), api: freePort(), simulator: freePort() };
+const PG_HOME = join(RUN_DIR, "pg");
+const PG_DATA = join(PG_HOME, "data");
+const DATABASE_URL = `postgres://postgres@127.0.0.1:${ports.pg}/faults`;
+const REDIS_URL = `redis://127.0.0.1:${ports.redis}/0`;
+let pgRunning = false;
+
+async function initPostgres(): Promise<void> {
+  mkdirSync(PG_HOME);
+  if (pgUser) {
+    const uid = Number(Bun.spawnSync(["id", "-u", pgUser]).stdout.toString());
+    const gid = Number(Bun.spawnSync(["id", "-g", pgUser]).stdout.toString());
+    chmodSync(RUN_DIR, 0o755);
+    chownSync(PG_HOME, uid, gid);
+  }
+  await runCommand(
+    asPgUser([
+      join(PG_BIN, "initdb"),
+      "-D",
+      PG_DATA,
+      "-U",
+      "postgres",
+      "-A",
+      "trust",
+      "-E",
+      "UTF8",
+      "--no-sync",
+    ]),
+    "initdb",
+  );
+}
+
+async function startPostgres(): Promise<void> {
+  const settings = [
+    `-p ${ports.pg}`,
+    "-c listen_addresses=127.0.0.1",
+    `-c unix_socket_directories=${PG_HOME}`,
+    "-c max_connections=300",
+    // Clean stops only (pg_ctl stop -m fast): what is committed survives them without fsync.
+    "-c fsync=off",
+    "-c full_page_writes=off",
+  ].join(" ");
+  await runCommand(
+    asPgUser([
+      join(PG_BIN, "pg_ctl"),
+      "-D",
+      PG_DATA,
+      "-l",
+      join(PG_HOME, "postgres.log"),
+      "-w",
+      "-t",
+      "60",
+      "-o",
+      settings,
+      "start",
+    ]),
+    "pg_ctl start",
+  );
+  pgRunning = true;
+}
+
+async function stopPostgres(mode: "fast" | "immediate" = "fast"): Promise<void> {
+  await runCommand(
+    asPgUser([join(PG_BIN, "pg_ctl"), "-D", PG_DATA, "-m", mode, "-w", "-t", "60", "stop"]),
+    "pg_ctl stop",
+  );
+  pgRunning = false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes: each one's output goes to LOG_DIR/<name>.log.
+
+interface Child {
+  name: string;
+  cmd: string[];
+  proc: Subprocess;
+  /** An exit nobody asked for is a process that died of a fault. */
+  expectedExit: boolean;
+}
+
+const children = new Map<string, Child>();
+/** Processes that exited by themselves, in order. */
+const deaths: { name: string; code: number | null; at: number }[] = [];
+let stopping = false;
+
+const childEnv: Record<string, string | undefined> = {
+  ...process.env,
+  NODE_ENV: "development",
+  PORT: String(ports.api),
+  PUBLIC_BASE_URL: `http://127.0.0.1:${ports.api}/v2`,
+  DATABASE_URL,
+  REDIS_URL,
+  REDIS_PREFIX: "faults",
+  LOG_LEVEL: "warn",
+  WHATSAPP_GRAPH_URL: `http://127.0.0.1:${ports.simulator}`,
+  SIMULATOR_PORT: String(ports.simulator),
+  SIMULATOR_STATUS_DELAY_MS: String(opts.statusDelayMs),
+  SIMULATOR_WEBHOOK_URL: `http://127.0.0.1:${ports.api}/webhooks/whatsapp`,
+  // Lost jobs are found again within seconds, and a killed worker's jobs come back quickly.
+  SWEEP_INTERVAL_MS: "2000",
+  SWEEP_GRACE_SECONDS: "5",
+  WORKER_LOCK_MS: "5000",
+  WORKER_STALLED_INTERVAL_MS: "2000",
+  SEND_RETRY_BASE_MS: "500",
+  // A send whose outcome is unknown (its worker killed mid-call) is resent only after this long
+  // without an echo; the echo comes within a second here.
+  SEND_IN_DOUBT_MS: "20000",
+};
+
+function spawnChild(name: string, cmd: string[]): Child {
+  const log = openSync(join(LOG_DIR, `${name}.log`), "a");
+  const proc = Bun.spawn(cmd, { cwd: ROOT, env: childEnv, stdin: "ignore", stdout: log, stderr: log });
+  closeSync(log);
+  const child: Child = { name, cmd, proc, expectedExit: false };
+  children.set(name, child);
+  void proc.exited.then((code) => {
+    if (!child.expectedExit && !stopping) {
+      deaths.push({ name, code, at: Date.now() });
+      say(`!! ${name} exited by itself (code ${code}); see ${LOG_DIR}/${name}.log`);
+    }
+  });
+  return child;
+}
+
+async function stopChild(child: Child, signal: "SIGTERM" | "SIGKILL" = "SIGTERM"): Promise<void> {
+  child.expectedExit = true;
+  if (child.proc.exitCode !== null || child.proc.signalCode !== null) return;
+  child.proc.kill(signal);
+  const done = await Promise.race([child.proc.exited.then(() => true), Bun.sleep(15_000).then(() => false)]);
+  if (!done) {
+    child.proc.kill("SIGKILL");
+    await child.proc.exited;
+  }
+}
+
+function respawn(name: string): Child {
+  const old = children.get(name);
+  if (!old) throw new Error(`no process ${name}`);
+  return spawnChild(name, old.cmd);
+}
+
+const alive = (child: Child | undefined) =>
+  child !== undefined && child.proc.exitCode === null && child.proc.signalCode === null;
+
+/** Any process found dead (by itself) is started again, so the next scenario has a full set. */
+function reviveTheDead(): void {
+  for (const child of children.values()) if (!alive(child) && !child.expectedExit) respawn(child.name);
+}
+
+function startRedis(): Child {
+  return spawnChild("redis", [
+    "redis-server",
+    "--port",
+    String(ports.redis),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--dir",
+    RUN_DIR,
+  ]);
+}
+
+async function waitRedis(): Promise<void> {
+  const probe = createRedis(REDIS_URL);
+  try {
+    await until("redis answers", 20_000, async () => (await probe.ping()) === "PONG");
+  } finally {
+    probe.disconnect();
+  }
+}
+
+async function waitHttp(url: string, what: string, timeoutMs = 30_000): Promise<void> {
+  await until(
+    `${what} answers ${url}`,
+    timeoutMs,
+    async () => (await fetch(url, { signal: AbortSignal.timeout(1000) })).ok,
+  );
+}
+
+let cleanupDone: Promise<void> | undefined;
+function cleanup(keepFolder: boolean): Promise<void> {
+  cleanupDone ??= (async () => {
+    stopping = true;
+    const order = ["simulator", "api"];
+    const all = [...children.values()];
+    for (const name of order) {
+      const child = children.get(name);
+      if (child) await stopChild(child);
+    }
+    await Promise.all(
+      all.filter((c) => !order.includes(c.name) && c.name !== "redis").map((c) => stopChild(c)),
+    );
+    const redis = children.get("redis");
+    if (redis) await stopChild(redis, "SIGKILL");
+    if (pgRunning) await stopPostgres("immediate").catch((e) => console.error(`faults: ${e}`));
+    if (keepFolder) console.log(`faults: cluster and logs kept in ${RUN_DIR}`);
+    else rmSync(RUN_DIR, { recursive: true, force: true });
+  })();
+  return cleanupDone;
+}
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    console.error(`faults: ${signal}, stopping everything`);
+    void cleanup(true).then(() => process.exit(130));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeding: every scenario has a tenant and a sender (phone number id) of its own, so its rows and
+// the provider's sends are counted apart.
+
+interface Shop {
+  tenantId: string;
+  token: string;
+  phoneNumberId: string;
+}
+
+const apiUrl = `http://127.0.0.1:${ports.api}`;
+const simulatorUrl = `http://127.0.0.1:${ports.simulator}`;
+
+async function openShop(db: Db, index: number): Promise<Shop> {
+  const tenant = await insertTenant(db, { name: `Faults ${index}`, dailyQuota: 100_000_000 });
+  const { application, clientSecret } = await createApplication(db, {
+    tenantId: tenant.id,
+    name: "faults",
+    sendLimit: 100_000,
+    readLimit: 100_000,
+  });
+  const { providerTokenKey } = loadConfig(childEnv);
+  const phoneNumberId = `10900000000${String(index).padStart(4, "0")}`;
+  const sender = await insertSender(db, providerTokenKey, {
+    tenantId: tenant.id,
+    phoneNumber: `+1555010${String(index).padStart(4, "0")}`,
+    providerPhoneNumberId: phoneNumberId,
+    wabaId: "209000000000001",
+    accessToken: "sim-access-token",
+  });
+  await syncSenderTemplates(
+    {
+      config: { providerTokenKey },
+      db,
+      clock: systemClock,
+      provider: createWhatsAppProvider({ baseUrl: simulatorUrl }),
+    },
+    sender,
+  );
+  const token = await until("an access token", 30_000, async () => {
+    const response = await fetch(`${apiUrl}/v2/oauth/token`, {
+      signal: AbortSignal.timeout(10_000),
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        grant_type: "client_credentials",
+        client_id: application.clientId,
+        client_secret: clientSecret,
+      }),
+    });
+    return ((await response.json()) as { access_token?: string }).access_token;
+  });
+  return { tenantId: tenant.id, token, phoneNumberId };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load: clients that retry a refused request with the same key, honouring Retry-After.
+
+interface Tally {
+  /** HTTP statuses of every answer (and `conn`/`timeout` for none), over all attempts. */
+  statuses: Map<string, number>;
+  /** Logical request -> the message id it was finally answered with. */
+  ids: Map<number, string>;
+  /** Logical requests answered 201 (a new message), and 200 (a replay). */
+  created: number;
+  replayed: number;
+  /** The load stopped finishing requests (see load). */
+  stalled: boolean;
+  /** Logical requests refused for good (a 4xx that is not retried) or given up after the deadline. */
+  refused: number;
+  gaveUp: number;
+  /** When each successful answer came (for the time to recover). */
+  okAt: number[];
+}
+
+const newTally = (): Tally => ({
+  statuses: new Map(),
+  ids: new Map(),
+  created: 0,
+  replayed: 0,
+  refused: 0,
+  gaveUp: 0,
+  stalled: false,
+  okAt: [],
+});
+
+const REQUEST_DEADLINE_MS = 120_000;
+const LOAD_STALL_MS = 90_000;
+
+/** One logical request, retried until it is answered 2xx, refused for good, or the deadline passes. */
+async function attempt(
+  tally: Tally,
+  index: number,
+  request: () => Promise<Response>,
+  onOk: (response: Response) => Promise<string>,
+): Promise<void> {
+  const deadline = Date.now() + REQUEST_DEADLINE_MS;
+  for (;;) {
+    let label: string;
+    let waitMs = 500;
+    try {
+      const response = await request();
+      label = String(response.status);
+      if (response.ok) {
+        tally.statuses.set(label, (tally.statuses.get(label) ?? 0) + 1);
+        tally.ids.set(index, await onOk(response));
+        if (response.status === 201) tally.created++;
+        else tally.replayed++;
+        tally.okAt.push(Date.now());
+        return;
+      }
+      await response.arrayBuffer();
+      const retryAfter = Number(response.headers.get("retry-after"));
+      if (retryAfter > 0) waitMs = Math.min(retryAfter, 30) * 1000;
+      if (response.status < 500 && response.status !== 429 && response.status !== 409) {
+        tally.statuses.set(label, (tally.statuses.get(label) ?? 0) + 1);
+        tally.refused++;
+        return;
+      }
+    } catch (error) {
+      label = (error as Error).name === "TimeoutError" ? "timeout" : "conn";
+    }
+    tally.statuses.set(label, (tally.statuses.get(label) ?? 0) + 1);
+    if (Date.now() > deadline) {
+      tally.gaveUp++;
+      return;
+    }
+    await Bun.sleep(waitMs);
+  }
+}
+
+function sendRequest(shop: Shop, scenario: number, index: number) {
+  const body = JSON.stringify({
+    to: `+49151${scenario}${String(index).padStart(7, "0")}`,
+    template: { name: "order_shipped", language: "en", variables: { body: ["Ada", `#${index}`] } },
+  });
+  return () =>
+    fetch(`${apiUrl}/v2/messages`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${shop.token}`,
+        "content-type": "application/json",
+        "idempotency-key": `faults-${scenario}-${index}`,
+      },
+      body,
+      signal: AbortSignal.timeout(20_000),
+    });
+}
+
+const messageIdOf = async (response: Response) => ((await response.json()) as { id: string }).id;
+
+/** Runs `count` logical requests over the clients; `fault` starts once `faultAt` of them are done. */
+async function load(
+  count: number,
+  one: (tally: Tally, index: number) => Promise<void>,
+  fault?: { at: number; run: () => Promise<number> },
+): Promise<{ tally: Tally; faultEnd: Promise<number | undefined> }> {
+  const tally = newTally();
+  let next = 0;
+  let done = 0;
+  let faultRun: Promise<number | undefined> = Promise.resolve(undefined);
+  let faultStarted = false;
+  const startFault = () => {
+    if (faultStarted || !fault) return;
+    faultStarted = true;
+    faultRun = fault.run().catch((error) => {
+      say(`!! fault step failed: ${(error as Error).message}`);
+      return undefined;
+    });
+  };
+  if (fault && fault.at <= 0) startFault();
+  // No request finished for this long (the 30 s outage included) is a hang: the scenario fails
+  // instead of waiting out every request's deadline.
+  let lastDoneAt = Date.now();
+  let onStall: () => void = () => {};
+  const stall = new Promise<"stalled">((resolve) => {
+    onStall = () => resolve("stalled");
+  });
+  const progress = setInterval(() => {
+    say(`   ${done}/${count} answered; ${describeStatuses(tally.statuses)}`);
+    if (Date.now() - lastDoneAt > LOAD_STALL_MS) onStall();
+  }, 10_000);
+  const clients = Promise.all(
+    Array.from({ length: opts.clients }, async () => {
+      while (next < count && !tally.stalled) {
+        const index = next++;
+        await one(tally, index);
+        done++;
+        lastDoneAt = Date.now();
+        if (fault && done >= fault.at * count) startFault();
+      }
+    }),
+  );
+  if ((await Promise.race([clients, stall])) === "stalled") {
+    tally.stalled = true;
+    const ready = await fetch(`${apiUrl}/readyz`, { signal: AbortSignal.timeout(3000) }).then(
+      async (r) => `${r.status} ${await r.text()}`,
+      (e: Error) => e.message,
+    );
+    say(`!! no request finished for ${LOAD_STALL_MS / 1000} s; api /readyz: ${ready}`);
+  }
+  clearInterval(progress);
+  startFault();
+  return { tally, faultEnd: faultRun };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults. Each resolves with the moment the fault ended (the process or server is back).
+
+async function killAndRestart(name: string): Promise<number> {
+  const child = children.get(name);
+  if (!child) throw new Error(`no process ${name}`);
+  say(`   kill -9 ${name}`);
+  await stopChild(child, "SIGKILL");
+  await Bun.sleep(2000);
+  respawn(name);
+  say(`   ${name} started again`);
+  return Date.now();
+}
+
+async function restartRedisEmpty(): Promise<number> {
+  const redis = children.get("redis");
+  if (!redis) throw new Error("no redis");
+  say("   kill -9 redis-server");
+  await stopChild(redis, "SIGKILL");
+  await Bun.sleep(3000);
+  startRedis();
+  await waitRedis();
+  say("   redis-server started again, empty");
+  return Date.now();
+}
+
+async function stopPostgresFor(seconds: number): Promise<number> {
+  say(`   pg_ctl stop -m fast (for ${seconds} s)`);
+  await stopPostgres("fast");
+  await Bun.sleep(seconds * 1000);
+  await startPostgres();
+  say("   postgres started again");
+  return Date.now();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measuring
+
+interface Row {
+  scenario: ScenarioName;
+  n: number;
+  accepted: number;
+  rows: number;
+  sends: number | undefined;
+  duplicates: number;
+  lost: number;
+  notRead: number;
+  statuses: Map<string, number>;
+  unanswered: number;
+  stalled: boolean;
+  died: string[];
+  recoverMs: number | undefined;
+  settleMs: number | undefined;
+  notes: string[];
+}
+
+/** The provider's sends of one sender, counted per our message id (biz_opaque_callback_data). */
+async function providerSends(phoneNumberId: string): Promise<Map<string, number>> {
+  const response = await fetch(`${simulatorUrl}/_sim/sent?phone_number_id=${phoneNumberId}`);
+  const sent = (await response.json()) as { data: { payload: { biz_opaque_callback_data?: string } }[] };
+  const perMessage = new Map<string, number>();
+  for (const record of sent.data) {
+    const id = record.payload.biz_opaque_callback_data ?? "(none)";
+    perMessage.set(id, (perMessage.get(id) ?? 0) + 1);
+  }
+  return perMessage;
+}
+
+async function outboundRows(db: Db, tenantId: string) {
+  return db
+    .selectFrom("messages")
+    .select(["id", "status"])
+    .where("tenant_id", "=", tenantId)
+    .where("direction", "=", "outbound")
+    .execute();
+}
+
+/** Waits until every message of the shop is `read` (or the settle timeout); the time it took. */
+async function settleOutbound(db: Db, shop: Shop, expected: number): Promise<number | undefined> {
+  const from = Date.now();
+  const deadline = from + opts.settleTimeoutMs;
+  while (Date.now() < deadline) {
+    const rows = await outboundRows(db, shop.tenantId).catch(() => undefined);
+    if (rows && rows.length >= expected && rows.every((r) => r.status === "read")) return Date.now() - from;
+    await Bun.sleep(1000);
+  }
+  return undefined;
+}
+
+function recoverMs(tally: Tally, faultEnd: number | undefined): number | undefined {
+  if (faultEnd === undefined) return undefined;
+  const first = tally.okAt.filter((t) => t >= faultEnd).sort((a, b) => a - b)[0];
+  return first === undefined ? undefined : Math.max(0, first - faultEnd);
+}
+
+async function measureOutbound(
+  db: Db,
+  scenario: ScenarioName,
+  shop: Shop,
+  n: number,
+  tally: Tally,
+  faultEnd: number | undefined,
+  deathsBefore: number,
+): Promise<Row> {
+  const settleMs = await settleOutbound(db, shop, tally.ids.size);
+  // Late duplicates would come after the in-doubt wait: give them the chance to show.
+  const rows = await outboundRows(db, shop.tenantId);
+  const sends = await providerSends(shop.phoneNumberId);
+  const rowIds = new Set(rows.map((r) => r.id ?? ""));
+  const acknowledged = new Set(tally.ids.values());
+  let duplicates = 0;
+  for (const count of sends.values()) duplicates += Math.max(0, count - 1);
+  const lost =
+    [...acknowledged].filter((id) => !rowIds.has(id)).length +
+    rows.filter((r) => !sends.has(r.id ?? "")).length;
+  return {
+    scenario,
+    n,
+    accepted: acknowledged.size,
+    rows: rows.length,
+    sends: [...sends.values()].reduce((a, b) => a + b, 0),
+    duplicates,
+    lost,
+    notRead: rows.filter((r) => r.status !== "read").length,
+    statuses: tally.statuses,
+    unanswered: tally.gaveUp + tally.refused,
+    stalled: tally.stalled,
+    died: deaths.slice(deathsBefore).map((d) => d.name),
+    recoverMs: recoverMs(tally, faultEnd),
+    settleMs,
+    notes: [],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+
+async function outboundScenario(
+  db: Db,
+  scenario: ScenarioName,
+  index: number,
+  fault?: () => Promise<number>,
+): Promise<Row> {
+  const shop = await openShop(db, index);
+  const deathsBefore = deaths.length;
+  const n = opts.n;
+  const { tally, faultEnd } = await load(
+    n,
+    (t, i) => attempt(t, i, sendRequest(shop, index, i), messageIdOf),
+    fault && { at: 0.3, run: fault },
+  );
+  return measureOutbound(db, scenario, shop, n, tally, await faultEnd, deathsBefore);
+}
+
+/** 200 sends, every one delivered; Redis flushed; the same 200 requests again: all replays. */
+async function flushallReplay(db: Db, index: number): Promise<Row> {
+  const shop = await openShop(db, index);
+  const deathsBefore = deaths.length;
+  const n = Math.min(opts.n, 200);
+  const first = await load(n, (t, i) => attempt(t, i, sendRequest(shop, index, i), messageIdOf));
+  await settleOutbound(db, shop, first.tally.ids.size);
+  say("   FLUSHALL");
+  const redis = createRedis(REDIS_URL);
+  try {
+    await redis.flushall();
+  } finally {
+    redis.disconnect();
+  }
+  const flushedAt = Date.now();
+  const replay = await load(n, (t, i) => attempt(t, i, sendRequest(shop, index, i), messageIdOf));
+  const row = await measureOutbound(db, "flushall-replay", shop, n, replay.tally, flushedAt, deathsBefore);
+  // A replay must answer the first request's message: a new one (201, another id) is a duplicate.
+  let changed = 0;
+  for (const [i, id] of replay.tally.ids) if (first.tally.ids.get(i) !== id) changed++;
+  row.duplicates += changed;
+  row.stalled ||= first.tally.stalled;
+  row.notes.push(`replays ${replay.tally.replayed}/${n}`);
+  if (replay.tally.replayed !== n) row.notes.push("not every repeat was a replay");
+  return row;
+}
+
+/** Inbound webhooks from the simulator (retried by the client until the api took them). */
+async function inboundScenario(db: Db, index: number): Promise<Row> {
+  const shop = await openShop(db, index);
+  const deathsBefore = deaths.length;
+  const n = opts.n;
+  const wamid = (i: number) => `wamid.faults-${index}-${i}`;
+  const { tally, faultEnd } = await load(
+    n,
+    async (t, i) => {
+      const body = JSON.stringify({
+        phone_number_id: shop.phoneNumberId,
+        from: `49152${String(i).padStart(8, "0")}`,
+        type: "text",
+        text: `hello ${i}`,
+        id: wamid(i),
+      });
+      await attempt(
+        t,
+        i,
+        async () => {
+          const response = await fetch(`${simulatorUrl}/_sim/inbound`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body,
+            signal: AbortSignal.timeout(20_000),
+          });
+          // The simulator says what the api answered its webhook: that is the client-visible status.
+          const answer = (await response.json()) as { webhook_status: number | null };
+          return new Response(null, { status: answer.webhook_status ?? 599 });
+        },
+        async () => wamid(i),
+      );
+    },
+    { at: 0.3, run: () => killAndRestart("finalize") },
+  );
+  const end = await faultEnd;
+  const from = Date.now();
+  let settleMs: number | undefined;
+  const pending = () =>
+    db
+      .selectFrom("inbound_events")
+      .select(sql<number>`count(*)::int`.as("n"))
+      .where("tenant_id", "=", shop.tenantId)
+      .where("finalized_at", "is", null)
+      .executeTakeFirstOrThrow();
+  while (Date.now() - from < opts.settleTimeoutMs) {
+    const left = await pending().catch(() => undefined);
+    if (left?.n === 0) {
+      settleMs = Date.now() - from;
+      break;
+    }
+    await Bun.sleep(1000);
+  }
+  const messages = await db
+    .selectFrom("messages")
+    .select(["provider_message_id"])
+    .where("tenant_id", "=", shop.tenantId)
+    .where("direction", "=", "inbound")
+    .execute();
+  const perProviderId = new Map<string, number>();
+  for (const m of messages)
+    perProviderId.set(m.provider_message_id ?? "", (perProviderId.get(m.provider_message_id ?? "") ?? 0) + 1);
+  let duplicates = 0;
+  for (const count of perProviderId.values()) duplicates += Math.max(0, count - 1);
+  const acknowledged = new Set(tally.ids.values());
+  return {
+    scenario: "inbound-finalize-kill",
+    n,
+    accepted: acknowledged.size,
+    rows: messages.length,
+    sends: undefined,
+    duplicates,
+    lost: [...acknowledged].filter((id) => !perProviderId.has(id)).length,
+    notRead: (await pending()).n,
+    statuses: tally.statuses,
+    unanswered: tally.gaveUp + tally.refused,
+    stalled: tally.stalled,
+    died: deaths.slice(deathsBefore).map((d) => d.name),
+    recoverMs: recoverMs(tally, end),
+    settleMs,
+    notes: ["inbound: rows are messages, not-read are unfinalized events"],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The table
+
+function failures(row: Row): string[] {
+  const problems: string[] = [];
+  if (row.duplicates > 0) problems.push(`${row.duplicates} duplicate(s)`);
+  if (row.lost > 0) problems.push(`${row.lost} lost`);
+  if ((row.statuses.get("500") ?? 0) > 0) problems.push(`${row.statuses.get("500")} x 500`);
+  if (row.died.length > 0) problems.push(`died: ${row.died.join(", ")}`);
+  if (row.notRead > 0) problems.push(`${row.notRead} stuck`);
+  if (row.unanswered > 0) problems.push(`${row.unanswered} requests never answered 2xx`);
+  if (row.stalled) problems.push("load stalled");
+  if (row.accepted !== row.n) problems.push(`${row.accepted}/${row.n} accepted`);
+  if (row.settleMs === undefined) problems.push("did not settle");
+  for (const note of row.notes) if (note.startsWith("not every")) problems.push(note);
+  return problems;
+}
+
+function describeStatuses(statuses: Map<string, number>): string {
+  return [...statuses.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([status, count]) => `${status}:${count}`)
+    .join(" ");
+}
+
+const seconds = (ms: number | undefined) => (ms === undefined ? "-" : `${(ms / 1000).toFixed(1)} s`);
+
+function printTable(rows: Row[]): void {
+  const header = [
+    "scenario",
+    "n",
+    "accepted",
+    "rows",
+    "sends",
+    "dup",
+    "lost",
+    "not read",
+    "died",
+    "recover",
+    "settle",
+    "client statuses",
+  ];
+  const lines = rows.map((row) => [
+    row.scenario,
+    String(row.n),
+    String(row.accepted),
+    String(row.rows),
+    row.sends === undefined ? "-" : String(row.sends),
+    String(row.duplicates),
+    String(row.lost),
+    String(row.notRead),
+    String(row.died.length),
+    seconds(row.recoverMs),
+    seconds(row.settleMs),
+    describeStatuses(row.statuses),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
+  const format = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
+  console.log(format(header));
+  console.log(`| ${widths.map((w) => "-".repeat(w)).join(" | ")} |`);
+  for (const line of lines) console.log(format(line));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+
+async function main(): Promise<number> {
+  say(
+    `fault suite: ${opts.only.length} scenario(s), n=${opts.n}, ${opts.clients} clients; folder ${RUN_DIR}`,
+  );
+  say(
+    `private postgres on ${ports.pg} (${PG_BIN}${pgUser ? `, as ${pgUser}` : ""}), redis on ${ports.redis}`,
+  );
+  await initPostgres();
+  await startPostgres();
+  startRedis();
+  await waitRedis();
+  await ensureDatabase(DATABASE_URL);
+  const db = createDb(DATABASE_URL, { max: 4, applicationName: "faults-bench" });
+  try {
+    await migrate(db);
+    spawnChild("simulator", ["bun", "src/simulator/server.ts"]);
+    await waitHttp(`${simulatorUrl}/_sim/health`, "simulator");
+    for (const name of ["send-1", "send-2"]) spawnChild(name, ["bun", "workers/send.ts"]);
+    spawnChild("status", ["bun", "workers/status.ts"]);
+    spawnChild("finalize", ["bun", "workers/finalize.ts"]);
+    spawnChild("maintenance", ["bun", "workers/maintenance.ts"]);
+    spawnChild("api", ["bun", "src/server.ts"]);
+    await waitHttp(`${apiUrl}/readyz`, "api");
+    await Bun.sleep(1000);
+
+    const rows: Row[] = [];
+    for (const [index, scenario] of SCENARIOS.entries()) {
+      if (!opts.only.includes(scenario)) continue;
+      reviveTheDead();
+      await waitHttp(`${apiUrl}/readyz`, "api", 60_000);
+      say(`== ${scenario}`);
+      let row: Row;
+      switch (scenario) {
+        case "baseline":
+          row = await outboundScenario(db, scenario, index);
+          break;
+        case "send-worker-kill":
+          row = await outboundScenario(db, scenario, index, () => killAndRestart("send-1"));
+          break;
+        case "status-worker-kill":
+          row = await outboundScenario(db, scenario, index, () => killAndRestart("status"));
+          break;
+        case "redis-restart":
+          row = await outboundScenario(db, scenario, index, restartRedisEmpty);
+          break;
+        case "postgres-5s":
+          row = await outboundScenario(db, scenario, index, () => stopPostgresFor(5));
+          break;
+        case "postgres-30s":
+          row = await outboundScenario(db, scenario, index, () => stopPostgresFor(30));
+          break;
+        case "flushall-replay":
+          row = await flushallReplay(db, index);
+          break;
+        case "inbound-finalize-kill":
+          row = await inboundScenario(db, index);
+          break;
+      }
+      // Every process must still be there (the ones we killed were started again).
+      for (const child of children.values()) {
+        if (!alive(child) && !child.expectedExit && !row.died.includes(child.name)) row.died.push(child.name);
+      }
+      const problems = failures(row);
+      say(`   ${problems.length === 0 ? "ok" : `FAILED: ${problems.join("; ")}`}`);
+      rows.push(row);
+    }
+
+    console.log("");
+    printTable(rows);
+    const failed = rows.filter((row) => failures(row).length > 0);
+    for (const row of failed) console.log(`${row.scenario}: ${failures(row).join("; ")}`);
+    console.log(`faults: ${rows.length - failed.length} passed, ${failed.length} failed`);
+    return failed.length;
+  } finally {
+    await db.destroy();
+  }
+}
+
+const watchdogSeconds =
+  300 + opts.only.length * (Math.ceil(opts.n / 10) + LOAD_STALL_MS / 1000 + opts.settleTimeoutMs / 1000 + 60);
+const watchdog = setTimeout(() => {
+  console.error(`faults: time limit of ${watchdogSeconds} s reached, stopping everything`);
+  console.log("faults: 0 passed, 1 failed");
+  void cleanup(true).then(() => process.exit(2));
+}, watchdogSeconds * 1000);
+
+let failedCount = 1;
+try {
+  failedCount = await main();
+} catch (error) {
+  console.error(`faults: ${(error as Error).stack ?? error}`);
+  console.log("faults: 0 passed, 1 failed");
+} finally {
+  clearTimeout(watchdog);
+  await cleanup(opts.keep || failedCount > 0);
+}
+process.exit(failedCount > 0 ? 1 : 0);

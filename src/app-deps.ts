@@ -1,0 +1,34 @@
+/**
+ * The dependency types of the HTTP app and of the worker runtime: a leaf module (types only), so
+ * that route plugins and services import what they are given without importing the app itself.
+ */
+import type { ChannelProvider } from "./channel/provider.ts";
+import type { Clock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import type { Db } from "./db/connect.ts";
+import type { Logger } from "./logger.ts";
+import type { Metrics } from "./metrics/index.ts";
+import type { TokenService } from "./oauth/tokens.ts";
+import type { Queues } from "./queues/index.ts";
+import type { RedisClient, RedisKeys } from "./redis/connect.ts";
+
+/** Everything the HTTP app uses, built by the caller (server, tests) and passed in once. */
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  redis: RedisClient;
+  keys: RedisKeys;
+  clock: Clock;
+  logger: Logger;
+  tokens: TokenService;
+  queues: Queues;
+  provider: ChannelProvider;
+  /** This process's Prometheus metrics (src/metrics), in a registry of their own (buildDeps makes it). */
+  metrics: Metrics;
+  /**
+   * Per-second limits that are not per application (those live on the application): per IP for
+   * callers without a token, for the token endpoint (and per client_id: `token`), the panel and the
+   * operator endpoints.
+   */
+  limits: { anonymous: number; token: number; tokenPerIp: number; panelPerIp: number; opsPerIp: number };
+}

@@ -1,0 +1,155 @@
+import { ApiError } from "./errors.ts";
+
+/**
+ * The one body reader of every route: a size cap per route that holds for chunked bodies too, and a
+ * JSON parser that refuses deep nesting before `JSON.parse` (a recursive parser or validator walks
+ * 50,000 levels for 100 KB of brackets). Nothing here reads more than the cap, and nothing parses
+ * what the route has not yet authenticated when it can authenticate raw bytes (the webhook).
+ */
+
+const KB = 1024;
+const MB = 1024 * KB;
+
+/** JSON and form bodies of the API (and the token endpoint). */
+export const JSON_BODY_LIMIT = MB;
+/** A provider webhook batches up to 1,000 events; 3 MB leaves room. */
+export const WEBHOOK_BODY_LIMIT = 3 * MB;
+/** POST /v2/media: a 16 MB file plus the multipart envelope. */
+export const MEDIA_BODY_LIMIT = 16 * MB + 64 * KB;
+/** Panel forms, operator actions and anything else. */
+export const FORM_BODY_LIMIT = 64 * KB;
+/** Deeper JSON than any of our schemas needs; refused before it is parsed. */
+export const MAX_JSON_DEPTH = 32;
+
+export type BodyKind = "media" | "webhook" | "api" | "form";
+
+export interface BodyPolicy {
+  kind: BodyKind;
+  limit: number;
+}
+
+const POLICIES: Record<BodyKind, BodyPolicy> = {
+  media: { kind: "media", limit: MEDIA_BODY_LIMIT },
+  webhook: { kind: "webhook", limit: WEBHOOK_BODY_LIMIT },
+  api: { kind: "api", limit: JSON_BODY_LIMIT },
+  form: { kind: "form", limit: FORM_BODY_LIMIT },
+};
+
+/** Which cap a request's body gets, from its path alone (known before a byte is read). */
+export function bodyPolicyOf(
+  path: string,
+  paths: { api: string; media: string; webhooks: string },
+): BodyPolicy {
+  if (path === paths.media) return POLICIES.media;
+  if (path === paths.webhooks || path.startsWith(`${paths.webhooks}/`)) return POLICIES.webhook;
+  if (path.startsWith(`${paths.api}/`)) return POLICIES.api;
+  return POLICIES.form;
+}
+
+export function tooLargeError(policy: BodyPolicy): ApiError {
+  return policy.kind === "media"
+    ? new ApiError("file_too_large", "Files may be at most 16 MB.", { param: "file" })
+    : new ApiError("request_too_large", `The request body may be at most ${sizeText(policy.limit)}.`);
+}
+
+function sizeText(bytes: number): string {
+  return bytes >= MB ? `${Math.round(bytes / MB)} MB` : `${Math.round(bytes / KB)} KB`;
+}
+
+/** A declared Content-Length over the cap: refused before anything is read. */
+export function declaredTooLarge(request: Request, policy: BodyPolicy): boolean {
+  const declared = Number(request.headers.get("content-length") ?? 0);
+  return Number.isFinite(declared) && declared > policy.limit;
+}
+
+/** Reads a body without ever holding more than `policy.limit` bytes (chunked bodies have no length). */
+export async function readBodyCapped(request: Request, policy: BodyPolicy): Promise<Uint8Array> {
+  if (!request.body) return new Uint8Array();
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > policy.limit) {
+      await reader.cancel().catch(() => {});
+      throw tooLargeError(policy);
+    }
+    chunks.push(value);
+  }
+  return chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks);
+}
+
+const OPEN_BRACE = 0x7b;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACE = 0x7d;
+const CLOSE_BRACKET = 0x5d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * The deepest nesting of arrays and objects in JSON text, stopping as soon as it passes `max`: one
+ * pass over the bytes, no recursion, no allocation. Brackets inside strings do not count. Malformed
+ * text is JSON.parse's to refuse; this only has to be right about well-formed nesting.
+ */
+export function jsonDepthExceeds(bytes: Uint8Array, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i];
+    if (inString) {
+      if (byte === BACKSLASH) i++;
+      else if (byte === QUOTE) inString = false;
+    } else if (byte === QUOTE) inString = true;
+    else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) {
+      if (++depth > max) return true;
+    } else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) depth--;
+  }
+  return false;
+}
+
+/** JSON text to a value, or `invalid_json`; empty text is no body (null). */
+export function parseJsonBytes(bytes: Uint8Array): unknown {
+  if (jsonDepthExceeds(bytes, MAX_JSON_DEPTH)) {
+    throw new ApiError("invalid_json", `The request body is nested deeper than ${MAX_JSON_DEPTH} levels.`);
+  }
+  const text = new TextDecoder().decode(bytes);
+  if (text.trim() === "") return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError("invalid_json", "The request body is not valid JSON.");
+  }
+}
+
+export function mediaType(header: string | null): string {
+  return (header ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
+export function isJsonType(type: string): boolean {
+  return type === "application/json" || type.endsWith("+json");
+}
+
+/** JSON or form-urlencoded bytes to the value a route sees; any other type with a body is refused. */
+export function parseBodyBytes(type: string, bytes: Uint8Array): unknown {
+  if (isJsonType(type)) return parseJsonBytes(bytes);
+  if (type === "application/x-www-form-urlencoded") return formToObject(new TextDecoder().decode(bytes));
+  if (bytes.byteLength === 0) return null;
+  throw new ApiError(
+    "invalid_content_type",
+    `Content-Type ${type || "(none)"} is not accepted here; send application/json.`,
+  );
+}
+
+function formToObject(text: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [key, value] of new URLSearchParams(text)) {
+    const prior = out[key];
+    // Push, never copy: a field repeated 100,000 times must stay linear.
+    if (prior === undefined) out[key] = value;
+    else if (Array.isArray(prior)) prior.push(value);
+    else out[key] = [prior, value];
+  }
+  return out;
+}

@@ -1,0 +1,258 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "kysely";
+import pg from "pg";
+import { DatabaseError } from "pg-protocol";
+import { type App, createApp } from "../src/app.ts";
+import { SIGNATURE_HEADER, signPayload } from "../src/channel/signature.ts";
+import { buildWebhook } from "../src/channel/webhook-payloads.ts";
+import { createDb, type Db } from "../src/db/connect.ts";
+import { isDependencyDown } from "../src/http/dependency-faults.ts";
+import { createRedis, type RedisClient } from "../src/redis/connect.ts";
+import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { type ReadingTenant, readingTenant } from "./reading-support.ts";
+import { type CallResult, call, createTestEnv, eventually, spawnWorker, type TestEnv } from "./support.ts";
+import { startTcpProxy } from "./tcp-proxy.ts";
+
+/**
+ * One mapping for dependency faults (issue 12): Postgres terminating a connection mid-request
+ * (57P01) and Redis closed both answer 503 `service_unavailable` with Retry-After, on /v2 and on
+ * the provider's webhook alike; the process survives and the next request gets a fresh connection.
+ */
+let env: TestEnv;
+let tenant: ReadingTenant;
+
+beforeAll(async () => {
+  env = await createTestEnv({ simulator: true });
+  tenant = await readingTenant(env, "Faults Shop");
+  await syncSenderTemplates(env.deps, tenant.sender);
+});
+afterAll(() => env.close());
+
+const REQUEST_ID = /^req_[0-9A-Za-z]{22}$/;
+
+function expectUnavailable(result: CallResult) {
+  expect(result.status).toBe(503);
+  expect(Number(result.headers.get("retry-after"))).toBeGreaterThan(0);
+  expect(result.body).toEqual({
+    error: {
+      type: "api_error",
+      code: "service_unavailable",
+      message: expect.any(String),
+      param: null,
+      request_id: expect.stringMatching(REQUEST_ID),
+      doc_url: "http://localhost/v2/docs#service_unavailable",
+    },
+  });
+}
+
+function pgError(code: string, message: string): DatabaseError {
+  const error = new DatabaseError(message, message.length, "error");
+  error.code = code;
+  return error;
+}
+
+describe("isDependencyDown", () => {
+  test("Postgres connection faults are dependency faults; query errors are not", () => {
+    for (const code of ["57P01", "57P02", "57P03", "08006", "08001", "08P01"]) {
+      expect(isDependencyDown(pgError(code, "gone"))).toBe(true);
+    }
+    expect(isDependencyDown(new Error("Connection terminated unexpectedly"))).toBe(true);
+    expect(isDependencyDown(new Error("timeout exceeded when trying to connect"))).toBe(true);
+    expect(
+      isDependencyDown(new Error("Client has encountered a connection error and is not queryable")),
+    ).toBe(true);
+    expect(isDependencyDown(Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }))).toBe(
+      true,
+    );
+    // A wrapper that keeps the fault as its cause.
+    expect(isDependencyDown(new Error("insert failed", { cause: pgError("57P01", "terminating") }))).toBe(
+      true,
+    );
+    expect(isDependencyDown(pgError("23505", "duplicate key value violates unique constraint"))).toBe(false);
+    expect(isDependencyDown(pgError("42P01", 'relation "nope" does not exist'))).toBe(false);
+    expect(isDependencyDown(new Error("something else"))).toBe(false);
+    expect(isDependencyDown("Connection terminated")).toBe(false);
+  });
+
+  test("ioredis giving up (MaxRetriesPerRequestError), a closed connection, a command timeout", async () => {
+    const dead = createRedis("redis://127.0.0.1:1");
+    try {
+      const gaveUp = await dead.get("x").then(
+        () => undefined,
+        (error: Error) => error,
+      );
+      expect(gaveUp?.name).toBe("MaxRetriesPerRequestError");
+      expect(isDependencyDown(gaveUp)).toBe(true);
+    } finally {
+      dead.disconnect();
+    }
+    const closed = createRedis(env.config.redisUrl);
+    closed.disconnect();
+    const error = await closed.get("x").then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(error?.message).toBe("Connection is closed.");
+    expect(isDependencyDown(error)).toBe(true);
+    expect(isDependencyDown(new Error("Command timed out"))).toBe(true);
+    expect(isDependencyDown(new Error("LOADING Redis is loading the dataset in memory"))).toBe(true);
+  });
+});
+
+describe("Postgres terminates the connection of a request in flight (57P01)", () => {
+  let db: Db;
+  let app: App;
+  let admin: pg.Client;
+
+  beforeAll(async () => {
+    // One connection, named, so the test can find and terminate it.
+    db = createDb(env.config.databaseUrl, { max: 1, applicationName: "faults-victim" });
+    app = createApp({ ...env.deps, db });
+    admin = new pg.Client({ connectionString: env.config.databaseUrl });
+    await admin.connect();
+  });
+  afterAll(async () => {
+    await admin.end();
+    await db.destroy();
+  });
+
+  /** Holds `table` locked, runs `request`, and terminates the request's backend once it waits. */
+  async function terminatedWhileWaiting(table: string, request: () => Promise<CallResult>) {
+    // The pool's one connection is open before the lock (a new one may wait behind it to start).
+    await sql`SELECT 1`.execute(db);
+    await admin.query("BEGIN");
+    await admin.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+    const answer = request();
+    try {
+      const pid = await eventually(async () => {
+        const found = await admin.query<{ pid: number }>(
+          "SELECT pid FROM pg_stat_activity WHERE application_name = 'faults-victim' AND wait_event_type = 'Lock'",
+        );
+        return found.rows[0]?.pid;
+      });
+      await admin.query("SELECT pg_terminate_backend($1)", [pid]);
+    } finally {
+      await admin.query("ROLLBACK");
+    }
+    return answer;
+  }
+
+  function statusWebhook(wamid: string) {
+    const raw = JSON.stringify(
+      buildWebhook(
+        { wabaId: "218000000000001", phoneNumberId: tenant.phoneNumberId, displayPhoneNumber: "15550100000" },
+        {
+          statuses: [
+            {
+              id: wamid,
+              status: "delivered",
+              timestamp: String(Math.floor(Date.now() / 1000)),
+              recipient_id: "4915100000009",
+            },
+          ],
+        },
+      ),
+    );
+    return call(app, "POST", "/webhooks/whatsapp", {
+      rawBody: raw,
+      headers: { "content-type": "application/json", [SIGNATURE_HEADER]: signPayload(raw, "dev-app-secret") },
+    });
+  }
+
+  test("/webhooks/whatsapp: 503 with Retry-After (the provider retries it), then 200 on a fresh connection", async () => {
+    expectUnavailable(await terminatedWhileWaiting("status_events", () => statusWebhook("wamid.FAULT1")));
+    const retried = await statusWebhook("wamid.FAULT1");
+    expect(retried.status).toBe(200);
+    const stored = await env.deps.db
+      .selectFrom("status_events")
+      .select("provider_message_id")
+      .where("provider_message_id", "=", "wamid.FAULT1")
+      .execute();
+    expect(stored).toHaveLength(1);
+  });
+
+  test("GET /v2/conversations: 503 with Retry-After, then 200", async () => {
+    const read = () => call(app, "GET", "/v2/conversations", { token: tenant.token });
+    expectUnavailable(await terminatedWhileWaiting("conversations", read));
+    expect((await read()).status).toBe(200);
+    expect((await sql<{ one: number }>`SELECT 1 AS one`.execute(db)).rows[0]?.one).toBe(1);
+  });
+});
+
+describe("Redis closed", () => {
+  let dead: RedisClient;
+  beforeAll(() => {
+    dead = createRedis("redis://127.0.0.1:1");
+  });
+  afterAll(() => dead.disconnect());
+
+  test("POST /v2/messages: Redis gone between admission and the Idempotency-Key claim is a 503, not a 500", async () => {
+    // Admission (the rate limit and quota script) still answers; the next command meets a Redis
+    // that is gone (ioredis gives up with MaxRetriesPerRequestError, as in the outage of issue 12).
+    const redis = new Proxy(env.deps.redis, {
+      get(target, property, receiver) {
+        if (property === "set" || property === "get") return dead[property].bind(dead);
+        return Reflect.get(target, property, receiver);
+      },
+    });
+    const app = createApp({ ...env.deps, redis });
+    const result = await call(app, "POST", "/v2/messages", {
+      token: tenant.token,
+      headers: { "idempotency-key": "faults-redis-1" },
+      body: {
+        to: "+4915100000002",
+        template: { name: "order_shipped", language: "en", variables: { body: ["A", "1"] } },
+      },
+    });
+    expectUnavailable(result);
+  });
+
+  test("a closed connection on a read route: 503 with Retry-After", async () => {
+    const closed = createRedis(env.config.redisUrl);
+    closed.disconnect();
+    const app = createApp({ ...env.deps, redis: closed });
+    expectUnavailable(await call(app, "GET", "/v2/conversations", { token: tenant.token }));
+  });
+});
+
+describe("a worker while Postgres is away", () => {
+  test("stays up, takes the job again once Postgres is back, and sends it once", async () => {
+    const proxy = await startTcpProxy({ host: "127.0.0.1", port: 5432 });
+    const url = new URL(env.config.databaseUrl);
+    url.port = String(proxy.port);
+    const worker = spawnWorker(env, "send", { DATABASE_URL: url.toString() });
+    try {
+      await Bun.sleep(1000); // connected and consuming
+      proxy.cut();
+      const accepted = await call(env.app, "POST", "/v2/messages", {
+        token: tenant.token,
+        body: {
+          to: "+4915100000003",
+          template: { name: "order_shipped", language: "en", variables: { body: ["A", "3"] } },
+        },
+      });
+      expect(accepted.status).toBe(201);
+      await Bun.sleep(3000); // the job meets the outage: deferred, consumers paused
+      expect(worker.proc.exitCode).toBeNull();
+      proxy.restore();
+
+      const messageId: string = accepted.body.id;
+      await eventually(async () => {
+        const row = await env.deps.db
+          .selectFrom("messages")
+          .select("provider_message_id")
+          .where("id", "=", messageId)
+          .executeTakeFirstOrThrow();
+        return row.provider_message_id !== null;
+      }, 20_000);
+      const sent = (await (
+        await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${tenant.phoneNumberId}`)
+      ).json()) as { data: { payload: { biz_opaque_callback_data?: string } }[] };
+      expect(sent.data.filter((r) => r.payload.biz_opaque_callback_data === messageId)).toHaveLength(1);
+      expect(worker.proc.exitCode).toBeNull();
+    } finally {
+      await worker.stop();
+      await proxy.close();
+    }
+  }, 60_000);
+});
