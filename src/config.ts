@@ -38,6 +38,8 @@ export interface Config {
   simulatorStatusDelayMs: number;
   /** How long the simulator retries a webhook the api did not take (backoff capped at a minute). */
   simulatorWebhookRetrySeconds: number;
+  /** Sends per second the simulator accepts per phone number before answering 130429; 0: unlimited. */
+  simulatorMps: number;
   dailySendQuota: number;
   logLevel: string;
   opsUser: string | undefined;
@@ -214,6 +216,7 @@ export function loadConfig(env: Env = process.env): Config {
     simulatorPort,
     simulatorStatusDelayMs: integer(env, "SIMULATOR_STATUS_DELAY_MS", 200, 0, 600_000),
     simulatorWebhookRetrySeconds: integer(env, "SIMULATOR_WEBHOOK_RETRY_SECONDS", 3600, 0, 7 * 86_400),
+    simulatorMps: integer(env, "SIMULATOR_MPS", 0, 0, 1_000_000),
     dailySendQuota: integer(env, "DAILY_SEND_QUOTA", 10_000, 0, 1_000_000_000),
     logLevel,
     opsUser,

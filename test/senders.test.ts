@@ -262,6 +262,7 @@ describe("operator CLI: senders and templates", () => {
       name: "Support",
       provider_phone_number_id: "100000000000301",
       active: true,
+      mps: 80,
       templates_synced: 6,
     });
     const stored = await env.deps.db
@@ -279,6 +280,31 @@ describe("operator CLI: senders and templates", () => {
     expect(deactivated).toEqual({ code: 0, body: { ...created.body, active: false } });
     const senders = await call(env.app, "GET", "/v2/senders", { token });
     expect(senders.body.data.map((s: { id: string }) => s.id)).not.toContain(created.body.id);
+  });
+
+  test("sender create --mps sets the sender's pace; it must be a positive integer", async () => {
+    const base = [
+      "sender",
+      "create",
+      "--tenant",
+      tenantId,
+      "--phone",
+      "+15550100029",
+      "--waba-id",
+      "200000000000309",
+    ];
+    const refused = await cli([...base, "--phone-number-id", "100000000000309", "--mps", "0"]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.body.error.code).toBe("invalid_flag");
+    const created = await cli([...base, "--phone-number-id", "100000000000309", "--mps", "20"]);
+    expect(created.code).toBe(0);
+    expect(created.body.mps).toBe(20);
+    const stored = await env.deps.db
+      .selectFrom("senders")
+      .select("mps")
+      .where("id", "=", created.body.id)
+      .executeTakeFirstOrThrow();
+    expect(stored.mps).toBe(20);
   });
 
   test("sender create with the provider unreachable still creates the sender, with a warning", async () => {
@@ -308,6 +334,7 @@ describe("operator CLI: senders and templates", () => {
       name: null,
       provider_phone_number_id: "100000000000302",
       active: true,
+      mps: 80,
       templates_synced: null,
       warning: expect.stringContaining("maintenance worker"),
     });
@@ -386,6 +413,7 @@ describe("operator CLI: senders and templates", () => {
       name: "Demo Shop",
       provider_phone_number_id: "100000000000001",
       active: true,
+      mps: 80,
       templates_synced: 6,
     });
   });

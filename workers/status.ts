@@ -1,12 +1,10 @@
-import { applyStatusEvents } from "../src/outbound/status.ts";
+import { drainStatusEvents } from "../src/outbound/status.ts";
 import { startWorkerRuntime } from "./runtime.ts";
 
-/** Status worker: provider status webhooks -> monotonic message status. */
+/**
+ * Status worker: stored provider status events -> monotonic message status. A job is a nudge
+ * (coalesced per queue, src/queues/drain-nudge.ts): it drains the whole backlog in batches of
+ * STATUS_BATCH_SIZE events, one transaction each, shared with other status workers (SKIP LOCKED).
+ */
 const runtime = startWorkerRuntime("status");
-runtime.consume(
-  "status",
-  async (job) => ({
-    applied: await applyStatusEvents(runtime.db, runtime.clock, job.data.providerMessageId),
-  }),
-  10,
-);
+runtime.consume("status", async () => drainStatusEvents(runtime.db, runtime.clock), 2);

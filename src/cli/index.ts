@@ -197,6 +197,7 @@ export const COMMANDS: Record<string, CliCommand> = {
       wabaId: required(flags, "waba-id"),
       accessToken: flags["access-token"] || SIMULATOR_ACCESS_TOKEN,
       name: flags.name || null,
+      mps: optionalInteger(flags, "mps", 1),
     });
   },
 
@@ -312,6 +313,7 @@ const FLAG_NAMES = [
   "phone-number-id",
   "waba-id",
   "access-token",
+  "mps",
   "sender",
   "email",
   "password",

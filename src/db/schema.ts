@@ -59,6 +59,8 @@ export interface SendersTable {
   waba_id: string;
   access_token: string;
   active: Generated<boolean>;
+  /** Messages per second the send workers hand to the provider for this sender (token bucket). */
+  mps: Generated<number>;
   templates_synced_at: Date | null;
   created_at: CreatedAt;
 }
@@ -119,7 +121,11 @@ export interface MessagesTable {
   content: ColumnType<Record<string, unknown> | null, string | null, string | null>;
   provider_message_id: string | null;
   send_attempts: Generated<number>;
+  /** Of send_attempts, those the provider refused as throttling (never counted against SEND_ATTEMPTS). */
+  send_throttled: Generated<number>;
   send_started_at: Date | null;
+  /** A retryable failure is not tried again before this. */
+  send_not_before: Date | null;
   created_at: Date;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }

@@ -3,6 +3,7 @@ import { Elysia } from "elysia";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
 import { type AdmitSend, enforceAdmission, giveBackQuotaUnit } from "../messages/admission.ts";
+import { KEY_FORMAT, releaseIdempotencyReservation } from "../messages/idempotency.ts";
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { TokenService } from "../oauth/tokens.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
@@ -138,8 +139,14 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
         }
 
         if (auth?.ok === true && path === MESSAGES_PATH && request.method === "POST") {
-          const admission = await deps.admitSend(auth.auth);
+          // The Idempotency-Key is claimed in the same Redis call; a malformed one is the route's 400.
+          const key = request.headers.get("idempotency-key");
+          const admission = await deps.admitSend(
+            auth.auth,
+            key !== null && KEY_FORMAT.test(key) ? { key, token: state.requestId } : undefined,
+          );
           Object.assign(set.headers, rateLimitHeaders(admission.rate));
+          state.idempotency = admission.idempotency;
           state.reservedQuotaKey = enforceAdmission(admission, deps.metrics);
           state.directoryVersion = admission.directoryVersion;
           return;
@@ -300,15 +307,21 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
   );
 }
 
-/** Only accepted sends count against the daily quota: a request that created none gives its unit back. */
+/**
+ * Only accepted sends count against the daily quota: a request that created none gives its unit
+ * back, and its claimed Idempotency-Key (unless completed), in parallel.
+ */
 export async function returnReservedQuota(
   redis: RedisClient,
   state: RequestState | undefined,
 ): Promise<void> {
-  const key = state?.reservedQuotaKey;
-  if (!key || state.accepted) return;
+  if (!state || state.accepted) return;
+  const key = state.reservedQuotaKey;
   state.reservedQuotaKey = undefined;
-  await giveBackQuotaUnit(redis, key);
+  await Promise.all([
+    key ? giveBackQuotaUnit(redis, key) : undefined,
+    state.idempotency ? releaseIdempotencyReservation(redis, state.idempotency) : undefined,
+  ]);
 }
 
 /** Raises a body problem the parser recorded (see onParse). */

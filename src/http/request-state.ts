@@ -13,6 +13,22 @@ export interface AuthContext {
   sendLimit: number;
 }
 
+/**
+ * An Idempotency-Key as the send admission took it, in the same Redis call as the limits
+ * (src/messages/idempotency.ts): claimed for this request, or found taken by another.
+ */
+export interface IdempotencyReservation {
+  /** The header's value. */
+  key: string;
+  redisKey: string;
+  /** Names this request in its in-flight marker, so that only it releases the key. */
+  token: string;
+  /** Present when the key was taken already: the marker found (null if it vanished meanwhile). */
+  taken?: string | null;
+  /** Completed or released: nothing left to give back. */
+  settled?: boolean;
+}
+
 /** What the pipeline learns about one request before routing; read by hooks and handlers. */
 export interface RequestState {
   requestId: string;
@@ -31,6 +47,8 @@ export interface RequestState {
   reservedQuotaKey?: string;
   /** The tenant's directory version read by this send's admission (see SendAdmission). */
   directoryVersion?: string;
+  /** The Idempotency-Key the send's admission claimed (or found taken); released unless completed. */
+  idempotency?: IdempotencyReservation;
   /** Set by the send route when this request created a new accepted message. */
   accepted?: boolean;
   /** A body that could not be read (bad JSON, content type, size); raised after authorization. */

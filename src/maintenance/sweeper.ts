@@ -4,6 +4,7 @@ import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import type { Logger } from "../logger.ts";
 import { adoptProviderId, providerIdStash } from "../outbound/send.ts";
+import { nudgeDrain } from "../queues/drain-nudge.ts";
 import { jobIdFor, type Queues, sendJobOptions } from "../queues/index.ts";
 import type { RedisClient } from "../redis/connect.ts";
 
@@ -13,6 +14,7 @@ import type { RedisClient } from "../redis/connect.ts";
  */
 export interface SweepResult {
   finalize: number;
+  /** 1 when a status drain was nudged (one drain applies every pending status event). */
   status: number;
   send: number;
   /** Provider ids taken from the stash (sends Postgres could not record in an outage). */
@@ -65,6 +67,31 @@ async function nudge<T>(
   return added;
 }
 
+/** Messages per sweep job: a batch for the send worker, as the api's are. */
+const SEND_SWEEP_CHUNK = 100;
+
+/**
+ * The unsent, in batch jobs. A chunk's id names its messages, so the same chunk swept again while
+ * its job still waits adds nothing; a duplicate that does run finds them sent and skips them.
+ */
+async function nudgeSends(deps: SweepDeps, ids: string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const jobs = [];
+  for (let i = 0; i < ids.length; i += SEND_SWEEP_CHUNK) {
+    const messageIds = ids.slice(i, i + SEND_SWEEP_CHUNK);
+    jobs.push({
+      name: "sweep",
+      data: { messageIds },
+      opts: {
+        ...sendJobOptions(deps.config.workers.sendRetryBaseMs),
+        jobId: `sweep-${messageIds[0]}-${messageIds.at(-1)}-${messageIds.length}`,
+      },
+    });
+  }
+  await deps.queues.send.addBulk(jobs);
+  return ids.length;
+}
+
 export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepResult> {
   const adopted = await adoptStashedProviderIds(deps);
   const cutoff = new Date(deps.clock.now().getTime() - graceSeconds * 1000);
@@ -78,11 +105,11 @@ export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepRe
     .limit(BATCH)
     .execute();
 
-  // Status events whose message exists now but which were never applied.
+  // Status events whose message exists now but which were never applied: one drain nudge applies
+  // them all, so one such event is enough to know.
   const unapplied = await deps.db
     .selectFrom("status_events")
     .select("status_events.provider_message_id")
-    .distinct()
     .where("status_events.applied_at", "is", null)
     .where("status_events.received_at", "<", cutoff)
     .where(({ exists, selectFrom }) =>
@@ -92,16 +119,34 @@ export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepRe
           .whereRef("messages.provider_message_id", "=", "status_events.provider_message_id"),
       ),
     )
-    .limit(BATCH)
-    .execute();
+    .limit(1)
+    .executeTakeFirst();
 
+  // Unsent messages a send job could take now: due, and first of their (sender, contact) pair
+  // (the others follow their predecessor, src/outbound/send.ts).
   const unsent = await deps.db
-    .selectFrom("messages")
-    .select("id")
-    .where("status", "=", "accepted")
-    .where("provider_message_id", "is", null)
-    .where("created_at", "<", cutoff)
-    .orderBy("created_at")
+    .selectFrom("messages as m")
+    .select("m.id")
+    .where("m.status", "=", "accepted")
+    .where("m.direction", "=", "outbound")
+    .where("m.provider_message_id", "is", null)
+    .where("m.created_at", "<", cutoff)
+    .where((eb) =>
+      eb.or([eb("m.send_not_before", "is", null), eb("m.send_not_before", "<=", deps.clock.now())]),
+    )
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom("messages as e")
+            .select(sql`1`.as("one"))
+            .whereRef("e.sender_id", "=", "m.sender_id")
+            .whereRef("e.contact_id", "=", "m.contact_id")
+            .where("e.status", "=", "accepted")
+            .whereRef("e.seq", "<", "m.seq"),
+        ),
+      ),
+    )
+    .orderBy("m.created_at")
     .limit(BATCH)
     .execute();
 
@@ -113,17 +158,10 @@ export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepRe
         data: { providerMessageId: r.provider_message_id },
       })),
     ),
-    nudge(
-      deps.queues.status,
-      unapplied.map((r) => ({
-        jobId: jobIdFor("st", `${r.provider_message_id}-sweep`),
-        data: { providerMessageId: r.provider_message_id },
-      })),
-    ),
-    nudge(
-      deps.queues.send,
-      unsent.flatMap((r) => (r.id ? [{ jobId: r.id, data: { messageId: r.id } }] : [])),
-      sendJobOptions(deps.config.workers.sendRetryBaseMs),
+    unapplied ? nudgeDrain(deps.queues.status, { nudgedAt: Date.now() }).then(() => 1) : 0,
+    nudgeSends(
+      deps,
+      unsent.flatMap((r) => (r.id ? [r.id] : [])),
     ),
   ]);
   return { finalize, status, send, adopted };

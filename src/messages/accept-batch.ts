@@ -1,10 +1,12 @@
-import { sql } from "kysely";
+import { CompiledQuery, type Transaction } from "kysely";
 import { touchConversations } from "../conversations/summary.ts";
 import type { Db } from "../db/connect.ts";
+import type { Database } from "../db/schema.ts";
 import { isDependencyDown } from "../http/dependency-faults.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
-import { IDEMPOTENCY_RETENTION_MS } from "./idempotency.ts";
+import type { RedisClient } from "../redis/connect.ts";
+import { IDEMPOTENCY_RETENTION_MS, type IdempotencyMarkerTarget, writeDoneMarkers } from "./idempotency.ts";
 
 /**
  * Group commit of accepted sends. Concurrent POST /messages requests queue their validated
@@ -30,7 +32,8 @@ export interface AcceptRow {
   /** JSON of what the send worker sends. */
   content: string;
   createdAt: Date;
-  idempotency?: { key: string; fingerprint: Buffer };
+  /** `marker`: where the key's done marker goes in Redis, written once the batch committed. */
+  idempotency?: { key: string; fingerprint: Buffer; marker?: IdempotencyMarkerTarget };
 }
 
 export type AcceptCommit =
@@ -39,6 +42,50 @@ export type AcceptCommit =
   | { kind: "idempotency-taken" };
 
 const keyOf = (...parts: string[]) => parts.join("\u0000");
+
+// The batch's statements, written once: each takes one array per column (unnest), so its text
+// is the same for every batch size and nothing is built per request. Insert order follows the
+// arrays (WITH ORDINALITY), which keeps the lock order of sorted rows.
+const INSERT_IDEMPOTENCY_KEYS = `
+INSERT INTO idempotency_keys (application_id, key, tenant_id, request_hash, message_id, created_at)
+SELECT application_id, key, tenant_id, request_hash, message_id, created_at
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[])
+  WITH ORDINALITY AS r(application_id, key, tenant_id, request_hash, message_id, created_at, n)
+ORDER BY n
+ON CONFLICT (application_id, key) DO UPDATE SET
+  request_hash = excluded.request_hash, message_id = excluded.message_id,
+  created_at = excluded.created_at, tenant_id = excluded.tenant_id
+  -- Only a record past its 24 hours may be taken over.
+  WHERE idempotency_keys.created_at < $7
+RETURNING application_id, key`;
+
+// Known already (or created a moment ago by a twin): use it, and name it if it has no name.
+const UPSERT_CONTACTS = `
+INSERT INTO contacts (id, tenant_id, phone, name)
+SELECT id, tenant_id, phone, name
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS r(id, tenant_id, phone, name, n)
+ORDER BY n
+ON CONFLICT (tenant_id, channel, phone) DO UPDATE SET name = COALESCE(contacts.name, excluded.name)
+RETURNING id, tenant_id, phone`;
+
+const INSERT_MESSAGES = `
+INSERT INTO messages (id, tenant_id, contact_id, sender_id, direction, type, preview, text, media_type,
+  media_filename, status, application_id, content, created_at)
+SELECT id, tenant_id, contact_id, sender_id, 'outbound', type, text, text, media_type,
+  media_filename, 'accepted', application_id, content::jsonb, created_at
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+  $8::text[], $9::text[], $10::text[], $11::timestamptz[])
+  WITH ORDINALITY AS r(id, tenant_id, contact_id, sender_id, type, text, media_type, media_filename,
+    application_id, content, created_at, n)
+ORDER BY n
+RETURNING id, seq, contact_id, tenant_id, created_at`;
+
+const INSERT_FEED_PENDING = `
+INSERT INTO feed_pending (message_id, tenant_id) SELECT * FROM unnest($1::text[], $2::text[])`;
+
+async function run<Row>(trx: Transaction<Database>, text: string, parameters: unknown[]): Promise<Row[]> {
+  return (await trx.executeQuery<Row>(CompiledQuery.raw(text, parameters))).rows;
+}
 
 export async function commitAcceptBatch(db: Db, rows: readonly AcceptRow[]): Promise<AcceptCommit[]> {
   return db.transaction().execute(async (trx) => {
@@ -55,35 +102,16 @@ export async function commitAcceptBatch(db: Db, rows: readonly AcceptRow[]): Pro
     });
     if (claimed.size > 0) {
       const expired = new Date(rows[0]!.createdAt.getTime() - IDEMPOTENCY_RETENTION_MS);
-      const written = await trx
-        .insertInto("idempotency_keys")
-        .values(
-          [...claimed.values()].sort().map((i) => {
-            const row = rows[i]!;
-            return {
-              application_id: row.clientId,
-              key: row.idempotency!.key,
-              tenant_id: row.tenantId,
-              request_hash: row.idempotency!.fingerprint,
-              message_id: row.messageId,
-              created_at: row.createdAt,
-            };
-          }),
-        )
-        .onConflict((oc) =>
-          oc
-            .columns(["application_id", "key"])
-            .doUpdateSet({
-              request_hash: (eb) => eb.ref("excluded.request_hash"),
-              message_id: (eb) => eb.ref("excluded.message_id"),
-              created_at: (eb) => eb.ref("excluded.created_at"),
-              tenant_id: (eb) => eb.ref("excluded.tenant_id"),
-            })
-            // Only a record past its 24 hours may be taken over.
-            .where("idempotency_keys.created_at", "<", expired),
-        )
-        .returning(["application_id", "key"])
-        .execute();
+      const records = [...claimed.values()].sort().map((i) => rows[i]!);
+      const written = await run<{ application_id: string; key: string }>(trx, INSERT_IDEMPOTENCY_KEYS, [
+        records.map((row) => row.clientId),
+        records.map((row) => row.idempotency!.key),
+        records.map((row) => row.tenantId),
+        records.map((row) => row.idempotency!.fingerprint),
+        records.map((row) => row.messageId),
+        records.map((row) => row.createdAt),
+        expired,
+      ]);
       const recorded = new Set(written.map((w) => keyOf(w.application_id, w.key)));
       for (const [key, i] of claimed) if (!recorded.has(key)) outcome[i] = { kind: "idempotency-taken" };
     }
@@ -101,46 +129,36 @@ export async function commitAcceptBatch(db: Db, rows: readonly AcceptRow[]): Pro
     }
     const contactIds = new Map<string, string>();
     if (wanted.size > 0) {
-      const contacts = await trx
-        .insertInto("contacts")
-        .values(
-          [...wanted.entries()]
-            .sort(([a], [b]) => (a < b ? -1 : 1))
-            .map(([, c]) => ({ id: newId("ctc"), tenant_id: c.tenantId, phone: c.phone, name: c.name })),
-        )
-        .onConflict((oc) =>
-          // Known already (or created a moment ago by a twin): use it, and name it if it has no name.
-          oc
-            .columns(["tenant_id", "channel", "phone"])
-            .doUpdateSet({ name: sql`COALESCE(contacts.name, excluded.name)` }),
-        )
-        .returning(["id", "tenant_id", "phone"])
-        .execute();
+      const fresh = [...wanted.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, c]) => c);
+      const contacts = await run<{ id: string; tenant_id: string; phone: string }>(trx, UPSERT_CONTACTS, [
+        fresh.map(() => newId("ctc")),
+        fresh.map((c) => c.tenantId),
+        fresh.map((c) => c.phone),
+        fresh.map((c) => c.name),
+      ]);
       for (const c of contacts) contactIds.set(keyOf(c.tenant_id, c.phone), c.id);
     }
 
-    const inserted = await trx
-      .insertInto("messages")
-      .values(
-        live.map(({ row }) => ({
-          id: row.messageId,
-          tenant_id: row.tenantId,
-          contact_id: row.contactId ?? contactIds.get(keyOf(row.tenantId, row.phone))!,
-          sender_id: row.senderId,
-          direction: "outbound" as const,
-          type: row.type,
-          preview: row.text,
-          text: row.text,
-          media_type: row.mediaType,
-          media_filename: row.mediaFilename,
-          status: "accepted",
-          application_id: row.clientId,
-          content: row.content,
-          created_at: row.createdAt,
-        })),
-      )
-      .returning(["id", "seq", "contact_id", "tenant_id", "created_at"])
-      .execute();
+    const messages = live.map(({ row }) => row);
+    const inserted = await run<{
+      id: string;
+      seq: number;
+      contact_id: string;
+      tenant_id: string;
+      created_at: Date;
+    }>(trx, INSERT_MESSAGES, [
+      messages.map((row) => row.messageId),
+      messages.map((row) => row.tenantId),
+      messages.map((row) => row.contactId ?? contactIds.get(keyOf(row.tenantId, row.phone))!),
+      messages.map((row) => row.senderId),
+      messages.map((row) => row.type),
+      messages.map((row) => row.text),
+      messages.map((row) => row.mediaType),
+      messages.map((row) => row.mediaFilename),
+      messages.map((row) => row.clientId),
+      messages.map((row) => row.content),
+      messages.map((row) => row.createdAt),
+    ]);
 
     await touchConversations(
       trx,
@@ -152,16 +170,19 @@ export async function commitAcceptBatch(db: Db, rows: readonly AcceptRow[]): Pro
         direction: "outbound" as const,
       })),
     );
-    await trx
-      .insertInto("feed_pending")
-      .values(inserted.map((m) => ({ message_id: m.id!, tenant_id: m.tenant_id })))
-      .execute();
+    await run(trx, INSERT_FEED_PENDING, [inserted.map((m) => m.id), inserted.map((m) => m.tenant_id)]);
 
-    const contactOf = new Map(inserted.map((m) => [m.id!, m.contact_id]));
+    const contactOf = new Map(inserted.map((m) => [m.id, m.contact_id]));
     for (const { row, i } of live)
       outcome[i] = { kind: "committed", contactId: contactOf.get(row.messageId)! };
     return outcome as AcceptCommit[];
   });
+}
+
+function doneMarkersOf(rows: readonly AcceptRow[]) {
+  return rows.flatMap((row) =>
+    row.idempotency?.marker ? [{ target: row.idempotency.marker, messageId: row.messageId }] : [],
+  );
 }
 
 interface Waiting {
@@ -172,11 +193,12 @@ interface Waiting {
 
 /**
  * Queues rows for commitAcceptBatch: whatever arrives while a transaction runs goes into the next
- * one. `afterCommit` runs once per batch with the committed rows (enqueueing their send jobs).
+ * one. After the commit, one Redis pipeline marks the batch's Idempotency-Keys done while
+ * `afterCommit` runs once per batch with the committed rows (enqueueing their send jobs), before
+ * any request of the batch answers.
  */
 export function createAcceptBatcher(
-  db: Db,
-  logger: Logger,
+  { db, logger, redis }: { db: Db; logger: Logger; redis: RedisClient },
   afterCommit: (committed: AcceptRow[]) => Promise<void>,
   maxBatch = 250,
   /** Transactions in flight at once: one gathers while others commit. */
@@ -191,10 +213,14 @@ export function createAcceptBatcher(
       batch.map((w) => w.row),
     );
     // Committed is committed: a failure after this point must not send the batch round again.
-    await afterCommit(batch.filter((_, i) => results[i]!.kind === "committed").map((w) => w.row)).catch(
-      (error: Error) =>
+    const committed = batch.filter((_, i) => results[i]!.kind === "committed").map((w) => w.row);
+    await Promise.all([
+      afterCommit(committed).catch((error: Error) =>
         logger.warn({ err: error.message }, "after-commit step failed; the sweeper covers it"),
-    );
+      ),
+      // A marker left in flight only delays a retry of its key (409) until it expires.
+      writeDoneMarkers(redis, doneMarkersOf(committed)).catch(() => {}),
+    ]);
     for (const [i, w] of batch.entries()) w.resolve(results[i]!);
   }
 

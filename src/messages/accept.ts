@@ -1,10 +1,11 @@
 import type { Static } from "elysia";
+import { CompiledQuery } from "kysely";
 import type { Clock } from "../clock.ts";
 import { type MessagingState, messagingState } from "../contacts/messaging-state.ts";
 import { toE164 } from "../contacts/phone.ts";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
-import type { AuthContext } from "../http/request-state.ts";
+import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
 import { isId, newId } from "../ids.ts";
 import { ttlCache } from "../lib/ttl-cache.ts";
 import type { Logger } from "../logger.ts";
@@ -16,6 +17,7 @@ import { chooseSender } from "../senders/resolve.ts";
 import { findApprovedTemplates } from "../templates/repository.ts";
 import { createAcceptBatcher } from "./accept-batch.ts";
 import {
+  claimFromAdmission,
   claimIdempotencyKey,
   findIdempotencyRecord,
   type IdempotencyClaim,
@@ -101,28 +103,35 @@ function phoneOrRefuse(to: string | undefined): string {
   return phone;
 }
 
+// Hot lookups, written once (nothing is built per request; only the values are bound).
+const CONTACT_BY_ID = CompiledQuery.raw(
+  "SELECT id, phone, last_inbound_at FROM contacts WHERE tenant_id = $1 AND id = $2",
+);
+const CONTACT_BY_PHONE = CompiledQuery.raw(
+  "SELECT id, last_inbound_at FROM contacts WHERE tenant_id = $1 AND channel = 'whatsapp' AND phone = $2",
+);
+
+async function lookup<Row>(db: Db, query: CompiledQuery, values: unknown[]): Promise<Row | undefined> {
+  return (await db.executeQuery<Row>({ ...query, parameters: values })).rows[0];
+}
+
 async function resolveRecipient(db: Db, tenantId: string, input: SendMessageInput): Promise<Recipient> {
   if (input.contact !== undefined) {
     const contact = isId(input.contact, "ctc")
-      ? await db
-          .selectFrom("contacts")
-          .select(["id", "phone", "last_inbound_at"])
-          .where("tenant_id", "=", tenantId)
-          .where("id", "=", input.contact)
-          .executeTakeFirst()
+      ? await lookup<{ id: string; phone: string; last_inbound_at: Date | null }>(db, CONTACT_BY_ID, [
+          tenantId,
+          input.contact,
+        ])
       : undefined;
     if (!contact)
       throw new ApiError("resource_missing", `No such contact: ${input.contact}.`, { param: "contact" });
     return { contactId: contact.id, phone: contact.phone, lastInboundAt: contact.last_inbound_at };
   }
   const phone = phoneOrRefuse(input.to);
-  const contact = await db
-    .selectFrom("contacts")
-    .select(["id", "last_inbound_at"])
-    .where("tenant_id", "=", tenantId)
-    .where("channel", "=", "whatsapp")
-    .where("phone", "=", phone)
-    .executeTakeFirst();
+  const contact = await lookup<{ id: string; last_inbound_at: Date | null }>(db, CONTACT_BY_PHONE, [
+    tenantId,
+    phone,
+  ]);
   return { contactId: contact?.id, phone, lastInboundAt: contact?.last_inbound_at ?? null };
 }
 
@@ -169,13 +178,13 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     const [tenantId, senderId, name] = key.split("\u0000") as [string, string, string];
     return findApprovedTemplates(deps.db, tenantId, senderId, name);
   });
-  const commit = createAcceptBatcher(deps.db, deps.logger, async (committed) => {
-    await deps.queues.send.addBulk(
-      committed.map((row) => ({
-        name: "send",
-        data: { messageId: row.messageId },
-        opts: { jobId: row.messageId, ...sendJobOptions(deps.config.workers.sendRetryBaseMs) },
-      })),
+  const commit = createAcceptBatcher(deps, async (committed) => {
+    // One job for the whole committed batch: the send worker claims and sends it as a batch.
+    if (committed.length === 0) return;
+    await deps.queues.send.add(
+      "send",
+      { messageIds: committed.map((row) => row.messageId) },
+      { jobId: `b-${committed[0]!.messageId}`, ...sendJobOptions(deps.config.workers.sendRetryBaseMs) },
     );
   });
 
@@ -253,21 +262,28 @@ export function createMessageAcceptor(deps: AcceptDeps) {
   /**
    * `directoryVersion`: the tenant's, from this send's admission (SendAdmission); undefined only for
    * a caller without one, which then accepts cached senders and templates up to DIRECTORY_CACHE_MS old.
+   * `reservation`: the Idempotency-Key as that admission claimed it; without one, it is claimed here.
    */
   return async function acceptOutboundMessage(
     auth: AuthContext,
     input: SendMessageInput,
     idempotencyKey: string | undefined,
     directoryVersion: string | undefined,
+    reservation?: IdempotencyReservation,
   ): Promise<AcceptOutcome> {
+    // A refusal before the claim below leaves a reservation to the pipeline, which releases it.
     checkShape(input);
     const now = deps.clock.now();
     const fingerprint = idempotencyKey === undefined ? undefined : requestFingerprint(input);
     let claim: IdempotencyClaim | undefined;
     if (idempotencyKey !== undefined && fingerprint) {
-      claim = await claimIdempotencyKey(deps, auth, idempotencyKey, fingerprint);
+      claim =
+        reservation?.key === idempotencyKey
+          ? claimFromAdmission(deps.redis, reservation, fingerprint)
+          : await claimIdempotencyKey(deps, auth, idempotencyKey, fingerprint);
       if (claim.kind === "replay") return replayOf(deps.db, auth.tenantId, claim.messageId);
     }
+
     try {
       let valid: Awaited<ReturnType<typeof validate>>;
       try {
@@ -301,7 +317,9 @@ export function createMessageAcceptor(deps: AcceptDeps) {
         content: JSON.stringify(valid.content),
         createdAt: now,
         idempotency:
-          idempotencyKey !== undefined && fingerprint ? { key: idempotencyKey, fingerprint } : undefined,
+          idempotencyKey !== undefined && fingerprint
+            ? { key: idempotencyKey, fingerprint, marker: claim?.kind === "new" ? claim.marker : undefined }
+            : undefined,
       });
       if (committed.kind === "idempotency-taken") {
         // A twin with the same key committed first (Redis had lost the key): answer with its message.
@@ -310,8 +328,8 @@ export function createMessageAcceptor(deps: AcceptDeps) {
         if (claim?.kind === "new") await claim.complete(replay.message.id);
         return replay;
       }
+      // The key's done marker was written with the batch (accept-batch.ts).
       deps.metrics.messagesAccepted.inc({ type: valid.type });
-      if (claim?.kind === "new") await claim.complete(messageId);
       return {
         replayed: false,
         message: {

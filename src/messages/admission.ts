@@ -4,11 +4,12 @@ import type { Db } from "../db/connect.ts";
 import { serviceUnavailable } from "../http/dependency-faults.ts";
 import { ApiError } from "../http/errors.ts";
 import { type RateLimitOutcome, rateLimitError } from "../http/rate-limit.ts";
-import type { AuthContext } from "../http/request-state.ts";
+import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
 import type { AcceptOutboundMessage } from "./accept.ts";
+import { IN_FLIGHT_MS, idempotencyRedisKey, inFlightMarker } from "./idempotency.ts";
 
 export const CHANNEL = "whatsapp";
 
@@ -31,6 +32,11 @@ export interface SendAdmission {
    * senders and templates only while this is the version they were loaded at.
    */
   directoryVersion: string;
+  /**
+   * The Idempotency-Key, when one was given and the send is admitted: claimed in the same Redis
+   * call, or found taken (then no quota unit was reserved: the request creates nothing new).
+   */
+  idempotency?: IdempotencyReservation;
 }
 
 const DAY_MS = 86_400_000;
@@ -78,12 +84,20 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
     return row.n;
   }
 
-  return async function admitSend(auth: AuthContext): Promise<SendAdmission> {
+  /**
+   * `idempotency`: the request's Idempotency-Key (already checked for format) and a token naming
+   * this request (its request id), to claim the key in the same call.
+   */
+  return async function admitSend(
+    auth: AuthContext,
+    idempotency?: { key: string; token: string },
+  ): Promise<SendAdmission> {
     const now = deps.clock.now();
     const day = utcDay(now);
     const rateKey = deps.keys.applicationRate(auth.tenantId, auth.clientId, "send");
     const quotaKey = deps.keys.dailyQuota(auth.tenantId, CHANNEL, day.key);
     const versionKey = deps.keys.directoryVersion(auth.tenantId);
+    const idempotencyKey = idempotency && idempotencyRedisKey(deps.keys, auth, idempotency.key);
     const quota = await tenantQuota(auth.tenantId);
     const ttl = Math.ceil((day.end.getTime() - now.getTime()) / 1000) + 3600;
     const call = (seed: number) =>
@@ -92,11 +106,15 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
           rateKey,
           quotaKey,
           versionKey,
+          // Without a key, any key of the tenant's slot stands in (the script leaves it alone).
+          idempotencyKey ?? rateKey,
           auth.sendLimit,
           quota,
           ttl,
           seed,
           DIRECTORY_VERSION_TTL_SECONDS,
+          IN_FLIGHT_MS,
+          idempotency ? inFlightMarker(idempotency.token) : "",
         )
         .catch(() => {
           throw serviceUnavailable(1);
@@ -104,7 +122,7 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
 
     let reply = await call(-1);
     if (reply[0] === 3) reply = await call(await acceptedToday(auth.tenantId, day));
-    const [code, limit, remaining, resetMs, resetEpoch, , directoryVersion] = reply;
+    const [code, limit, remaining, resetMs, resetEpoch, , directoryVersion, marker] = reply;
     const rate = { allowed: code !== 0, limit, remaining, resetMs, resetEpoch };
     if (code === 2) {
       const secondsToMidnight = Math.max(1, Math.ceil((day.end.getTime() - now.getTime()) / 1000));
@@ -118,7 +136,21 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
         ),
       };
     }
-    return { rate, directoryVersion, reservedQuotaKey: code === 1 ? quotaKey : undefined };
+    const reservation =
+      idempotency && idempotencyKey && (code === 1 || code === 4)
+        ? {
+            key: idempotency.key,
+            redisKey: idempotencyKey,
+            token: idempotency.token,
+            ...(code === 4 ? { taken: marker ?? null, settled: true } : {}),
+          }
+        : undefined;
+    return {
+      rate,
+      directoryVersion,
+      reservedQuotaKey: code === 1 ? quotaKey : undefined,
+      idempotency: reservation,
+    };
   };
 }
 

@@ -1,7 +1,8 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
-import type { AuthContext } from "../http/request-state.ts";
+import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
+import { randomBase62 } from "../ids.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 
 /**
@@ -13,7 +14,7 @@ import type { RedisClient, RedisKeys } from "../redis/connect.ts";
  */
 
 export const IDEMPOTENCY_RETENTION_MS = 24 * 3600 * 1000;
-const IN_FLIGHT_MS = 30_000;
+export const IN_FLIGHT_MS = 30_000;
 /** 1-255 printable ASCII characters (documented as the header's pattern). */
 export const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
 
@@ -51,12 +52,25 @@ export interface IdempotencyDeps {
 
 export type IdempotencyClaim =
   | { kind: "replay"; messageId: string }
-  | { kind: "new"; complete(messageId: string): Promise<void>; release(): Promise<void> };
+  | {
+      kind: "new";
+      /** Where the done marker goes: written with the batch's commit (accept-batch.ts). */
+      marker: IdempotencyMarkerTarget;
+      complete(messageId: string): Promise<void>;
+      release(): Promise<void>;
+    };
+
+/** The Redis key of one Idempotency-Key and the request hash its done marker records. */
+export interface IdempotencyMarkerTarget {
+  redisKey: string;
+  hash: string;
+}
 
 interface Marker {
   /** p: a request is in flight; d: done, message created. */
   s: "p" | "d";
-  h: string;
+  /** The request's hash (done markers; in-flight ones from before the admission took keys too). */
+  h?: string;
   m?: string;
   /** Owner token of an in-flight marker, so only its owner releases it. */
   t?: string;
@@ -103,46 +117,124 @@ export async function findIdempotencyRecord(
   return row && { hash: row.request_hash.toString("hex"), messageId: row.message_id };
 }
 
+/** The Redis key of an Idempotency-Key (hashed: it is client-chosen, up to 255 characters). */
+export function idempotencyRedisKey(keys: RedisKeys, auth: AuthContext, key: string): string {
+  return keys.idempotency(auth.tenantId, auth.clientId, createHash("sha256").update(key).digest("base64url"));
+}
+
+/** The marker of a request in flight, naming its owner (the admission sets it, scripts/send_admission.lua). */
+export function inFlightMarker(token: string): string {
+  return `{"s":"p","t":${JSON.stringify(token)}}`;
+}
+
+export function doneMarker(hash: string, messageId: string): string {
+  return JSON.stringify({ s: "d", h: hash, m: messageId } satisfies Marker);
+}
+
+/** A key someone else holds: its finished request is replayed, one still in flight is a 409. */
+function takenVerdict(
+  raw: string | null | undefined,
+  fingerprint: Buffer,
+): { kind: "replay"; messageId: string } {
+  let marker: Marker | undefined;
+  try {
+    marker = raw ? (JSON.parse(raw) as Marker) : undefined;
+  } catch {
+    marker = undefined;
+  }
+  if (marker?.s === "d" && marker.m && marker.h)
+    return replayVerdict({ hash: marker.h, messageId: marker.m }, fingerprint);
+  throw keyInUse();
+}
+
+/** Deletes an in-flight marker if it is still ours (a done marker, or another owner's, stays). */
+export async function releaseIdempotencyMarker(redis: RedisClient, redisKey: string, token: string) {
+  const raw = await redis.get(redisKey).catch(() => null);
+  if (!raw) return;
+  let owner: string | undefined;
+  try {
+    owner = (JSON.parse(raw) as Marker).t;
+  } catch {
+    return;
+  }
+  if (owner === token) await redis.del(redisKey).catch(() => {});
+}
+
+/** One pipeline for a whole batch's done markers (accept-batch.ts, after its commit). */
+export async function writeDoneMarkers(
+  redis: RedisClient,
+  done: readonly { target: IdempotencyMarkerTarget; messageId: string }[],
+): Promise<void> {
+  if (done.length === 0) return;
+  const pipeline = redis.pipeline();
+  for (const { target, messageId } of done)
+    pipeline.set(target.redisKey, doneMarker(target.hash, messageId), "PX", IDEMPOTENCY_RETENTION_MS);
+  await pipeline.exec();
+}
+
+function newClaim(
+  redis: RedisClient,
+  reservation: IdempotencyReservation,
+  fingerprint: Buffer,
+): IdempotencyClaim {
+  const marker = { redisKey: reservation.redisKey, hash: fingerprint.toString("hex") };
+  // Redis may have restarted empty since an earlier request took this key: the record written with
+  // the message (accept-batch.ts) is the backstop, and a conflict there turns into a replay.
+  return {
+    kind: "new",
+    marker,
+    async complete(messageId) {
+      reservation.settled = true;
+      await writeDoneMarkers(redis, [{ target: marker, messageId }]).catch(() => {});
+    },
+    release: () => releaseIdempotencyReservation(redis, reservation),
+  };
+}
+
+/** Gives a claimed key back (its request created nothing), once. */
+export async function releaseIdempotencyReservation(
+  redis: RedisClient,
+  reservation: IdempotencyReservation,
+): Promise<void> {
+  if (reservation.settled) return;
+  reservation.settled = true;
+  await releaseIdempotencyMarker(redis, reservation.redisKey, reservation.token);
+}
+
+/**
+ * The claim the send admission already made in its Redis call (scripts/send_admission.lua): a key
+ * found taken is a replay or a 409 now that the body's fingerprint is known.
+ */
+export function claimFromAdmission(
+  redis: RedisClient,
+  reservation: IdempotencyReservation,
+  fingerprint: Buffer,
+): IdempotencyClaim {
+  if (reservation.taken !== undefined) return takenVerdict(reservation.taken, fingerprint);
+  return newClaim(redis, reservation, fingerprint);
+}
+
+/** The claim on its own (a caller whose admission did not take the key: the panel). */
 export async function claimIdempotencyKey(
   deps: IdempotencyDeps,
   auth: AuthContext,
   key: string,
   fingerprint: Buffer,
 ): Promise<IdempotencyClaim> {
-  const digest = createHash("sha256").update(key).digest("base64url");
-  const redisKey = deps.keys.idempotency(auth.tenantId, auth.clientId, digest);
-  const token = randomBytes(9).toString("base64url");
-  const hash = fingerprint.toString("hex");
-  const pending: Marker = { s: "p", h: hash, t: token };
-
-  const claimed = await deps.redis.set(redisKey, JSON.stringify(pending), "PX", IN_FLIGHT_MS, "NX");
-  if (claimed !== "OK") {
-    const raw = await deps.redis.get(redisKey);
-    const marker = raw ? (JSON.parse(raw) as Marker) : undefined;
-    if (marker?.s === "d" && marker.m)
-      return replayVerdict({ hash: marker.h, messageId: marker.m }, fingerprint);
-    if (marker?.s === "p") {
-      throw keyInUse();
-    }
-    // The marker expired between our two calls: take it now, or let the other claimant win.
-    if ((await deps.redis.set(redisKey, JSON.stringify(pending), "PX", IN_FLIGHT_MS, "NX")) !== "OK") {
-      throw keyInUse();
-    }
-  }
-
-  // Redis may have restarted empty since an earlier request took this key: the record written with
-  // the message (accept-batch.ts) is the backstop, and a conflict there turns into a replay.
-  return {
-    kind: "new",
-    async complete(messageId) {
-      const done: Marker = { s: "d", h: hash, m: messageId };
-      await deps.redis.set(redisKey, JSON.stringify(done), "PX", IDEMPOTENCY_RETENTION_MS).catch(() => {});
-    },
-    async release() {
-      const raw = await deps.redis.get(redisKey).catch(() => null);
-      if (raw && (JSON.parse(raw) as Marker).t === token) await deps.redis.del(redisKey).catch(() => {});
-    },
+  const reservation: IdempotencyReservation = {
+    key,
+    redisKey: idempotencyRedisKey(deps.keys, auth, key),
+    token: randomBase62(12),
   };
+  const claimed = await deps.redis.set(
+    reservation.redisKey,
+    inFlightMarker(reservation.token),
+    "PX",
+    IN_FLIGHT_MS,
+    "NX",
+  );
+  if (claimed !== "OK") return takenVerdict(await deps.redis.get(reservation.redisKey), fingerprint);
+  return newClaim(deps.redis, reservation, fingerprint);
 }
 
 /** Maintenance: records past retention are dropped. */

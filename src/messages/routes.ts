@@ -16,7 +16,13 @@ export function messageRoutes(deps: AppDeps, acceptOutboundMessage: AcceptOutbou
     async ({ auth, body, request, set }) => {
       const key = parseIdempotencyKey(request.headers.get("idempotency-key"));
       const state = requestState(request);
-      const outcome = await acceptOutboundMessage(auth, body, key, state?.directoryVersion);
+      const outcome = await acceptOutboundMessage(
+        auth,
+        body,
+        key,
+        state?.directoryVersion,
+        state?.idempotency,
+      );
       if (outcome.replayed) {
         set.status = 200;
         set.headers["idempotency-replayed"] = "true";

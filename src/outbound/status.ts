@@ -60,83 +60,236 @@ export async function recordProviderMessageId(
   return Number(result.numUpdatedRows) > 0;
 }
 
+/** Events one status transaction takes at most: 500 messages' sent, delivered and read, and more. */
+export const STATUS_BATCH_SIZE = 2000;
+
+interface ClaimedEvent {
+  id: number;
+  provider_message_id: string;
+  status: string;
+  errors: unknown[] | null;
+  sender_id: string | null;
+  provider_timestamp: Date;
+}
+
+/** What one batch (one transaction) did. */
+export interface StatusBatch {
+  /** Events taken (locked) by this batch. */
+  claimed: number;
+  /** Events settled (marked applied): with effect, ignored as out of order, or of another sender. */
+  applied: number;
+  /** Messages whose status changed. */
+  messages: number;
+  /** Messages in doubt whose provider id was adopted from an echo of our id. */
+  adopted: number;
+}
+
+/** What a drain did, and in how many transactions. */
+export interface StatusDrain extends Omit<StatusBatch, "claimed"> {
+  batches: number;
+}
+
 /**
- * Applies every unapplied status event of one provider message id, oldest first. Events for a
- * message we do not know yet stay unapplied until it appears (a status can overtake the send
- * response); the send worker and the sweeper call this again then.
+ * Applies every unapplied status event of one provider message id (the send worker, once it has
+ * recorded the id). Events for a message we do not know yet stay unapplied until it appears (a
+ * status can overtake the send response); the send worker and the drain apply them then.
  *
  * An event moves only a message of the sender whose phone_number_id its webhook named: a webhook
  * for number B cannot move number A's messages, by provider id or by our echoed id. Such an event
  * is settled without effect. Events stored before they carried a sender apply as they always did.
  */
 export async function applyStatusEvents(db: Db, clock: Clock, providerMessageId: string): Promise<number> {
-  return db.transaction().execute((trx) => applyStatusEventsIn(trx, clock, providerMessageId));
+  return db.transaction().execute(async (trx) => {
+    // Events before the message, like the drain (which takes events with SKIP LOCKED, then
+    // messages): the one lock order keeps the two from deadlocking.
+    const events = await trx
+      .selectFrom("status_events")
+      .select(["id", "provider_message_id", "status", "errors", "sender_id", "provider_timestamp"])
+      .where("provider_message_id", "=", providerMessageId)
+      .where("applied_at", "is", null)
+      .orderBy("id")
+      .forUpdate()
+      .execute();
+    if (events.length === 0) return 0;
+    const known = await trx
+      .selectFrom("messages")
+      .select("seq")
+      .where("provider_message_id", "=", providerMessageId)
+      .where("direction", "=", "outbound")
+      .executeTakeFirst();
+    if (!known && !(await adoptEchoOf(trx, clock, providerMessageId))) return 0;
+    return (await applyClaimed(trx, clock, events)).applied;
+  });
 }
 
-async function applyStatusEventsIn(trx: Db, clock: Clock, providerMessageId: string): Promise<number> {
-  const message = await trx
-    .selectFrom("messages")
-    .select(["seq", "status", "failure", "sender_id"])
-    .where("provider_message_id", "=", providerMessageId)
-    .where("direction", "=", "outbound")
-    .forUpdate()
-    .executeTakeFirst();
-  if (!message?.status) {
-    // Not known by this id yet. If the send echoed our message id back (biz_opaque_callback_data),
-    // the send worker never learned the provider's id (crash, timeout): adopt it now.
-    const echo = await trx
-      .selectFrom("status_events")
-      .innerJoin("messages", "messages.id", "status_events.client_reference")
-      .select("status_events.client_reference")
-      .where("status_events.provider_message_id", "=", providerMessageId)
-      .where((eb) =>
-        eb.or([
-          eb("status_events.sender_id", "is", null),
-          eb("status_events.sender_id", "=", eb.ref("messages.sender_id")),
-        ]),
-      )
-      .limit(1)
-      .executeTakeFirst();
-    if (!echo?.client_reference) return 0;
-    const adopted = await recordProviderMessageId(trx, clock, echo.client_reference, providerMessageId);
-    return adopted ? applyStatusEventsIn(trx, clock, providerMessageId) : 0;
-  }
-
-  const events = await trx
+/**
+ * Not known by this id yet. If the send echoed our message id back (biz_opaque_callback_data),
+ * the send worker never learned the provider's id (crash, timeout): adopt it now.
+ */
+async function adoptEchoOf(trx: Db, clock: Clock, providerMessageId: string): Promise<boolean> {
+  const echo = await trx
     .selectFrom("status_events")
-    .select(["id", "status", "errors", "sender_id"])
-    .where("provider_message_id", "=", providerMessageId)
-    .where("applied_at", "is", null)
-    .orderBy("provider_timestamp")
-    .orderBy("id")
+    .innerJoin("messages", "messages.id", "status_events.client_reference")
+    .select("status_events.client_reference")
+    .where("status_events.provider_message_id", "=", providerMessageId)
+    .where((eb) =>
+      eb.or([
+        eb("status_events.sender_id", "is", null),
+        eb("status_events.sender_id", "=", eb.ref("messages.sender_id")),
+      ]),
+    )
+    .limit(1)
+    .executeTakeFirst();
+  if (!echo?.client_reference) return false;
+  return recordProviderMessageId(trx, clock, echo.client_reference, providerMessageId);
+}
+
+/**
+ * One transaction over the backlog: adopts echoed provider ids of sends in doubt, takes up to
+ * `limit` unapplied events of known messages (oldest first, SKIP LOCKED: concurrent drains share
+ * the backlog, never wait on each other, never take an event twice), and applies them with one
+ * multi-row update of messages and one of the events. Events whose message is not known stay
+ * pending and are not taken, so a drain ends.
+ */
+export async function applyPendingStatusEvents(
+  db: Db,
+  clock: Clock,
+  limit = STATUS_BATCH_SIZE,
+): Promise<StatusBatch> {
+  return db.transaction().execute(async (trx) => {
+    const adopted = await adoptEchoedProviderIds(trx, clock);
+    const { rows: events } = await sql<ClaimedEvent>`
+      SELECT e.id, e.provider_message_id, e.status, e.errors, e.sender_id, e.provider_timestamp
+      FROM status_events e
+      WHERE e.applied_at IS NULL
+        AND EXISTS (SELECT 1 FROM messages m
+                    WHERE m.provider_message_id = e.provider_message_id AND m.direction = 'outbound')
+      ORDER BY e.id
+      LIMIT ${limit}
+      FOR UPDATE OF e SKIP LOCKED`.execute(trx);
+    const applied = await applyClaimed(trx, clock, events);
+    return { claimed: events.length, adopted, ...applied };
+  });
+}
+
+/** Batches until one comes back short: the backlog this caller could see is applied. */
+export async function drainStatusEvents(
+  db: Db,
+  clock: Clock,
+  limit = STATUS_BATCH_SIZE,
+): Promise<StatusDrain> {
+  const total: StatusDrain = { applied: 0, messages: 0, adopted: 0, batches: 0 };
+  for (;;) {
+    const batch = await applyPendingStatusEvents(db, clock, limit);
+    total.batches++;
+    total.applied += batch.applied;
+    total.messages += batch.messages;
+    total.adopted += batch.adopted;
+    if (batch.claimed < limit) return total;
+  }
+}
+
+/**
+ * The batch form of adoptEchoOf: every message still without a provider id for which an unapplied
+ * event (of its own sender) echoes our id gets that event's provider id, one statement. A message
+ * another transaction holds is skipped (the send worker recording it, another drain adopting it).
+ */
+async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
+  const result = await sql`
+    WITH candidate AS (
+      SELECT DISTINCT ON (m.id) m.id, e.provider_message_id
+      FROM status_events e
+      JOIN messages m ON m.id = e.client_reference
+      WHERE e.applied_at IS NULL AND e.client_reference IS NOT NULL
+        AND m.direction = 'outbound' AND m.provider_message_id IS NULL
+        AND (e.sender_id IS NULL OR e.sender_id = m.sender_id)
+        AND NOT EXISTS (SELECT 1 FROM messages k WHERE k.provider_message_id = e.provider_message_id)
+      ORDER BY m.id, e.id
+    ), adoption AS (
+      -- A provider id names one message (unique index): the first message claiming it.
+      SELECT DISTINCT ON (provider_message_id) id, provider_message_id
+      FROM candidate ORDER BY provider_message_id, id
+    ), locked AS (
+      SELECT m.id FROM messages m JOIN adoption a ON a.id = m.id
+      WHERE m.provider_message_id IS NULL
+      ORDER BY m.id
+      FOR UPDATE OF m SKIP LOCKED
+    )
+    UPDATE messages AS m
+    SET provider_message_id = a.provider_message_id,
+        status = CASE WHEN m.status = 'accepted' THEN 'sent' ELSE m.status END,
+        send_started_at = NULL,
+        updated_at = ${clock.now()}
+    FROM adoption a JOIN locked l ON l.id = a.id
+    WHERE m.id = a.id AND m.provider_message_id IS NULL`.execute(trx);
+  return Number(result.numAffectedRows ?? 0);
+}
+
+/**
+ * Applies events the caller has locked: locks their messages (in seq order, so concurrent batches
+ * lock alike), folds each message's events oldest first through `nextStatus`, writes the changed
+ * messages in one statement and marks the events applied in another. Events of a message not
+ * known by its provider id are left as they are.
+ */
+async function applyClaimed(
+  trx: Db,
+  clock: Clock,
+  events: readonly ClaimedEvent[],
+): Promise<{ applied: number; messages: number }> {
+  if (events.length === 0) return { applied: 0, messages: 0 };
+  const providerIds = [...new Set(events.map((e) => e.provider_message_id))];
+  const messages = await trx
+    .selectFrom("messages")
+    .select(["seq", "status", "failure", "sender_id", "provider_message_id"])
+    .where(sql<boolean>`provider_message_id = ANY(${providerIds}::text[])`)
+    .where("direction", "=", "outbound")
+    .orderBy("seq")
     .forUpdate()
     .execute();
-  if (events.length === 0) return 0;
+  const messageOf = new Map(messages.map((m) => [m.provider_message_id, m]));
 
-  let status = message.status;
-  let failure = message.failure;
+  const byMessage = new Map<string, ClaimedEvent[]>();
   for (const event of events) {
-    if (event.sender_id !== null && event.sender_id !== message.sender_id) continue;
-    const next = nextStatus(status, event.status);
-    if (!next) continue;
-    status = next;
-    failure = next === "failed" ? failureFromStatusErrors(event.errors) : null;
+    const list = byMessage.get(event.provider_message_id);
+    if (list) list.push(event);
+    else byMessage.set(event.provider_message_id, [event]);
   }
-  if (status !== message.status) {
-    await trx
-      .updateTable("messages")
-      .set({ status, failure: failure ? JSON.stringify(failure) : null, updated_at: clock.now() })
-      .where("seq", "=", message.seq)
-      .execute();
+
+  const settled: number[] = [];
+  const changed: { seq: number; status: string; failure: string | null }[] = [];
+  const now = clock.now();
+  for (const [providerMessageId, list] of byMessage) {
+    const message = messageOf.get(providerMessageId);
+    if (!message?.status) continue;
+    list.sort(
+      (a, b) =>
+        a.provider_timestamp.getTime() - b.provider_timestamp.getTime() || Number(a.id) - Number(b.id),
+    );
+    let status = message.status;
+    let failure = message.failure;
+    for (const event of list) {
+      settled.push(event.id);
+      if (event.sender_id !== null && event.sender_id !== message.sender_id) continue;
+      const next = nextStatus(status, event.status);
+      if (!next) continue;
+      status = next;
+      failure = next === "failed" ? failureFromStatusErrors(event.errors) : null;
+    }
+    if (status !== message.status)
+      changed.push({ seq: message.seq, status, failure: failure ? JSON.stringify(failure) : null });
   }
-  await trx
-    .updateTable("status_events")
-    .set({ applied_at: clock.now() })
-    .where(
-      "id",
-      "in",
-      events.map((e) => e.id),
-    )
-    .execute();
-  return events.length;
+
+  if (changed.length > 0) {
+    await sql`
+      UPDATE messages AS m
+      SET status = v.status, failure = v.failure::jsonb, updated_at = ${now}
+      FROM unnest(${changed.map((c) => c.seq)}::bigint[],
+                  ${changed.map((c) => c.status)}::text[],
+                  ${changed.map((c) => c.failure)}::text[]) AS v(seq, status, failure)
+      WHERE m.seq = v.seq`.execute(trx);
+  }
+  if (settled.length > 0) {
+    await sql`UPDATE status_events SET applied_at = ${now} WHERE id = ANY(${settled}::bigint[])`.execute(trx);
+  }
+  return { applied: settled.length, messages: changed.length };
 }

@@ -120,6 +120,7 @@ ${
   <div><dt>Phone number</dt><dd class="mono">${sender.phone_number}</dd></div>
   <div><dt>Sender ID</dt><dd><code>${sender.id}</code></dd></div>
   <div><dt>Provider phone number ID</dt><dd><code>${sender.provider_phone_number_id}</code></dd></div>
+  <div><dt>Throughput</dt><dd>${plural(sender.mps, "message", "messages")} per second <span class="muted">at most, all workers together</span></dd></div>
   <div><dt>Templates synced</dt><dd>${sender.templates_synced_at ? timeTag(sender.templates_synced_at, now) : "never"}</dd></div>
   <div><dt>Sent today</dt><dd><strong>${plural(view.sentToday, "message", "messages")}</strong> <span class="muted">accepted since 00:00 UTC</span></dd></div>
 </dl>

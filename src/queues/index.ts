@@ -10,9 +10,14 @@ export const QUEUE_NAMES = ["send", "finalize", "status"] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 export interface JobData {
-  send: { messageId: string };
+  /**
+   * Messages to send (src/outbound/send.ts): the api's committed batch, a sweep, or one message
+   * whose retry is due. Ids no longer sendable are skipped, so a duplicate job is harmless.
+   */
+  send: { messageIds: string[] };
   finalize: { providerMessageId: string };
-  status: { providerMessageId: string };
+  /** A nudge: the status worker drains every applicable status event (src/outbound/status.ts). */
+  status: { nudgedAt: number };
 }
 
 export type Queues = { [N in QueueName]: Queue<JobData[N]> } & { close(): Promise<void> };
@@ -49,9 +54,47 @@ export function createQueues(connection: RedisClient, redisPrefix: string): Queu
 /** A send retries retryable provider failures this often, backing off exponentially. */
 export const SEND_ATTEMPTS = 10;
 
-/** Options of every send job (the api's and the sweeper's nudges alike). */
+/**
+ * Options of every send job (the api's, the sweeper's and the retries). The messages' own retries
+ * are the send worker's (messages.send_attempts, send_not_before); BullMQ's attempts only cover a
+ * job that failed as a whole (a fault outside the provider call).
+ */
 export function sendJobOptions(retryBaseMs: number): JobsOptions {
-  return { attempts: SEND_ATTEMPTS, backoff: { type: "exponential", delay: retryBaseMs } };
+  return { attempts: 3, backoff: { type: "exponential", delay: retryBaseMs } };
+}
+
+/** Retries due within this of each other share one delayed job. */
+const RETRY_GROUP_MS = 50;
+
+/**
+ * Messages to try again once due: one delayed job per group due together. The job id names the
+ * group's first message and due time, so the same retry enqueued twice is one job.
+ */
+export async function enqueueSendRetries(
+  queue: Queue<JobData["send"]>,
+  later: readonly { messageId: string; dueAt: number }[],
+  retryBaseMs: number,
+): Promise<void> {
+  if (later.length === 0) return;
+  const groups = new Map<number, string[]>();
+  for (const { messageId, dueAt } of later) {
+    const slot = Math.ceil(dueAt / RETRY_GROUP_MS) * RETRY_GROUP_MS;
+    const group = groups.get(slot);
+    if (group) group.push(messageId);
+    else groups.set(slot, [messageId]);
+  }
+  const now = Date.now();
+  await queue.addBulk(
+    [...groups].map(([dueAt, messageIds]) => ({
+      name: "retry",
+      data: { messageIds },
+      opts: {
+        ...sendJobOptions(retryBaseMs),
+        jobId: `retry-${messageIds[0]}-${dueAt}`,
+        delay: Math.max(0, dueAt - now),
+      },
+    })),
+  );
 }
 
 /** Job ids may not contain ':' in BullMQ; provider ids are made safe and stay unique. */

@@ -11,12 +11,15 @@ export interface ScriptCommands {
     rateKey: string,
     quotaKey: string,
     directoryVersionKey: string,
+    idempotencyKey: string,
     limit: number,
     quota: number,
     quotaTtlSeconds: number,
     seed: number,
     directoryVersionTtlSeconds: number,
-  ): Promise<[number, number, number, number, number, number, string]>;
+    claimTtlMs: number,
+    claimMarker: string,
+  ): Promise<[number, number, number, number, number, number, string, string | null]>;
   /** See scripts/attempt_window.lua. */
   attemptWindow(
     key: string,
@@ -26,15 +29,23 @@ export interface ScriptCommands {
   ): Promise<[number, number, number]>;
   /** See scripts/raise_feed_head.lua. */
   raiseFeedHead(key: string, epoch: number, lastSeq: number): Promise<number>;
+  /** See scripts/take_send_tokens.lua. */
+  takeSendTokens(
+    key: string,
+    rate: number,
+    wanted: number,
+    worthWaitingFor: number,
+  ): Promise<[number, number]>;
 }
 
 export type RedisClient = Redis & ScriptCommands;
 
 const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
   { name: "rateLimit", file: "rate_limit.lua", keys: 1 },
-  { name: "sendAdmission", file: "send_admission.lua", keys: 3 },
+  { name: "sendAdmission", file: "send_admission.lua", keys: 4 },
   { name: "attemptWindow", file: "attempt_window.lua", keys: 1 },
   { name: "raiseFeedHead", file: "raise_feed_head.lua", keys: 1 },
+  { name: "takeSendTokens", file: "take_send_tokens.lua", keys: 1 },
 ];
 
 const SCRIPT_DIR = join(import.meta.dir, "scripts");
@@ -113,6 +124,8 @@ export function redisKeys(prefix: string) {
      * recorded yet (src/outbound/send.ts); read before any retry sends again.
      */
     providerIdStash: () => `${prefix}:{outbound}:provider-ids`,
+    /** A sender's token bucket (its messages per second), shared by every send worker. */
+    sendTokens: (senderId: string) => `${prefix}:{s:${senderId}}:send-tokens`,
     /** A tenant's feed head "epoch:last_seq", raised by the sequencer after commit (src/feed/heads.ts). */
     feedHead: (tenantId: string) => `${prefix}:{t:${tenantId}}:feed:head`,
     /** The epoch every head was last synced from feed_heads with; short-lived, so syncs recur. */

@@ -24,6 +24,7 @@ export function presentSenderForOperator(sender: SenderRow, approvedTemplates: n
     name: sender.name,
     provider_phone_number_id: sender.provider_phone_number_id,
     active: sender.active,
+    mps: sender.mps,
     templates_synced: approvedTemplates,
   };
 }

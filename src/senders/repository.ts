@@ -18,6 +18,8 @@ export async function insertSender(
     wabaId: string;
     accessToken: string;
     name?: string | null;
+    /** Messages per second the send workers may hand to the provider (default 80). */
+    mps?: number;
   },
 ): Promise<SenderRow> {
   const id = newId("snd");
@@ -31,6 +33,7 @@ export async function insertSender(
       provider_phone_number_id: input.providerPhoneNumberId,
       waba_id: input.wabaId,
       access_token: seal(tokenKey, input.accessToken, id),
+      ...(input.mps !== undefined && { mps: input.mps }),
     })
     .returningAll()
     .executeTakeFirstOrThrow();

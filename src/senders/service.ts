@@ -45,6 +45,8 @@ export interface NewSender {
   wabaId: string;
   accessToken: string;
   name?: string | null;
+  /** Messages per second (the send workers' pace for this number); default 80. */
+  mps?: number;
 }
 
 /** Creates a sender and tries to sync its templates; the sender exists whatever the provider says. */

@@ -33,6 +33,12 @@ export interface SimulatorOptions {
    * backoff capped at a minute, before it is dropped. Default 3600 (Meta retries for 7 days).
    */
   webhookRetrySeconds?: number;
+  /**
+   * Sends per second accepted per phone number (a bucket of one second's worth); beyond it a send
+   * is answered with 130429, as Graph does past a number's throughput. Unset or 0: unlimited.
+   * POST /_sim/mps changes it at run time.
+   */
+  mps?: number;
   log?: (line: string) => void;
 }
 
@@ -319,6 +325,10 @@ const FailNextRequest = t.Object({
   code: t.Integer({ minimum: 1 }),
 });
 
+const MpsRequest = t.Object({
+  mps: t.Integer({ minimum: 0, maximum: 1_000_000, description: "0: unlimited" }),
+});
+
 const SlowNextRequest = t.Object({
   count: t.Integer({ minimum: 1, maximum: 10_000 }),
   delay_ms: t.Integer({ minimum: 1, maximum: 120_000 }),
@@ -384,6 +394,22 @@ export function createSimulator(options: SimulatorOptions) {
   const pendingDelays: number[] = [];
   // Aborting cancels every scheduled status webhook (reset, stop).
   let statusRuns = new AbortController();
+  let mps = options.mps ?? 0;
+  /** Per phone number id: tokens left and when they were counted (the SIMULATOR_MPS bucket). */
+  const buckets = new Map<string, { tokens: number; at: number }>();
+
+  /** False when this number has used up its throughput: the send is answered with 130429. */
+  function takeThroughput(phoneNumberId: string): boolean {
+    if (mps <= 0) return true;
+    const now = performance.now();
+    const bucket = buckets.get(phoneNumberId) ?? { tokens: mps, at: now };
+    bucket.tokens = Math.min(mps, bucket.tokens + ((now - bucket.at) * mps) / 1000);
+    bucket.at = now;
+    buckets.set(phoneNumberId, bucket);
+    if (bucket.tokens < 1) return false;
+    bucket.tokens -= 1;
+    return true;
+  }
 
   async function postWebhook(body: WebhookBody, signal?: AbortSignal): Promise<number> {
     const raw = JSON.stringify(body);
@@ -655,6 +681,10 @@ export function createSimulator(options: SimulatorOptions) {
         // A slow answer: the send is accepted even if the caller gives up (or dies) meanwhile.
         const delay = pendingDelays.shift();
         if (delay !== undefined) await sleep(delay);
+        if (!takeThroughput(params.phoneNumberId)) {
+          log(`send to ${waId} from ${params.phoneNumberId} refused: over ${mps} messages per second`);
+          throw new GraphError(130429);
+        }
         const failure = pendingFailures.shift();
         if (failure !== undefined) {
           log(`send to ${waId} failed with injected error ${failure}`);
@@ -868,6 +898,20 @@ export function createSimulator(options: SimulatorOptions) {
       { body: FailNextRequest },
     )
     .post(
+      "/mps",
+      ({ body }) => {
+        mps = body.mps;
+        buckets.clear();
+        log(
+          body.mps > 0
+            ? `throughput limited to ${body.mps} sends per second per number`
+            : "throughput unlimited",
+        );
+        return { mps };
+      },
+      { body: MpsRequest },
+    )
+    .post(
       "/slow-next",
       ({ body }) => {
         for (let i = 0; i < body.count; i++) pendingDelays.push(body.delay_ms);
@@ -882,6 +926,7 @@ export function createSimulator(options: SimulatorOptions) {
       uploads.clear();
       pendingFailures.length = 0;
       pendingDelays.length = 0;
+      buckets.clear();
       statusRuns.abort();
       statusRuns = new AbortController();
       log("reset");

@@ -16,13 +16,15 @@ const simulator = createSimulator({
   statusDelayMs: config.simulatorStatusDelayMs,
   shuffleStatuses,
   webhookRetrySeconds: config.simulatorWebhookRetrySeconds,
+  mps: config.simulatorMps,
   log: (line) => console.log(line),
 });
 const app = simulator.app.listen({ port: config.simulatorPort, hostname: "0.0.0.0" });
 
 console.log(
   `WhatsApp simulator listening on http://127.0.0.1:${app.server?.port}: webhooks to ${webhookUrl}, ` +
-    `statuses every ${config.simulatorStatusDelayMs} ms${shuffleStatuses ? " in shuffled order" : ""}`,
+    `statuses every ${config.simulatorStatusDelayMs} ms${shuffleStatuses ? " in shuffled order" : ""}` +
+    (config.simulatorMps > 0 ? `, at most ${config.simulatorMps} sends per second per number` : ""),
 );
 
 let stopping = false;

@@ -1,10 +1,15 @@
+import { sql } from "kysely";
 import type { Db } from "../db/connect.ts";
+import { createGroupCommit, type GroupCommit } from "../db/group-commit.ts";
 import type { Logger } from "../logger.ts";
-import { jobIdFor, type Queues } from "../queues/index.ts";
+import { nudgeDrain } from "../queues/drain-nudge.ts";
+import type { Queues } from "../queues/index.ts";
 
 /**
- * Stores what a provider webhook carries, durably and deduplicated by the provider's ids, BEFORE
- * the webhook is acknowledged; the work itself happens in the finalize and status workers.
+ * Stores what provider webhooks carry, durably and deduplicated by the provider's ids, BEFORE
+ * they are acknowledged; the work itself happens in the finalize and status workers. Concurrent
+ * webhooks are committed together (group commit): one transaction, one multi-row insert per
+ * table, and one coalesced nudge per worker queue for the whole batch.
  */
 
 interface WebhookValue {
@@ -35,49 +40,46 @@ export interface IngestResult {
 
 const STATUS_VALUES = new Set(["sent", "delivered", "read", "failed"]);
 
-export async function ingestWebhook(deps: { db: Db; logger: Logger }, body: unknown): Promise<IngestResult> {
-  const result: IngestResult = { inbound: [], statuses: [], statusEvents: 0, unknownNumbers: [] };
-  const payload = body as WebhookBody;
-  if (payload?.object !== "whatsapp_business_account" || !Array.isArray(payload.entry)) return result;
+interface InboundRow {
+  provider_message_id: string;
+  tenant_id: string;
+  sender_id: string;
+  payload: string;
+}
 
-  const values = payload.entry.flatMap((entry) =>
+interface StatusRow {
+  provider_message_id: string;
+  status: string;
+  provider_timestamp: Date;
+  errors: string | null;
+  client_reference: string | null;
+  sender_id: string;
+}
+
+/** The `messages` changes of a webhook body; anything else carries nothing to store. */
+function changesOf(body: unknown): WebhookValue[] {
+  const payload = body as WebhookBody;
+  if (payload?.object !== "whatsapp_business_account" || !Array.isArray(payload.entry)) return [];
+  return payload.entry.flatMap((entry) =>
     (entry?.changes ?? [])
       .filter((c) => c?.field === "messages" && c.value)
       .map((c) => c.value as WebhookValue),
   );
-  const numberIds = [
-    ...new Set(values.map((v) => v.metadata?.phone_number_id).filter((id): id is string => !!id)),
-  ];
-  if (numberIds.length === 0) return result;
+}
 
-  const senders = await deps.db
-    .selectFrom("senders")
-    .select(["id", "tenant_id", "provider_phone_number_id"])
-    .where("provider_phone_number_id", "in", numberIds)
-    .execute();
-  const senderByNumber = new Map(senders.map((s) => [s.provider_phone_number_id, s]));
+type SenderRef = { id: string; tenant_id: string };
 
-  const inboundRows: {
-    provider_message_id: string;
-    tenant_id: string;
-    sender_id: string;
-    payload: string;
-  }[] = [];
-  const statusRows: {
-    provider_message_id: string;
-    status: string;
-    provider_timestamp: Date;
-    errors: string | null;
-    client_reference: string | null;
-    sender_id: string;
-  }[] = [];
-
+/** One webhook's rows, given the senders of the batch by phone_number_id. */
+function rowsOf(values: WebhookValue[], senderByNumber: Map<string, SenderRef>) {
+  const result: IngestResult = { inbound: [], statuses: [], statusEvents: 0, unknownNumbers: [] };
+  const inboundRows: InboundRow[] = [];
+  const statusRows: StatusRow[] = [];
   for (const value of values) {
     const numberId = value.metadata?.phone_number_id ?? "";
     const sender = senderByNumber.get(numberId);
     if (!sender) {
       // Acknowledged, not stored: retrying would not make the number known.
-      result.unknownNumbers.push(numberId);
+      if (numberId) result.unknownNumbers.push(numberId);
       continue;
     }
     for (const message of value.messages ?? []) {
@@ -108,57 +110,105 @@ export async function ingestWebhook(deps: { db: Db; logger: Logger }, body: unkn
       });
     }
   }
-
-  if (inboundRows.length > 0 || statusRows.length > 0) {
-    await deps.db.transaction().execute(async (trx) => {
-      if (inboundRows.length > 0) {
-        await trx
-          .insertInto("inbound_events")
-          .values(inboundRows)
-          .onConflict((oc) => oc.column("provider_message_id").doNothing())
-          .execute();
-      }
-      if (statusRows.length > 0) {
-        await trx
-          .insertInto("status_events")
-          .values(statusRows)
-          .onConflict((oc) => oc.columns(["provider_message_id", "status", "sender_id"]).doNothing())
-          .execute();
-      }
-    });
-  }
   result.inbound = inboundRows.map((r) => r.provider_message_id);
   result.statuses = [...new Set(statusRows.map((r) => r.provider_message_id))];
   result.statusEvents = statusRows.length;
-  if (result.unknownNumbers.length > 0) {
+  return { result, inboundRows, statusRows };
+}
+
+const byKey =
+  <T>(key: (row: T) => string) =>
+  (a: T, b: T) => {
+    const ka = key(a);
+    const kb = key(b);
+    return ka < kb ? -1 : ka > kb ? 1 : 0;
+  };
+
+/**
+ * Stores the events of many webhook bodies in ONE transaction: the senders of every
+ * phone_number_id named, then one insert per table (unnest: one parameter per column, whatever
+ * the count). Rows go in key order, so concurrent batches carrying the same events (a provider's
+ * retry) take their unique-index locks in one order and cannot deadlock. Answers one result per
+ * body, in order.
+ */
+export async function commitWebhooks(
+  deps: { db: Db; logger: Logger },
+  bodies: unknown[],
+): Promise<IngestResult[]> {
+  const changes = bodies.map(changesOf);
+  const numberIds = [
+    ...new Set(
+      changes
+        .flat()
+        .map((v) => v.metadata?.phone_number_id)
+        .filter((id): id is string => !!id),
+    ),
+  ];
+  const empty = (): IngestResult => ({ inbound: [], statuses: [], statusEvents: 0, unknownNumbers: [] });
+  if (numberIds.length === 0) return bodies.map(empty);
+
+  const results = await deps.db.transaction().execute(async (trx) => {
+    const senders = await trx
+      .selectFrom("senders")
+      .select(["id", "tenant_id", "provider_phone_number_id"])
+      .where("provider_phone_number_id", "in", numberIds)
+      .execute();
+    const senderByNumber = new Map(senders.map((s) => [s.provider_phone_number_id, s]));
+    const perBody = changes.map((values) => rowsOf(values, senderByNumber));
+    const inbound = perBody.flatMap((b) => b.inboundRows).sort(byKey((r) => r.provider_message_id));
+    const statuses = perBody
+      .flatMap((b) => b.statusRows)
+      .sort(byKey((r) => `${r.provider_message_id}\u0000${r.status}\u0000${r.sender_id}`));
+    if (inbound.length > 0) {
+      await sql`
+        INSERT INTO inbound_events (provider_message_id, tenant_id, sender_id, payload)
+        SELECT v.id, v.tenant_id, v.sender_id, v.payload::jsonb
+        FROM unnest(${inbound.map((r) => r.provider_message_id)}::text[],
+                    ${inbound.map((r) => r.tenant_id)}::text[],
+                    ${inbound.map((r) => r.sender_id)}::text[],
+                    ${inbound.map((r) => r.payload)}::text[]) AS v(id, tenant_id, sender_id, payload)
+        ON CONFLICT (provider_message_id) DO NOTHING`.execute(trx);
+    }
+    if (statuses.length > 0) {
+      await sql`
+        INSERT INTO status_events
+          (provider_message_id, status, provider_timestamp, errors, client_reference, sender_id)
+        SELECT v.id, v.status, v.at, v.errors::jsonb, v.client_reference, v.sender_id
+        FROM unnest(${statuses.map((r) => r.provider_message_id)}::text[],
+                    ${statuses.map((r) => r.status)}::text[],
+                    ${statuses.map((r) => r.provider_timestamp)}::timestamptz[],
+                    ${statuses.map((r) => r.errors)}::text[],
+                    ${statuses.map((r) => r.client_reference)}::text[],
+                    ${statuses.map((r) => r.sender_id)}::text[])
+          AS v(id, status, at, errors, client_reference, sender_id)
+        ON CONFLICT (provider_message_id, status, sender_id) DO NOTHING`.execute(trx);
+    }
+    return perBody.map((b) => b.result);
+  });
+
+  const unknownNumbers = [...new Set(results.flatMap((r) => r.unknownNumbers))];
+  if (unknownNumbers.length > 0) {
     deps.logger.warn(
-      { phone_number_ids: result.unknownNumbers },
+      { phone_number_ids: unknownNumbers },
       "webhook for unknown phone number id acknowledged",
     );
   }
-  return result;
+  return results;
 }
 
-/** Nudges the workers after commit. A lost nudge is harmless: the sweeper finds the rows. */
-export async function enqueueIngested(queues: Queues, result: IngestResult, logger: Logger): Promise<void> {
+/**
+ * Nudges the workers after a batch's commit: at most one finalize and one status nudge for the
+ * whole batch, coalesced with any already waiting (src/queues/drain-nudge.ts). A lost nudge is
+ * harmless: the sweeper finds the rows.
+ */
+async function enqueueIngested(queues: Queues, results: IngestResult[], logger: Logger): Promise<void> {
+  const firstInbound = results.find((r) => r.inbound.length > 0)?.inbound[0];
+  const anyStatus = results.some((r) => r.statusEvents > 0);
   try {
     await Promise.all([
-      // One nudge per webhook: the finalize worker drains every unfinalized event in batches, not
-      // just the one its job names. The id is the first message's, as the sweeper's nudges are.
-      result.inbound[0] !== undefined &&
-        queues.finalize.add(
-          "finalize",
-          { providerMessageId: result.inbound[0] },
-          { jobId: jobIdFor("in", result.inbound[0]) },
-        ),
-      result.statuses.length > 0 &&
-        queues.status.addBulk(
-          result.statuses.map((id) => ({
-            name: "status",
-            data: { providerMessageId: id },
-            opts: { jobId: jobIdFor("st", `${id}-${Date.now()}`) },
-          })),
-        ),
+      // The finalize worker drains every unfinalized event, then makes sure the one named is done.
+      firstInbound !== undefined && nudgeDrain(queues.finalize, { providerMessageId: firstInbound }),
+      anyStatus && nudgeDrain(queues.status, { nudgedAt: Date.now() }),
     ]);
   } catch (error) {
     logger.warn(
@@ -166,4 +216,18 @@ export async function enqueueIngested(queues: Queues, result: IngestResult, logg
       "enqueue after webhook failed; the sweeper will pick the rows up",
     );
   }
+}
+
+/** The api's webhook store: concurrent webhook requests share a transaction and a nudge. */
+export function createWebhookIngest(deps: {
+  db: Db;
+  logger: Logger;
+  queues: Queues;
+}): GroupCommit<unknown, IngestResult> {
+  return createGroupCommit<unknown, IngestResult>({
+    name: "webhooks",
+    logger: deps.logger,
+    commit: (bodies) => commitWebhooks(deps, bodies),
+    afterCommit: (_, results) => enqueueIngested(deps.queues, results, deps.logger),
+  });
 }

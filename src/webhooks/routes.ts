@@ -5,7 +5,7 @@ import { SIGNATURE_HEADER, verifySignature } from "../channel/signature.ts";
 import { parseJsonBytes } from "../http/body.ts";
 import { throwBodyProblem } from "../http/pipeline.ts";
 import { requestState } from "../http/request-state.ts";
-import { enqueueIngested, ingestWebhook } from "./ingest.ts";
+import { createWebhookIngest } from "./ingest.ts";
 
 /**
  * The provider's webhook (outside /v2): GET verification handshake, POST events. An event is in
@@ -13,6 +13,7 @@ import { enqueueIngested, ingestWebhook } from "./ingest.ts";
  * the same event is stored once.
  */
 export function webhookRoutes(deps: AppDeps) {
+  const ingest = createWebhookIngest(deps);
   return new Elysia({ prefix: "/webhooks" })
     .get(
       "/whatsapp",
@@ -60,12 +61,13 @@ export function webhookRoutes(deps: AppDeps) {
           deps.metrics.webhookRejected.inc({ reason: "bad_body" });
           throw error;
         }
-        const result = await ingestWebhook(deps, body);
+        // Durable (and the workers nudged) when this resolves: committed together with the
+        // webhooks that arrived alongside it.
+        const result = await ingest.submit(body);
         deps.metrics.webhookEvents.inc({ kind: "message" }, result.inbound.length);
         deps.metrics.webhookEvents.inc({ kind: "status" }, result.statusEvents);
         if (result.unknownNumbers.length > 0)
           deps.metrics.webhookRejected.inc({ reason: "unknown_phone_number" }, result.unknownNumbers.length);
-        await enqueueIngested(deps.queues, result, deps.logger);
         return { received: true };
       },
       { body: t.Unknown(), detail: { hide: true } },

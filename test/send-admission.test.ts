@@ -1,0 +1,223 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createApp } from "../src/app.ts";
+import type { AuthContext } from "../src/http/request-state.ts";
+import { CHANNEL, createSendAdmission, utcDay } from "../src/messages/admission.ts";
+import { idempotencyRedisKey, releaseIdempotencyReservation } from "../src/messages/idempotency.ts";
+import type { RedisClient } from "../src/redis/connect.ts";
+import { insertSender } from "../src/senders/repository.ts";
+import { syncSenderTemplates } from "../src/templates/sync.ts";
+import {
+  call,
+  createTenantWithApp,
+  createTestEnv,
+  deleteRedisPrefix,
+  getToken,
+  nextSecond,
+  type TestEnv,
+} from "./support.ts";
+
+/**
+ * scripts/send_admission.lua: the rate limit, the daily quota and the Idempotency-Key claim in one
+ * Redis call, and the key's done marker written with its accept batch.
+ */
+
+let env: TestEnv;
+let tenantId: string;
+let clientId: string;
+let token: string;
+let readToken: string;
+let phones = 0;
+const SEND_LIMIT = 50;
+const TEMPLATE = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1"] } };
+
+beforeAll(async () => {
+  env = await createTestEnv({ simulator: true, limits: { anonymous: 10_000, token: 10_000 } });
+  const creds = await createTenantWithApp(env.deps, { sendLimit: SEND_LIMIT });
+  tenantId = creds.tenant.id;
+  clientId = creds.clientId;
+  token = await getToken(env.app, creds.clientId, creds.clientSecret);
+  readToken = await getToken(env.app, creds.clientId, creds.clientSecret, "messaging:read");
+  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
+    tenantId,
+    phoneNumber: "+15550109001",
+    providerPhoneNumberId: "301000000009001",
+    wabaId: "401000000009001",
+    accessToken: "sim-token",
+  });
+  await syncSenderTemplates(env.deps, sender);
+});
+afterAll(() => env.close());
+
+function freshPhone(): string {
+  phones++;
+  return `+491520000${String(phones).padStart(4, "0")}`;
+}
+
+function send(body: unknown, key?: string, options: { token?: string; app?: TestEnv["app"] } = {}) {
+  return call(options.app ?? env.app, "POST", "/v2/messages", {
+    body,
+    token: options.token ?? token,
+    headers: key === undefined ? {} : { "idempotency-key": key },
+  });
+}
+
+function auth(): AuthContext {
+  return { clientId, tenantId, scopes: ["messaging:send"], readLimit: 1000, sendLimit: SEND_LIMIT };
+}
+
+async function quotaUsed(): Promise<number> {
+  const key = env.deps.keys.dailyQuota(tenantId, CHANNEL, utcDay(env.clock.now()).key);
+  return Number((await env.deps.redis.get(key)) ?? 0);
+}
+
+async function marker(key: string): Promise<{ s: string; m?: string; t?: string } | null> {
+  const raw = await env.deps.redis.get(idempotencyRedisKey(env.deps.keys, auth(), key));
+  return raw ? JSON.parse(raw) : null;
+}
+
+async function messagesTo(phone: string): Promise<number> {
+  const rows = await env.deps.db
+    .selectFrom("messages")
+    .innerJoin("contacts", "contacts.id", "messages.contact_id")
+    .select("messages.id")
+    .where("contacts.tenant_id", "=", tenantId)
+    .where("contacts.phone", "=", phone)
+    .execute();
+  return rows.length;
+}
+
+describe("the Idempotency-Key claimed by the admission", () => {
+  test("a twin while the key is in flight: 409 with Retry-After, and no quota unit is reserved for it", async () => {
+    await nextSecond();
+    // Another request holds the key: claimed by an admission of its own, not finished yet.
+    const admitSend = createSendAdmission({ ...env.deps, defaultDailyQuota: 1_000_000 });
+    const holder = await admitSend(auth(), { key: "twin-1", token: "req_holder" });
+    expect(holder.idempotency?.taken).toBeUndefined();
+    expect((await marker("twin-1"))?.t).toBe("req_holder");
+    const before = await quotaUsed();
+
+    const twin = await send({ to: freshPhone(), template: TEMPLATE }, "twin-1");
+    expect(twin.status).toBe(409);
+    expect(twin.body.error.code).toBe("idempotency_key_in_use");
+    expect(twin.headers.get("retry-after")).toBe("1");
+    expect(await quotaUsed()).toBe(before);
+    // The twin's answer did not release the holder's claim.
+    expect((await marker("twin-1"))?.t).toBe("req_holder");
+
+    // The holder gives up (its request created nothing): the key is free for the next request.
+    await releaseIdempotencyReservation(env.deps.redis, holder.idempotency!);
+    expect(await marker("twin-1")).toBeNull();
+    const phone = freshPhone();
+    expect((await send({ to: phone, template: TEMPLATE }, "twin-1")).status).toBe(201);
+    expect(await messagesTo(phone)).toBe(1);
+  });
+
+  test("a finished key replays its original message (200) from the done marker; the replay spends no quota", async () => {
+    const body = { to: freshPhone(), template: TEMPLATE };
+    const first = await send(body, "replay-1");
+    expect(first.status).toBe(201);
+    // Written with the accept batch, before the 201 left.
+    expect(await marker("replay-1")).toMatchObject({ s: "d", m: first.body.id });
+    const used = await quotaUsed();
+
+    const again = await send(body, "replay-1");
+    expect(again.status).toBe(200);
+    expect(again.headers.get("idempotency-replayed")).toBe("true");
+    expect(again.body.id).toBe(first.body.id);
+    expect(await quotaUsed()).toBe(used);
+
+    const other = await send(
+      { ...body, template: { ...TEMPLATE, variables: { body: ["Bo", "B-2"] } } },
+      "replay-1",
+    );
+    expect(other.status).toBe(400);
+    expect(other.body.error.code).toBe("idempotency_key_reused");
+    expect(await quotaUsed()).toBe(used);
+    expect(await messagesTo(body.to)).toBe(1);
+  });
+
+  test("Redis flushed between two same-key requests: still one message, and the marker is done again", async () => {
+    const body = { to: freshPhone(), template: TEMPLATE };
+    const first = await send(body, "flush-1");
+    expect(first.status).toBe(201);
+    await deleteRedisPrefix(env.config.redisPrefix);
+    const again = await send(body, "flush-1");
+    expect(again.status).toBe(200);
+    expect(again.body.id).toBe(first.body.id);
+    expect(await marker("flush-1")).toMatchObject({ s: "d", m: first.body.id });
+    expect(await messagesTo(body.to)).toBe(1);
+    // The replay found in Postgres gave its reserved unit back (a rebuilt counter: 1 message today).
+    const accepted = await env.deps.db
+      .selectFrom("messages")
+      .select((eb) => eb.fn.countAll<number>().as("n"))
+      .where("tenant_id", "=", tenantId)
+      .executeTakeFirstOrThrow();
+    expect(await quotaUsed()).toBe(Number(accepted.n));
+  });
+
+  test("a refused send gives its quota unit and its key back", async () => {
+    const used = await quotaUsed();
+    const refused = await send({ to: freshPhone(), template: { name: "no_such_template" } }, "refused-1");
+    expect(refused.status).toBe(400);
+    expect(await quotaUsed()).toBe(used);
+    expect(await marker("refused-1")).toBeNull();
+
+    // Refused before the route ran (the token lacks the scope): given back by the pipeline.
+    const forbidden = await send({ to: freshPhone(), template: TEMPLATE }, "refused-2", { token: readToken });
+    expect(forbidden.status).toBe(403);
+    expect(await quotaUsed()).toBe(used);
+    expect(await marker("refused-2")).toBeNull();
+
+    // A body the schema refuses, likewise.
+    const invalid = await send({ to: 5 }, "refused-3");
+    expect(invalid.status).toBe(400);
+    expect(await quotaUsed()).toBe(used);
+    expect(await marker("refused-3")).toBeNull();
+
+    const phone = freshPhone();
+    expect((await send({ to: phone, template: TEMPLATE }, "refused-1")).status).toBe(201);
+    expect(await quotaUsed()).toBe(used + 1);
+  });
+
+  test("rate-limit headers are as before: every admitted request counts, the one over the limit is 429", async () => {
+    const creds = await createTenantWithApp(env.deps, { sendLimit: 3 });
+    const small = await getToken(env.app, creds.clientId, creds.clientSecret);
+    await nextSecond();
+    const answers = [
+      await send({ to: freshPhone(), template: TEMPLATE }, "limit-1", { token: small }),
+      await send({ to: freshPhone(), template: TEMPLATE }, "limit-1", { token: small }),
+      await send({ to: freshPhone(), template: TEMPLATE }, undefined, { token: small }),
+      await send({ to: freshPhone(), template: TEMPLATE }, "limit-2", { token: small }),
+    ];
+    // This tenant has no sender: every admitted send is refused after admission (409), and still counted.
+    expect(answers.map((a) => a.headers.get("ratelimit-limit"))).toEqual(["3", "3", "3", "3"]);
+    expect(answers.map((a) => a.headers.get("ratelimit-remaining"))).toEqual(["2", "1", "0", "0"]);
+    expect(answers[3]!.status).toBe(429);
+    expect(answers[3]!.body.error.code).toBe("rate_limit_exceeded");
+    const reset = Number(answers[3]!.headers.get("ratelimit-reset"));
+    expect(reset).toBeGreaterThanOrEqual(0);
+    expect(reset).toBeLessThanOrEqual(1);
+    expect(Number(answers[3]!.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe("round trips", () => {
+  test("a keyed send: one admission call, one pipeline for the done marker, no other command of ours", async () => {
+    const calls: string[] = [];
+    const redis = new Proxy(env.deps.redis, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (typeof value !== "function" || typeof property !== "string") return value;
+        return (...args: unknown[]) => {
+          calls.push(property);
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    }) as RedisClient;
+    const app = createApp({ ...env.deps, redis });
+    const sent = await send({ to: freshPhone(), template: TEMPLATE }, "trips-1", { app });
+    expect(sent.status).toBe(201);
+    expect(calls.filter((name) => name !== "pipeline")).toEqual(["sendAdmission"]);
+    expect(calls.filter((name) => name === "pipeline")).toHaveLength(1);
+  });
+});

@@ -1,0 +1,367 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { type Job, Worker } from "bullmq";
+import { signPayload } from "../src/channel/signature.ts";
+import { applyStatusEvents, drainStatusEvents, recordProviderMessageId } from "../src/outbound/status.ts";
+import { nudgeDrain } from "../src/queues/drain-nudge.ts";
+import { queuePrefix } from "../src/queues/index.ts";
+import { createRedis } from "../src/redis/connect.ts";
+import { insertSender, type SenderRow } from "../src/senders/repository.ts";
+import {
+  call,
+  createTenantWithApp,
+  createTestEnv,
+  deleteRedisPrefix,
+  eventually,
+  spawnWorker,
+  type TestEnv,
+} from "./support.ts";
+
+let env: TestEnv;
+let sender: SenderRow;
+let tenantId: string;
+let contactId: string;
+const PHONE_NUMBER_ID = "109000000000077";
+const T0 = 1_790_000_000;
+
+beforeAll(async () => {
+  env = await createTestEnv({ limits: { anonymous: 100_000, token: 100_000 } });
+  const { tenant } = await createTenantWithApp(env.deps);
+  tenantId = tenant.id;
+  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
+    tenantId,
+    phoneNumber: "+15550100077",
+    providerPhoneNumberId: PHONE_NUMBER_ID,
+    wabaId: "209000000000077",
+    accessToken: "sim-token",
+  });
+  const contact = await env.deps.db
+    .insertInto("contacts")
+    .values({ id: "ctc_statusBatchContact0001", tenant_id: tenantId, phone: "+4915100000777" })
+    .returning("id")
+    .executeTakeFirstOrThrow();
+  contactId = contact.id;
+});
+afterAll(() => env.close());
+
+interface StatusEvent {
+  wamid: string;
+  status: "sent" | "delivered" | "read" | "failed";
+  at: number;
+  biz?: string;
+}
+
+function statusWebhook(events: readonly StatusEvent[]): string {
+  return JSON.stringify({
+    object: "whatsapp_business_account",
+    entry: [
+      {
+        id: "209000000000077",
+        changes: [
+          {
+            field: "messages",
+            value: {
+              messaging_product: "whatsapp",
+              metadata: { display_phone_number: "15550100077", phone_number_id: PHONE_NUMBER_ID },
+              statuses: events.map((e) => ({
+                id: e.wamid,
+                status: e.status,
+                timestamp: String(e.at),
+                recipient_id: "4915100000777",
+                ...(e.biz && { biz_opaque_callback_data: e.biz }),
+                ...(e.status === "failed" && {
+                  errors: [{ code: 131026, title: "Message undeliverable" }],
+                }),
+              })),
+            },
+          },
+        ],
+      },
+    ],
+  });
+}
+
+/** Posts signed status webhooks concurrently, `perWebhook` events each; every one must get its 200. */
+async function postStatuses(events: readonly StatusEvent[], perWebhook: number) {
+  const posts = [];
+  for (let i = 0; i < events.length; i += perWebhook) {
+    const raw = statusWebhook(events.slice(i, i + perWebhook));
+    posts.push(
+      call(env.app, "POST", "/webhooks/whatsapp", {
+        rawBody: raw,
+        headers: {
+          "content-type": "application/json",
+          "x-hub-signature-256": signPayload(raw, env.config.whatsappAppSecret),
+        },
+      }),
+    );
+  }
+  for (const response of await Promise.all(posts)) expect(response.status).toBe(200);
+}
+
+/** Outbound messages already `sent`, with provider ids `<prefix>-<i>` (null: the send is in doubt). */
+async function outbound(prefix: string, count: number, withProviderId = true) {
+  const rows = Array.from({ length: count }, (_, i) => ({
+    id: `msg_${prefix.replaceAll(/[^a-zA-Z0-9]/g, "")}${String(i).padStart(6, "0")}`,
+    tenant_id: tenantId,
+    contact_id: contactId,
+    sender_id: sender.id,
+    direction: "outbound" as const,
+    type: "text",
+    preview: "hello",
+    text: "hello",
+    status: withProviderId ? "sent" : "accepted",
+    provider_message_id: withProviderId ? `${prefix}-${i}` : null,
+    created_at: new Date(),
+  }));
+  await env.deps.db.insertInto("messages").values(rows).execute();
+  return rows.map((r, i) => ({ id: r.id, wamid: `${prefix}-${i}` }));
+}
+
+async function statusesOf(prefix: string) {
+  const rows = await env.deps.db
+    .selectFrom("messages")
+    .select(["provider_message_id", "status", "failure"])
+    .where("provider_message_id", "like", `${prefix}-%`)
+    .execute();
+  return new Map(rows.map((r) => [r.provider_message_id!, r]));
+}
+
+async function unappliedOf(prefix: string): Promise<number> {
+  const row = await env.deps.db
+    .selectFrom("status_events")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where("provider_message_id", "like", `${prefix}-%`)
+    .where("applied_at", "is", null)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** Fisher-Yates with a fixed seed: the same "random" arrival order on every run. */
+function shuffled<T>(items: readonly T[], seed = 7): T[] {
+  const out = [...items];
+  let state = seed;
+  const next = () => {
+    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+    return state / 2 ** 31;
+  };
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(next() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+/**
+ * Four kinds of message, by index: read (read, delivered and sent arrive, newest first);
+ * delivered (delivered, then sent); failed (failed after sent); failed then delivered (delivered
+ * wins over failed). `late` holds each message's oldest event, posted after the first drain.
+ */
+function eventsFor(messages: { wamid: string }[]) {
+  const first: StatusEvent[] = [];
+  const late: StatusEvent[] = [];
+  const expected = new Map<string, string>();
+  messages.forEach(({ wamid }, i) => {
+    const kind = i % 4;
+    if (kind === 0) {
+      first.push({ wamid, status: "read", at: T0 + 3 }, { wamid, status: "delivered", at: T0 + 2 });
+      late.push({ wamid, status: "sent", at: T0 + 1 });
+      expected.set(wamid, "read");
+    } else if (kind === 1) {
+      first.push({ wamid, status: "delivered", at: T0 + 2 });
+      late.push({ wamid, status: "sent", at: T0 + 1 });
+      expected.set(wamid, "delivered");
+    } else if (kind === 2) {
+      first.push({ wamid, status: "failed", at: T0 + 2 }, { wamid, status: "sent", at: T0 + 1 });
+      expected.set(wamid, "failed");
+    } else {
+      first.push({ wamid, status: "delivered", at: T0 + 3 }, { wamid, status: "failed", at: T0 + 2 });
+      expected.set(wamid, "delivered");
+    }
+  });
+  return { first, late, expected };
+}
+
+describe("status events in batches", () => {
+  test("status events for 500 messages are applied in one drain, out of order, never backwards", async () => {
+    const messages = await outbound("wamid.bulk", 500);
+    const { first, late, expected } = eventsFor(messages);
+    expect(first.length).toBeGreaterThan(500);
+    // Shuffled across messages, and each message's events newest first within the shuffle's ties.
+    await postStatuses(shuffled(first), 25);
+    expect(await unappliedOf("wamid.bulk")).toBe(first.length);
+
+    const drained = await drainStatusEvents(env.deps.db, env.clock);
+    // One batch is one transaction: everything in one.
+    expect(drained).toEqual({ applied: first.length, messages: 500, adopted: 0, batches: 1 });
+    let now = await statusesOf("wamid.bulk");
+    for (const [wamid, status] of expected) expect(now.get(wamid)?.status).toBe(status);
+    for (const [wamid, row] of now) {
+      if (row.status === "failed") expect(row.failure?.code).toBe("recipient_invalid");
+      else expect(row.failure, wamid).toBeNull();
+    }
+
+    // The oldest events arrive last: settled, nothing moves backwards.
+    await postStatuses(shuffled(late, 11), 50);
+    const again = await drainStatusEvents(env.deps.db, env.clock);
+    expect(again).toEqual({ applied: late.length, messages: 0, adopted: 0, batches: 1 });
+    now = await statusesOf("wamid.bulk");
+    for (const [wamid, status] of expected) expect(now.get(wamid)?.status).toBe(status);
+    expect(await unappliedOf("wamid.bulk")).toBe(0);
+  });
+
+  test("50 concurrent webhooks are committed in far fewer than 50 transactions, with one nudge", async () => {
+    const messages = await outbound("wamid.group", 50);
+    await postStatuses(
+      messages.map(({ wamid }) => ({ wamid, status: "delivered" as const, at: T0 + 2 })),
+      1,
+    );
+    // now() is the transaction's start: one received_at per transaction.
+    const transactions = await env.deps.db
+      .selectFrom("status_events")
+      .select((eb) => eb.fn.count<number>("received_at").distinct().as("n"))
+      .where("provider_message_id", "like", "wamid.group-%")
+      .executeTakeFirstOrThrow();
+    expect(await unappliedOf("wamid.group")).toBe(50);
+    expect(Number(transactions.n)).toBeLessThanOrEqual(10);
+    // Every webhook of this file nudged the status queue; no worker ran: one job waits.
+    const counts = await env.deps.queues.status.getJobCounts("waiting", "active", "delayed");
+    expect((counts.waiting ?? 0) + (counts.active ?? 0) + (counts.delayed ?? 0)).toBe(1);
+    const drained = await drainStatusEvents(env.deps.db, env.clock);
+    expect(drained.applied).toBe(50);
+    expect(drained.batches).toBe(1);
+  });
+
+  test("two drains in parallel apply each event once and never move a message backwards", async () => {
+    const messages = await outbound("wamid.twin", 300);
+    const events: StatusEvent[] = messages.flatMap(({ wamid }) => [
+      { wamid, status: "read", at: T0 + 3 },
+      { wamid, status: "delivered", at: T0 + 2 },
+      { wamid, status: "sent", at: T0 + 1 },
+    ]);
+    // Shuffled, so one message's events land in different batches of different drains.
+    await postStatuses(shuffled(events, 3), 30);
+    const [a, b] = await Promise.all([
+      drainStatusEvents(env.deps.db, env.clock, 40),
+      drainStatusEvents(env.deps.db, env.clock, 40),
+    ]);
+    expect(a.applied + b.applied).toBe(events.length);
+    expect(a.applied).toBeGreaterThan(0);
+    expect(b.applied).toBeGreaterThan(0);
+    expect(await unappliedOf("wamid.twin")).toBe(0);
+    for (const row of (await statusesOf("wamid.twin")).values()) expect(row.status).toBe("read");
+  });
+
+  test("events of a send in doubt wait for its provider id; an echo of our id adopts it", async () => {
+    const [doubt, echoed] = await outbound("wamid.doubt", 2, false);
+    await postStatuses(
+      [
+        { wamid: "wamid.doubt-x", status: "delivered", at: T0 + 2 },
+        { wamid: "wamid.doubt-y", status: "read", at: T0 + 3, biz: echoed!.id },
+      ],
+      2,
+    );
+    const first = await drainStatusEvents(env.deps.db, env.clock);
+    expect(first).toEqual({ applied: 1, messages: 1, adopted: 1, batches: 1 });
+    const rows = await env.deps.db
+      .selectFrom("messages")
+      .select(["id", "status", "provider_message_id"])
+      .where("id", "in", [doubt!.id, echoed!.id])
+      .orderBy("id")
+      .execute();
+    expect(rows).toEqual([
+      { id: doubt!.id, status: "accepted", provider_message_id: null },
+      { id: echoed!.id, status: "read", provider_message_id: "wamid.doubt-y" },
+    ]);
+    // Still pending, and not taken again and again: the drain ends.
+    expect(await unappliedOf("wamid.doubt")).toBe(1);
+    expect(await drainStatusEvents(env.deps.db, env.clock)).toEqual({
+      applied: 0,
+      messages: 0,
+      adopted: 0,
+      batches: 1,
+    });
+    // The send worker learns the id: the event applies (its path, and the drain's, alike).
+    expect(await recordProviderMessageId(env.deps.db, env.clock, doubt!.id, "wamid.doubt-x")).toBe(true);
+    expect(await applyStatusEvents(env.deps.db, env.clock, "wamid.doubt-x")).toBe(1);
+    expect((await statusesOf("wamid.doubt")).get("wamid.doubt-x")?.status).toBe("delivered");
+  });
+
+  test("a nudge that arrives while the drain job is active is kept and runs after it", async () => {
+    const connection = createRedis(env.config.redisUrl, { forQueues: true });
+    const started: number[] = [];
+    let release: () => void = () => {};
+    const blocked = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // Stand-in for the status worker: the first drain waits until told, as if after its last read.
+    const worker = new Worker(
+      "status",
+      async (job: Job) => {
+        started.push(job.data.nudgedAt);
+        if (started.length === 1) await blocked;
+      },
+      { connection, prefix: queuePrefix(env.config.redisPrefix), concurrency: 5 },
+    );
+    try {
+      // Whatever earlier tests left waiting runs first.
+      await eventually(async () => started.length >= 1);
+      const firstRun = started.length;
+      await nudgeDrain(env.deps.queues.status, { nudgedAt: 1 });
+      await nudgeDrain(env.deps.queues.status, { nudgedAt: 2 });
+      await Bun.sleep(200);
+      // The first job is still active; the nudges wait behind it, coalesced into one.
+      expect(started.length).toBe(firstRun);
+      release();
+      await eventually(async () => started.length === firstRun + 1);
+      await Bun.sleep(300);
+      expect(started.length).toBe(firstRun + 1);
+      expect(started.at(-1)).toBe(2);
+    } finally {
+      release();
+      await worker.close();
+      connection.disconnect();
+    }
+  });
+
+  test("the status worker applies what webhooks stored (real process)", async () => {
+    const messages = await outbound("wamid.worker", 40);
+    const worker = spawnWorker(env, "status");
+    try {
+      await postStatuses(
+        shuffled(
+          messages.flatMap(({ wamid }) => [
+            { wamid, status: "read" as const, at: T0 + 3 },
+            { wamid, status: "delivered" as const, at: T0 + 2 },
+          ]),
+        ),
+        8,
+      );
+      await eventually(async () => (await unappliedOf("wamid.worker")) === 0);
+      for (const row of (await statusesOf("wamid.worker")).values()) expect(row.status).toBe("read");
+    } finally {
+      expect(await worker.stop()).toBe(0);
+    }
+  });
+
+  test("Redis flushed: the sweeper nudges one drain for every pending event", async () => {
+    const messages = await outbound("wamid.swept", 20);
+    await postStatuses(
+      messages.map(({ wamid }) => ({ wamid, status: "delivered" as const, at: T0 + 2 })),
+      5,
+    );
+    await deleteRedisPrefix(env.config.redisPrefix);
+    const { sweep } = await import("../src/maintenance/sweeper.ts");
+    env.clock.advance(60);
+    const swept = await sweep(env.deps, 10);
+    env.clock.set(new Date());
+    expect(swept.status).toBe(1);
+    const counts = await env.deps.queues.status.getJobCounts("waiting");
+    expect(counts.waiting).toBe(1);
+    const worker = spawnWorker(env, "status");
+    try {
+      await eventually(async () => (await unappliedOf("wamid.swept")) === 0);
+    } finally {
+      expect(await worker.stop()).toBe(0);
+    }
+  });
+});
