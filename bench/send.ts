@@ -825,6 +825,8 @@ async function main() {
       providerPhoneNumberId: "100000000000001",
       wabaId: "200000000000001",
       accessToken: "sim-access-token",
+      // A limit above the target: the bench measures our pipeline, not the default 80/s tier.
+      mps: 100_000,
     });
     const templates = await syncSenderTemplates(
       {

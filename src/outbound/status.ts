@@ -197,10 +197,14 @@ export async function drainStatusEvents(
 async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
   const result = await sql`
     WITH candidate AS (
+      -- Driven from the messages not yet sent (accepted, no provider id: few, through
+      -- the partial index of accepted messages), not from every unapplied event, which under load
+      -- is most of the recent traffic and would make each drain cost as much as the backlog.
       SELECT DISTINCT ON (m.id) m.id, e.provider_message_id
-      FROM status_events e
-      JOIN messages m ON m.id = e.client_reference
-      WHERE e.applied_at IS NULL AND e.client_reference IS NOT NULL
+      FROM messages m
+      JOIN status_events e ON e.client_reference = m.id
+      WHERE m.status = 'accepted'
+        AND e.applied_at IS NULL
         AND m.direction = 'outbound' AND m.provider_message_id IS NULL
         AND (e.sender_id IS NULL OR e.sender_id = m.sender_id)
         AND NOT EXISTS (SELECT 1 FROM messages k WHERE k.provider_message_id = e.provider_message_id)
