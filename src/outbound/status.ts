@@ -162,8 +162,11 @@ export async function applyPendingStatusEvents(
       SELECT e.id, e.provider_message_id, e.status, e.errors, e.sender_id, e.provider_timestamp
       FROM status_events e
       WHERE e.applied_at IS NULL
-        AND EXISTS (SELECT 1 FROM messages m
-                    WHERE m.provider_message_id = e.provider_message_id AND m.direction = 'outbound')
+        -- A scalar subquery, not EXISTS: it stays one index probe per unapplied event. As a semi
+        -- join the planner may hash every outbound message instead, a cost that grows with the
+        -- table, not the backlog (provider ids are unique, so it returns one row at most).
+        AND (SELECT m.direction FROM messages m
+             WHERE m.provider_message_id = e.provider_message_id) = 'outbound'
       ORDER BY e.id
       LIMIT ${limit}
       FOR UPDATE OF e SKIP LOCKED`.execute(trx);
@@ -196,16 +199,30 @@ export async function drainStatusEvents(
  */
 async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
   const result = await sql`
-    WITH candidate AS (
+    WITH unsent AS MATERIALIZED (
       -- Driven from the messages not yet sent (accepted, no provider id: few, through
       -- the partial index of accepted messages), not from every unapplied event, which under load
       -- is most of the recent traffic and would make each drain cost as much as the backlog.
+      -- (accepted is outbound by the table's CHECK; saying direction too lets the planner AND in
+      -- the index of every outbound message, which grows with the table.)
+      SELECT m.id FROM messages m
+      WHERE m.status = 'accepted' AND m.provider_message_id IS NULL
+    ), echo AS MATERIALIZED (
+      -- Their events, by client_reference alone: an array, so that its index is used (a join on
+      -- m.id would compare in m.id's collation, "C", which that index is not in). applied_at is
+      -- checked on these few rows, not through the unapplied index, which also holds an entry for
+      -- every event applied since the table's last vacuum.
+      SELECT e.id, e.client_reference COLLATE "C" AS client_reference, e.provider_message_id, e.sender_id,
+        e.applied_at
+      FROM status_events e
+      WHERE e.client_reference IS NOT NULL
+        AND e.client_reference = ANY(ARRAY(SELECT id COLLATE "default" FROM unsent))
+    ), candidate AS (
+      -- Back to the message by its id (its unique index), each echo found above being of one.
       SELECT DISTINCT ON (m.id) m.id, e.provider_message_id
-      FROM messages m
-      JOIN status_events e ON e.client_reference = m.id
-      WHERE m.status = 'accepted'
-        AND e.applied_at IS NULL
-        AND m.direction = 'outbound' AND m.provider_message_id IS NULL
+      FROM echo e
+      JOIN messages m ON m.id = e.client_reference
+      WHERE e.applied_at IS NULL
         AND (e.sender_id IS NULL OR e.sender_id = m.sender_id)
         AND NOT EXISTS (SELECT 1 FROM messages k WHERE k.provider_message_id = e.provider_message_id)
       ORDER BY m.id, e.id
@@ -242,15 +259,18 @@ async function applyClaimed(
 ): Promise<{ applied: number; messages: number }> {
   if (events.length === 0) return { applied: 0, messages: 0 };
   const providerIds = [...new Set(events.map((e) => e.provider_message_id))];
+  // By provider id alone (unique), outbound checked here: with `direction` in the query the planner
+  // may AND in the index of every outbound message, a scan that grows with the table.
   const messages = await trx
     .selectFrom("messages")
-    .select(["seq", "status", "failure", "sender_id", "provider_message_id"])
+    .select(["seq", "status", "failure", "sender_id", "provider_message_id", "direction"])
     .where(sql<boolean>`provider_message_id = ANY(${providerIds}::text[])`)
-    .where("direction", "=", "outbound")
     .orderBy("seq")
     .forUpdate()
     .execute();
-  const messageOf = new Map(messages.map((m) => [m.provider_message_id, m]));
+  const messageOf = new Map(
+    messages.filter((m) => m.direction === "outbound").map((m) => [m.provider_message_id, m]),
+  );
 
   const byMessage = new Map<string, ClaimedEvent[]>();
   for (const event of events) {
