@@ -1,8 +1,8 @@
 import { CompiledQuery, type Transaction } from "kysely";
 import { touchConversations } from "../conversations/summary.ts";
 import type { Db } from "../db/connect.ts";
+import { createGroupCommit } from "../db/group-commit.ts";
 import type { Database } from "../db/schema.ts";
-import { isDependencyDown } from "../http/dependency-faults.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
 import type { RedisClient } from "../redis/connect.ts";
@@ -185,76 +185,28 @@ function doneMarkersOf(rows: readonly AcceptRow[]) {
   );
 }
 
-interface Waiting {
-  row: AcceptRow;
-  resolve(commit: AcceptCommit): void;
-  reject(error: unknown): void;
-}
-
 /**
- * Queues rows for commitAcceptBatch: whatever arrives while a transaction runs goes into the next
- * one. After the commit, one Redis pipeline marks the batch's Idempotency-Keys done while
- * `afterCommit` runs once per batch with the committed rows (enqueueing their send jobs), before
- * any request of the batch answers.
+ * Queues rows for commitAcceptBatch (src/db/group-commit.ts): whatever arrives while a transaction
+ * runs goes into the next one. After the commit, one Redis pipeline marks the batch's
+ * Idempotency-Keys done while `afterCommit` runs once per batch with the committed rows (enqueueing
+ * their send jobs), before any request of the batch answers.
  */
 export function createAcceptBatcher(
   { db, logger, redis }: { db: Db; logger: Logger; redis: RedisClient },
   afterCommit: (committed: AcceptRow[]) => Promise<void>,
-  maxBatch = 250,
-  /** Transactions in flight at once: one gathers while others commit. */
-  parallel = 3,
 ) {
-  const waiting: Waiting[] = [];
-  let draining = 0;
-
-  async function commit(batch: Waiting[]) {
-    const results = await commitAcceptBatch(
-      db,
-      batch.map((w) => w.row),
-    );
-    // Committed is committed: a failure after this point must not send the batch round again.
-    const committed = batch.filter((_, i) => results[i]!.kind === "committed").map((w) => w.row);
-    await Promise.all([
-      afterCommit(committed).catch((error: Error) =>
-        logger.warn({ err: error.message }, "after-commit step failed; the sweeper covers it"),
-      ),
-      // A marker left in flight only delays a retry of its key (409) until it expires.
-      writeDoneMarkers(redis, doneMarkersOf(committed)).catch(() => {}),
-    ]);
-    for (const [i, w] of batch.entries()) w.resolve(results[i]!);
-  }
-
-  async function drain() {
-    while (waiting.length > 0) {
-      const batch = waiting.splice(0, maxBatch);
-      try {
-        await commit(batch);
-      } catch (error) {
-        // Postgres away fails every row alike, and a commit cut off mid-way may have happened:
-        // each request answers 503 and its client retries (with its Idempotency-Key, a replay).
-        if (batch.length === 1 || isDependencyDown(error)) {
-          for (const waiting of batch) waiting.reject(error);
-          continue;
-        }
-        // One bad row must not fail its neighbours: commit them one by one.
-        logger.warn(
-          { size: batch.length, err: (error as Error).message },
-          "accept batch failed; committing rows singly",
-        );
-        for (const single of batch) await commit([single]).catch((e: unknown) => single.reject(e));
-      }
-    }
-    draining--;
-  }
-
-  return function submit(row: AcceptRow): Promise<AcceptCommit> {
-    return new Promise((resolve, reject) => {
-      waiting.push({ row, resolve, reject });
-      if (draining < parallel) {
-        draining++;
-        // Requests arriving in the same tick share the transaction too.
-        queueMicrotask(() => void drain());
-      }
-    });
-  };
+  const batcher = createGroupCommit<AcceptRow, AcceptCommit>({
+    name: "accept",
+    logger,
+    commit: (rows) => commitAcceptBatch(db, rows),
+    async afterCommit(rows, results) {
+      const committed = rows.filter((_, i) => results[i]?.kind === "committed");
+      await Promise.all([
+        afterCommit(committed),
+        // A marker left in flight only delays a retry of its key (409) until it expires.
+        writeDoneMarkers(redis, doneMarkersOf(committed)).catch(() => {}),
+      ]);
+    },
+  });
+  return (row: AcceptRow): Promise<AcceptCommit> => batcher.submit(row);
 }
