@@ -7,6 +7,7 @@ import { type Config, loadConfigOrExit } from "../src/config.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { type FeedSequencerLoop, startFeedSequencer } from "../src/feed/sequencer.ts";
 import { isDependencyDown } from "../src/http/dependency-faults.ts";
+import { withTimeout } from "../src/lib/with-timeout.ts";
 import { createLogger, type Logger } from "../src/logger.ts";
 import { createMetrics, type Metrics } from "../src/metrics/index.ts";
 import { instrumentProvider } from "../src/metrics/provider.ts";
@@ -200,16 +201,6 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
 const DEPENDENCY_RETRY_MS = 1000;
 /** How often a paused process asks Postgres and Redis whether they are back. */
 const DEPENDENCY_PROBE_MS = 1000;
-
-const withTimeout = <T>(promise: Promise<T>, ms: number): Promise<T> => {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error("probe timed out")), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-};
 
 /**
  * While Postgres or Redis is away, this process's consumers take no jobs (BullMQ's local pause,

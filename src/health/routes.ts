@@ -1,12 +1,7 @@
 import { Elysia } from "elysia";
 import { sql } from "kysely";
 import type { AppDeps } from "../app-deps.ts";
-
-const withTimeout = <T>(promise: Promise<T>, ms: number) =>
-  Promise.race([
-    promise,
-    new Promise<never>((_, reject) => setTimeout(() => reject(new Error("timeout")), ms)),
-  ]);
+import { withTimeout } from "../lib/with-timeout.ts";
 
 /** /healthz: the process answers. /readyz: Postgres and Redis answer too (503 otherwise). */
 export function healthRoutes(deps: AppDeps) {

@@ -71,6 +71,11 @@ export function requestState(request: Request): RequestState | undefined {
   return states.get(request);
 }
 
+/** The caller's address, as the pipeline worked it out once for the request (see clientIpOf). */
+export function callerIp(request: Request): string {
+  return states.get(request)?.clientIp ?? "local";
+}
+
 /** 401 or 403 exactly as SPEC §5 and RFC 6750; returns the caller when it may proceed. */
 export function authorize(request: Request, needed: Scope): AuthContext {
   const state = requestState(request);

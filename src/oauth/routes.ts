@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import type { ApplicationRecord } from "../applications/repository.ts";
 import { OAuthError } from "../http/errors.ts";
-import { clientIpOf, throwBodyProblem } from "../http/pipeline.ts";
+import { throwBodyProblem } from "../http/pipeline.ts";
 import {
   consumeRateLimit,
   DEFAULT_LIMITS,
@@ -10,7 +10,7 @@ import {
   rateLimitHeaders,
   retryAfterSeconds,
 } from "../http/rate-limit.ts";
-import { requestState } from "../http/request-state.ts";
+import { callerIp, requestState } from "../http/request-state.ts";
 import { tokenErrors } from "../http/schemas.ts";
 import type { RateLimitKind } from "../metrics/index.ts";
 import { TokenRequest, TokenResponse } from "./schemas.ts";
@@ -30,14 +30,14 @@ export function oauthRoutes(deps: AppDeps) {
 
   return new Elysia().post(
     "/oauth/token",
-    async ({ body, request, set, server }) => {
+    async ({ body, request, set }) => {
       set.headers["cache-control"] = "no-store";
       set.headers.pragma = "no-cache";
       const input = {
         body: body as Record<string, unknown> | null,
         authorization: request.headers.get("authorization"),
       };
-      const failuresKey = deps.keys.tokenAuthFailures(clientIpOf(request, server, deps.config.trustProxy));
+      const failuresKey = deps.keys.tokenAuthFailures(callerIp(request));
       // An address that kept failing is refused before anything is checked, its right guesses too:
       // no answer may tell it which guess was right.
       const before = await failureWindow(failuresKey, "peek");

@@ -1,8 +1,7 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { ApiError } from "../http/errors.ts";
-import { clientIpOf } from "../http/pipeline.ts";
-import { requestState } from "../http/request-state.ts";
+import { callerIp, requestState } from "../http/request-state.ts";
 import type { RateLimitKind } from "../metrics/index.ts";
 import { renderMetrics } from "../metrics/scrape.ts";
 import { DASHBOARD_PATH, queueDashboard } from "./dashboard.ts";
@@ -32,8 +31,8 @@ export function opsRoutes(deps: AppDeps) {
     );
 
   return new Elysia()
-    .onBeforeHandle(async ({ request, server }) => {
-      const ip = clientIpOf(request, server, deps.config.trustProxy);
+    .onBeforeHandle(async ({ request }) => {
+      const ip = callerIp(request);
       try {
         await checkOpsRequest(access, request, failureWindow(ip));
       } catch (error) {

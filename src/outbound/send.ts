@@ -9,6 +9,7 @@ import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import type { MessageFailure } from "../db/schema.ts";
 import { isDependencyDown } from "../http/dependency-faults.ts";
+import { withTimeout } from "../lib/with-timeout.ts";
 import type { Logger } from "../logger.ts";
 import type { StoredContent } from "../messages/presenter.ts";
 import { SEND_ATTEMPTS } from "../queues/index.ts";
@@ -672,15 +673,8 @@ const STASH_TIMEOUT_MS = 2000;
 /** The Postgres record of a sent message's id is retried this often at most. */
 const RECORD_RETRY_MAX_MS = 1000;
 
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error("Command timed out (provider-id stash)")), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
+/** Matched by isDependencyDown like ioredis' own command timeout. */
+const STASH_TIMEOUT_MESSAGE = "Command timed out (provider-id stash)";
 
 /**
  * The provider-id stash: a Redis hash, message id -> the provider's id, written the moment the
@@ -698,16 +692,26 @@ export function providerIdStash(deps: { redis: RedisClient; config: { redisPrefi
     /** One HSET for a whole chunk. */
     async putMany(pairs: [messageId: string, providerMessageId: string][], logger: Logger): Promise<void> {
       if (pairs.length === 0) return;
-      await withTimeout(deps.redis.hset(key, Object.fromEntries(pairs)), STASH_TIMEOUT_MS).catch(
-        (error: Error) =>
-          logger.warn({ messages: pairs.length, err: error.message }, "provider-id stash not written"),
+      await withTimeout(
+        deps.redis.hset(key, Object.fromEntries(pairs)),
+        STASH_TIMEOUT_MS,
+        STASH_TIMEOUT_MESSAGE,
+      ).catch((error: Error) =>
+        logger.warn({ messages: pairs.length, err: error.message }, "provider-id stash not written"),
       );
     },
     async get(messageId: string): Promise<string | undefined> {
-      return (await withTimeout(deps.redis.hget(key, messageId), STASH_TIMEOUT_MS)) ?? undefined;
+      return (
+        (await withTimeout(deps.redis.hget(key, messageId), STASH_TIMEOUT_MS, STASH_TIMEOUT_MESSAGE)) ??
+        undefined
+      );
     },
     async getMany(messageIds: string[]): Promise<Map<string, string>> {
-      const values = await withTimeout(deps.redis.hmget(key, ...messageIds), STASH_TIMEOUT_MS);
+      const values = await withTimeout(
+        deps.redis.hmget(key, ...messageIds),
+        STASH_TIMEOUT_MS,
+        STASH_TIMEOUT_MESSAGE,
+      );
       const found = new Map<string, string>();
       messageIds.forEach((id, i) => {
         const value = values[i];
@@ -720,7 +724,9 @@ export function providerIdStash(deps: { redis: RedisClient; config: { redisPrefi
     },
     async dropMany(messageIds: string[]): Promise<void> {
       if (messageIds.length === 0) return;
-      await withTimeout(deps.redis.hdel(key, ...messageIds), STASH_TIMEOUT_MS).catch(() => {});
+      await withTimeout(deps.redis.hdel(key, ...messageIds), STASH_TIMEOUT_MS, STASH_TIMEOUT_MESSAGE).catch(
+        () => {},
+      );
     },
     /** Every stashed pair, a page at a time (the sweeper). */
     async *entries(): AsyncGenerator<[messageId: string, providerMessageId: string]> {

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
-import { clientIpOf } from "../http/pipeline.ts";
+import { callerIp } from "../http/request-state.ts";
 import { deletePanelSession } from "../users/repository.ts";
 import {
   loadPanelSession,
@@ -134,7 +134,7 @@ export function signInRoutes(deps: AppDeps) {
         notice: query.signed_out === "1" ? "You are signed out." : undefined,
       });
     })
-    .post("/sign-in", async ({ request, body, server }) => {
+    .post("/sign-in", async ({ request, body }) => {
       const form = formFields(body);
       const next = safeNext(field(form, "next"));
       const email = field(form, "email").slice(0, 254);
@@ -146,7 +146,7 @@ export function signInRoutes(deps: AppDeps) {
         });
       }
       const normalized = normalizeEmail(email);
-      const ip = clientIpOf(request, server, deps.config.trustProxy);
+      const ip = callerIp(request);
       const wait = await throttled(ip, normalized);
       if (wait !== undefined) {
         return formResponse(
