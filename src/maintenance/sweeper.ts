@@ -4,6 +4,7 @@ import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import type { Logger } from "../logger.ts";
 import { adoptProviderId, providerIdStash } from "../outbound/send.ts";
+import { unsent as isUnsent } from "../outbound/unsent.ts";
 import { nudgeDrain } from "../queues/drain-nudge.ts";
 import { jobIdFor, type Queues, sendJobOptions } from "../queues/index.ts";
 import type { RedisClient } from "../redis/connect.ts";
@@ -127,9 +128,8 @@ export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepRe
   const unsent = await deps.db
     .selectFrom("messages as m")
     .select("m.id")
+    .where(isUnsent("m"))
     .where("m.status", "=", "accepted")
-    .where("m.direction", "=", "outbound")
-    .where("m.provider_message_id", "is", null)
     .where("m.created_at", "<", cutoff)
     .where((eb) =>
       eb.or([eb("m.send_not_before", "is", null), eb("m.send_not_before", "<=", deps.clock.now())]),
@@ -141,7 +141,7 @@ export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepRe
             .select(sql`1`.as("one"))
             .whereRef("e.sender_id", "=", "m.sender_id")
             .whereRef("e.contact_id", "=", "m.contact_id")
-            .where("e.status", "=", "accepted")
+            .where(isUnsent("e"))
             .whereRef("e.seq", "<", "m.seq"),
         ),
       ),

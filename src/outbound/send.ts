@@ -16,6 +16,7 @@ import { SEND_ATTEMPTS } from "../queues/index.ts";
 import { type RedisClient, redisKeys } from "../redis/connect.ts";
 import { senderCredentials } from "../senders/repository.ts";
 import { applyStatusEvents, recordProviderMessageId } from "./status.ts";
+import { unsent } from "./unsent.ts";
 
 /**
  * The send worker's work: hand accepted messages to the provider, exactly once, in order per
@@ -156,15 +157,13 @@ async function claim(deps: SendDeps, selector: ReturnType<typeof sql>, now: Date
       SELECT m.seq, m.send_started_at AS prev_started_at
       FROM messages m
       WHERE ${selector}
-        -- accepted is outbound (the table's CHECK): naming direction as well lets the planner AND in
-        -- the index of every outbound message, a scan that grows with the table.
-        AND m.status = 'accepted' AND m.provider_message_id IS NULL
+        AND ${unsent("m")} AND m.status = 'accepted'
         AND (m.send_not_before IS NULL OR m.send_not_before <= ${now})
         AND (m.send_started_at IS NULL OR m.send_started_at <= ${doubtCutoff})
         AND NOT EXISTS (
           SELECT 1 FROM messages e
           WHERE e.sender_id = m.sender_id AND e.contact_id = m.contact_id
-            AND e.status = 'accepted' AND e.seq < m.seq
+            AND ${unsent("e")} AND e.seq < m.seq
         )
       ORDER BY m.seq
       FOR UPDATE OF m SKIP LOCKED

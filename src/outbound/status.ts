@@ -3,6 +3,7 @@ import { normalizeProviderError } from "../channel/provider.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import type { MessageFailure } from "../db/schema.ts";
+import { unsent } from "./unsent.ts";
 
 /**
  * Message status moves forward only (DESIGN §3): accepted -> sent -> delivered -> read, skips
@@ -200,13 +201,11 @@ export async function drainStatusEvents(
 async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
   const result = await sql`
     WITH unsent AS MATERIALIZED (
-      -- Driven from the messages not yet sent (accepted, no provider id: few, through
-      -- the partial index of accepted messages), not from every unapplied event, which under load
-      -- is most of the recent traffic and would make each drain cost as much as the backlog.
-      -- (accepted is outbound by the table's CHECK; saying direction too lets the planner AND in
-      -- the index of every outbound message, which grows with the table.)
+      -- Driven from the messages not yet sent (few, through the partial index of unsent
+      -- messages), not from every unapplied event, which under load is most of the recent
+      -- traffic and would make each drain cost as much as the backlog.
       SELECT m.id FROM messages m
-      WHERE m.status = 'accepted' AND m.provider_message_id IS NULL
+      WHERE ${unsent("m")} AND m.status = 'accepted'
     ), echo AS MATERIALIZED (
       -- Their events, by client_reference alone: an array, so that its index is used (a join on
       -- m.id would compare in m.id's collation, "C", which that index is not in). applied_at is
