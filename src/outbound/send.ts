@@ -621,9 +621,12 @@ async function applyOvertakingStatuses(deps: AdoptDeps, providerMessageIds: stri
       .where("provider_message_id", "in", providerMessageIds)
       .where("applied_at", "is", null)
       .execute();
-    for (const { provider_message_id } of waiting) {
-      await applyStatusEvents(deps.db, deps.clock, provider_message_id);
-    }
+    // One transaction for the chunk's overtaken messages, not one each.
+    await applyStatusEvents(
+      deps.db,
+      deps.clock,
+      waiting.map((w) => w.provider_message_id),
+    );
   } catch (error) {
     if (!isDependencyDown(error)) throw error;
     // The sweeper applies them later (the messages have their ids now).

@@ -91,34 +91,45 @@ export interface StatusDrain extends Omit<StatusBatch, "claimed"> {
 }
 
 /**
- * Applies every unapplied status event of one provider message id (the send worker, once it has
- * recorded the id). Events for a message we do not know yet stay unapplied until it appears (a
- * status can overtake the send response); the send worker and the drain apply them then.
+ * Applies every unapplied status event of the given provider message ids, in one transaction (the
+ * send worker, once it has recorded a chunk's ids). Events for a message we do not know yet stay
+ * unapplied until it appears (a status can overtake the send response); the send worker and the
+ * drain apply them then.
  *
  * An event moves only a message of the sender whose phone_number_id its webhook named: a webhook
  * for number B cannot move number A's messages, by provider id or by our echoed id. Such an event
  * is settled without effect. Events stored before they carried a sender apply as they always did.
  */
-export async function applyStatusEvents(db: Db, clock: Clock, providerMessageId: string): Promise<number> {
+export async function applyStatusEvents(
+  db: Db,
+  clock: Clock,
+  providerMessageIds: string | readonly string[],
+): Promise<number> {
+  const ids =
+    typeof providerMessageIds === "string" ? [providerMessageIds] : [...new Set(providerMessageIds)];
+  if (ids.length === 0) return 0;
   return db.transaction().execute(async (trx) => {
-    // Events before the message, like the drain (which takes events with SKIP LOCKED, then
+    // Events before the messages, like the drain (which takes events with SKIP LOCKED, then
     // messages): the one lock order keeps the two from deadlocking.
     const events = await trx
       .selectFrom("status_events")
       .select(["id", "provider_message_id", "status", "errors", "sender_id", "provider_timestamp"])
-      .where("provider_message_id", "=", providerMessageId)
+      .where("provider_message_id", "in", ids)
       .where("applied_at", "is", null)
       .orderBy("id")
       .forUpdate()
       .execute();
     if (events.length === 0) return 0;
+    const named = [...new Set(events.map((e) => e.provider_message_id))];
     const known = await trx
       .selectFrom("messages")
-      .select("seq")
-      .where("provider_message_id", "=", providerMessageId)
+      .select("provider_message_id")
+      .where("provider_message_id", "in", named)
       .where("direction", "=", "outbound")
-      .executeTakeFirst();
-    if (!known && !(await adoptEchoOf(trx, clock, providerMessageId))) return 0;
+      .execute();
+    const knownIds = new Set(known.map((m) => m.provider_message_id));
+    for (const id of named) if (!knownIds.has(id)) await adoptEchoOf(trx, clock, id);
+    // applyClaimed leaves the events of a message still unknown as they are.
     return (await applyClaimed(trx, clock, events)).applied;
   });
 }
