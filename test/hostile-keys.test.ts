@@ -9,11 +9,11 @@ import { deriveKey } from "../src/crypto/keys.ts";
 import { open, seal } from "../src/crypto/secret-box.ts";
 import { createFeedCursorCodec } from "../src/feed/cursor.ts";
 import { createTokenService, TOKEN_LIFETIME_SECONDS } from "../src/oauth/tokens.ts";
-import { deliverOutboundMessage, SendNotYetPossible } from "../src/outbound/send.ts";
+import { SendNotYetPossible } from "../src/outbound/send.ts";
 import { applyStatusEvents } from "../src/outbound/status.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/templates/sync.ts";
-import { call, createTenantWithApp, createTestEnv, getToken, type TestEnv } from "./support.ts";
+import { call, createTenantWithApp, createTestEnv, deliverOne, getToken, type TestEnv } from "./support.ts";
 
 const S1 = "first-root-secret-of-at-least-32-characters";
 const S2 = "second-root-secret-of-at-least-32-characters";
@@ -284,9 +284,7 @@ describe("provider access tokens at rest", () => {
   test("a send still carries the right bearer to the provider", async () => {
     const id = await acceptedMessage();
     const recording = recordingProvider();
-    const outcome = await deliverOutboundMessage({ ...env.deps, provider: recording.provider }, id, {
-      finalAttempt: false,
-    });
+    const outcome = await deliverOne({ ...env.deps, provider: recording.provider }, id);
     expect(outcome).toBe("sent");
     expect(recording.tokens).toEqual(["provider-token-of-A"]);
     expect((await messageRow(id)).status).toBe("sent");
@@ -305,9 +303,7 @@ describe("provider access tokens at rest", () => {
         const id = await acceptedMessage();
         const recording = recordingProvider();
         // Not the final attempt: a retryable failure would throw here for the queue to retry.
-        const outcome = await deliverOutboundMessage({ ...env.deps, provider: recording.provider }, id, {
-          finalAttempt: false,
-        });
+        const outcome = await deliverOne({ ...env.deps, provider: recording.provider }, id);
         expect(outcome).toBe("failed");
         expect(recording.tokens).toEqual([]);
         const row = await messageRow(id);
@@ -326,11 +322,7 @@ describe("provider access tokens at rest", () => {
       await setStoredToken(senderA.id, "legacy-plain-token");
       const first = await acceptedMessage();
       const before = recordingProvider();
-      expect(
-        await deliverOutboundMessage({ ...env.deps, provider: before.provider }, first, {
-          finalAttempt: false,
-        }),
-      ).toBe("sent");
+      expect(await deliverOne({ ...env.deps, provider: before.provider }, first)).toBe("sent");
       expect(before.tokens).toEqual(["legacy-plain-token"]);
 
       const cli = (args: string[]) =>
@@ -348,11 +340,7 @@ describe("provider access tokens at rest", () => {
 
       const second = await acceptedMessage();
       const after = recordingProvider();
-      expect(
-        await deliverOutboundMessage({ ...env.deps, provider: after.provider }, second, {
-          finalAttempt: false,
-        }),
-      ).toBe("sent");
+      expect(await deliverOne({ ...env.deps, provider: after.provider }, second)).toBe("sent");
       expect(after.tokens).toEqual(["legacy-plain-token"]);
     } finally {
       await setStoredToken(senderA.id, original);
@@ -520,9 +508,7 @@ describe("status events belong to the webhook's phone_number_id", () => {
     await statusVia(senderB, { id: forged, status: "delivered", biz_opaque_callback_data: id });
     expect(await current(id)).toEqual({ status: "accepted", provider_message_id: null });
     // The send worker's in-doubt check does not take B's echo as proof either.
-    await expect(deliverOutboundMessage(env.deps, id, { finalAttempt: false })).rejects.toBeInstanceOf(
-      SendNotYetPossible,
-    );
+    await expect(deliverOne(env.deps, id)).rejects.toBeInstanceOf(SendNotYetPossible);
 
     const genuine = `wamid.genuine-${Math.random().toString(36).slice(2)}`;
     await statusVia(senderA, { id: genuine, status: "delivered", biz_opaque_callback_data: id });

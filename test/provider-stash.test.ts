@@ -2,11 +2,19 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { ChannelProvider } from "../src/channel/provider.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
-import { adoptProviderId, deliverOutboundMessage, providerIdStash } from "../src/outbound/send.ts";
+import { adoptProviderId, providerIdStash } from "../src/outbound/send.ts";
 import { applyStatusEvents } from "../src/outbound/status.ts";
 import { syncSenderTemplates } from "../src/templates/sync.ts";
 import { type ReadingTenant, readingTenant } from "./reading-support.ts";
-import { call, createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./support.ts";
+import {
+  call,
+  createTestEnv,
+  deliverOne,
+  eventually,
+  spawnWorker,
+  type TestEnv,
+  type WorkerProcess,
+} from "./support.ts";
 import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
 
 /**
@@ -80,9 +88,7 @@ describe("provider accepted, Postgres cannot record the id", () => {
       },
     };
     try {
-      const outcome = await deliverOutboundMessage({ ...env.deps, db, provider }, messageId, {
-        finalAttempt: false,
-      });
+      const outcome = await deliverOne({ ...env.deps, db, provider }, messageId);
       expect(outcome).toBe("sent");
     } finally {
       pgProxy.restore();

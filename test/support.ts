@@ -9,6 +9,7 @@ import { buildDeps, closeDeps } from "../src/deps.ts";
 import type { Scope } from "../src/http/request-state.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { createLogger } from "../src/logger.ts";
+import { deliverBatch, type SendDeps, SendNotYetPossible } from "../src/outbound/send.ts";
 import { deleteInstanceKeys } from "../src/redis/connect.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 
@@ -245,4 +246,21 @@ export function spawnWorker(
       return proc.exited;
     },
   };
+}
+
+/**
+ * One message through the batch send path, as if it were a job of its own: its outcome, or the
+ * reason thrown when it is to be retried (a retryable provider error, or SendNotYetPossible for an
+ * attempt still in doubt).
+ */
+export async function deliverOne(
+  deps: SendDeps,
+  messageId: string,
+): Promise<"sent" | "failed" | "adopted" | "skipped"> {
+  const report = await deliverBatch(deps, [messageId]);
+  const outcome = report.outcomes.get(messageId) ?? "skipped";
+  if (outcome === "retry") {
+    throw report.reasons.get(messageId) ?? new SendNotYetPossible("the message is not due yet");
+  }
+  return outcome === "held" ? "skipped" : outcome;
 }

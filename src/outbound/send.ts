@@ -652,24 +652,6 @@ async function claimSuccessors(
   return rows;
 }
 
-/**
- * Compatibility: one message, as a job of its own. Throws the reason when it is to be retried (a
- * retryable provider error, or SendNotYetPossible for an attempt still in doubt).
- */
-export async function deliverOutboundMessage(
-  deps: SendDeps,
-  messageId: string,
-  // Kept for callers of the one-message form; the attempt budget is the message's own now.
-  _options?: { finalAttempt?: boolean },
-): Promise<"sent" | "failed" | "adopted" | "skipped"> {
-  const report = await deliverBatch(deps, [messageId]);
-  const outcome = report.outcomes.get(messageId) ?? "skipped";
-  if (outcome === "retry") {
-    throw report.reasons.get(messageId) ?? new SendNotYetPossible("the message is not due yet");
-  }
-  return outcome === "held" ? "skipped" : outcome;
-}
-
 /** Bounds a stash command: the workers' Redis connection queues commands while Redis is away. */
 const STASH_TIMEOUT_MS = 2000;
 /** The Postgres record of a sent message's id is retried this often at most. */
