@@ -12,7 +12,9 @@ export function contactRoutes(deps: AppDeps) {
     .get(
       "/contacts/:contact_id",
       async ({ auth, params }) => {
-        const { contact, messaging } = await getContact(deps, auth.tenantId, params.contact_id);
+        const { contact, messaging } = await deps.readDb.run(auth, (db) =>
+          getContact({ db, clock: deps.clock }, auth.tenantId, params.contact_id),
+        );
         return presentContact(contact, messaging);
       },
       {
@@ -31,7 +33,9 @@ export function contactRoutes(deps: AppDeps) {
     .get(
       "/contacts",
       async ({ auth, query }) => {
-        const { contact, messaging } = await getContactByPhone(deps, auth.tenantId, query.phone);
+        const { contact, messaging } = await deps.readDb.run(auth, (db) =>
+          getContactByPhone({ db, clock: deps.clock }, auth.tenantId, query.phone),
+        );
         return presentContact(contact, messaging);
       },
       {

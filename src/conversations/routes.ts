@@ -12,11 +12,13 @@ export function conversationRoutes(deps: AppDeps) {
   return new Elysia().use(scopeGuard).get(
     "/conversations",
     async ({ auth, query, request }) => {
-      const page = await listConversations(deps.db, auth.tenantId, {
-        order: query.order ?? "desc",
-        limit: query.limit ?? CONVERSATIONS_LIMIT.default,
-        before: query.before,
-      });
+      const page = await deps.readDb.run(auth, (db) =>
+        listConversations(db, auth.tenantId, {
+          order: query.order ?? "desc",
+          limit: query.limit ?? CONVERSATIONS_LIMIT.default,
+          before: query.before,
+        }),
+      );
       return listEnvelope(pathOf(request.url), page.rows.map(presentConversation), page.hasMore);
     },
     {

@@ -18,7 +18,7 @@ export function feedRoutes(deps: AppDeps) {
     "/messages",
     async ({ auth, query, request }) => {
       const page = await readFeed(
-        deps.db,
+        (work) => deps.readDb.run(auth, work),
         cursors,
         auth.tenantId,
         query.since,

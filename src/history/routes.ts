@@ -13,11 +13,13 @@ export function historyRoutes(deps: AppDeps) {
   return new Elysia().use(scopeGuard).get(
     "/contacts/:contact_id/messages",
     async ({ auth, params, query, request }) => {
-      const page = await listContactHistory(deps.db, auth.tenantId, params.contact_id, {
-        order: query.order ?? "asc",
-        limit: query.limit ?? HISTORY_LIMIT.default,
-        before: query.before,
-      });
+      const page = await deps.readDb.run(auth, (db) =>
+        listContactHistory(db, auth.tenantId, params.contact_id, {
+          order: query.order ?? "asc",
+          limit: query.limit ?? HISTORY_LIMIT.default,
+          before: query.before,
+        }),
+      );
       return listEnvelope(pathOf(request.url), page.rows.map(presentHistoryMessage), page.hasMore);
     },
     {
