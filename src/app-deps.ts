@@ -18,10 +18,10 @@ export interface AppDeps {
   config: Config;
   db: Db;
   /**
-   * Where the reads of contacts, history, conversations and the feed run: a replica with
-   * read-your-writes per application when DATABASE_READ_URL is set, else the primary (`db`).
+   * With DATABASE_READ_URL: where the reads of contacts, history, conversations and the feed run (a
+   * replica, with read-your-writes per application). Unset, they run on `db` (`readWith`).
    */
-  readDb: ReadDatabase;
+  readDb?: ReadDatabase;
   redis: RedisClient;
   keys: RedisKeys;
   clock: Clock;

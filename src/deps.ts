@@ -3,7 +3,7 @@ import { createWhatsAppProvider } from "./channel/whatsapp.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createDb, type DbOptions } from "./db/connect.ts";
-import { primaryOnly, replicaReads } from "./db/read-replica.ts";
+import { replicaReads } from "./db/read-replica.ts";
 import { DEFAULT_LIMITS, IP_LIMITS } from "./http/rate-limit.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMetrics } from "./metrics/index.ts";
@@ -46,7 +46,7 @@ export function buildDeps(
           metrics,
           readYourWritesSeconds: config.readYourWritesSeconds,
         })
-      : primaryOnly(db),
+      : undefined,
     redis,
     queues: createQueues(redis, config.redisPrefix),
     provider: instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics),
@@ -68,5 +68,5 @@ export function buildDeps(
 
 export async function closeDeps(deps: AppDeps): Promise<void> {
   await deps.queues.close();
-  await Promise.allSettled([deps.db.destroy(), deps.readDb.close(), deps.redis.quit()]);
+  await Promise.allSettled([deps.db.destroy(), deps.readDb?.close(), deps.redis.quit()]);
 }

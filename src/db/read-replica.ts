@@ -29,7 +29,7 @@ export interface Reader {
 }
 
 export interface ReadDatabase {
-  /** Runs `work` on the database this reader's read should use (the primary without a replica). */
+  /** Runs `work` on the database this reader's read should use. */
   run<T>(reader: Reader, work: (db: Db) => Promise<T>): Promise<T>;
   /** After a commit by these readers: remember the primary's position for their next reads. */
   noteWrites(writers: readonly Reader[]): Promise<void>;
@@ -54,9 +54,13 @@ function isReplicaFault(error: unknown): boolean {
   return isDependencyDown(error) || (error as { code?: unknown })?.code === "40001";
 }
 
-/** The primary alone: what the api uses when DATABASE_READ_URL is unset. */
-export function primaryOnly(primary: Db): ReadDatabase {
-  return { run: (_reader, work) => work(primary), noteWrites: async () => {}, close: async () => {} };
+/** Runs a reader's read through `readDb`, or on `db` (the primary) when there is no replica. */
+export function readWith<T>(
+  deps: { db: Db; readDb?: ReadDatabase },
+  reader: Reader,
+  work: (db: Db) => Promise<T>,
+): Promise<T> {
+  return deps.readDb ? deps.readDb.run(reader, work) : work(deps.db);
 }
 
 export interface ReplicaReadsOptions {

@@ -1,6 +1,7 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { ContactIdParams } from "../contacts/schemas.ts";
+import { readWith } from "../db/read-replica.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
 import { standardErrors } from "../http/schemas.ts";
@@ -13,7 +14,7 @@ export function historyRoutes(deps: AppDeps) {
   return new Elysia().use(scopeGuard).get(
     "/contacts/:contact_id/messages",
     async ({ auth, params, query, request }) => {
-      const page = await deps.readDb.run(auth, (db) =>
+      const page = await readWith(deps, auth, (db) =>
         listContactHistory(db, auth.tenantId, params.contact_id, {
           order: query.order ?? "asc",
           limit: query.limit ?? HISTORY_LIMIT.default,

@@ -40,7 +40,7 @@ export interface AcceptDeps {
   clock: Clock;
   logger: Logger;
   metrics: Pick<Metrics, "messagesAccepted">;
-  readDb: Pick<ReadDatabase, "noteWrites">;
+  readDb?: Pick<ReadDatabase, "noteWrites">;
 }
 
 export interface AcceptOutcome {
@@ -192,7 +192,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
       // Once per batch, before any of its requests answers: the senders' next reads see their sends
       // even on a lagging replica (src/db/read-replica.ts).
       deps.readDb
-        .noteWrites(committed.map((row) => ({ tenantId: row.tenantId, clientId: row.clientId })))
+        ?.noteWrites(committed.map((row) => ({ tenantId: row.tenantId, clientId: row.clientId })))
         .catch((error: Error) =>
           deps.logger.warn(
             { err: error.message },
