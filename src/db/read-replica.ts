@@ -17,9 +17,9 @@ import type { Db } from "./connect.ts";
  * (`pg_last_wal_replay_lsn()`); behind, the read goes to the primary at once instead of waiting.
  * Reads of an application with no recent write go to the replica with no check.
  *
- * A replica that fails (down, restarting, a query cancelled by a recovery conflict) answers
- * nothing: the read runs again on the primary, and for REPLICA_RETRY_MS every read goes there
- * before the replica is tried again.
+ * A replica that fails (down, restarting, unreachable) answers nothing: the read runs again on the
+ * primary, and for REPLICA_RETRY_MS every read goes there before the replica is tried again. A
+ * query the standby cancelled for a conflict with recovery runs again on the primary too.
  */
 
 /** Whose read it is: an application of a tenant (the API's authenticated caller). */
@@ -37,7 +37,7 @@ export interface ReadDatabase {
   close(): Promise<void>;
 }
 
-export type ReadRoute = "replica" | "replica_behind" | "replica_down" | "writes_unknown";
+export type ReadRoute = "replica" | "replica_behind" | "replica_down" | "replica_conflict" | "writes_unknown";
 
 /** How long a replica that failed is left alone before a read tries it again. */
 export const REPLICA_RETRY_MS = 2000;
@@ -50,8 +50,8 @@ const REPLAYED_LSN = sql<{ lsn: string | null }>`SELECT pg_last_wal_replay_lsn()
 const LSN_MEMBER = "lsn";
 
 /** SQLSTATE 40001 on a standby: a query cancelled by a conflict with recovery; the primary has none. */
-function isReplicaFault(error: unknown): boolean {
-  return isDependencyDown(error) || (error as { code?: unknown })?.code === "40001";
+function isRecoveryConflict(error: unknown): boolean {
+  return (error as { code?: unknown })?.code === "40001";
 }
 
 /** Runs a reader's read through `readDb`, or on `db` (the primary) when there is no replica. */
@@ -127,7 +127,8 @@ export function replicaReads(options: ReplicaReadsOptions): ReadDatabase {
           });
         }
       } catch (error) {
-        if (!isReplicaFault(error)) throw error;
+        if (isRecoveryConflict(error)) return onPrimary("replica_conflict", work);
+        if (!isDependencyDown(error)) throw error;
         replicaFailed(error);
         return onPrimary("replica_down", work);
       }

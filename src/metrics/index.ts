@@ -72,7 +72,7 @@ export function createMetrics(options: MetricsOptions) {
     // Read routing (src/db/read-replica.ts), only with DATABASE_READ_URL.
     reads: new Counter({
       name: "db_reads_total",
-      help: "Reads of contacts, history, conversations and the feed with DATABASE_READ_URL set, by the database that served them and why: replica; primary when the replica had not replayed the application's last write (replica_behind), had failed (replica_down) or Redis could not say (writes_unknown).",
+      help: "Reads of contacts, history, conversations and the feed with DATABASE_READ_URL set, by the database that served them and why: replica; primary when the replica had not replayed the application's last write (replica_behind), had failed (replica_down), cancelled the query for a recovery conflict (replica_conflict) or Redis could not say (writes_unknown).",
       labelNames: ["database", "route"] as const,
       registers: apiOnly,
     }),
