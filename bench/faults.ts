@@ -13,21 +13,13 @@
  * another free port with no persistence. Everything is stopped and removed at the end, also on
  * failure or Ctrl-C; the logs stay when a scenario failed (their folder is printed).
  */
-import {
-  chmodSync,
-  chownSync,
-  closeSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  rmSync,
-} from "node:fs";
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { Subprocess } from "bun";
 import { sql } from "kysely";
+import { findPgTools, freePort, privatePostgres } from "../scripts/private-postgres.ts";
 import { createApplication } from "../src/applications/service.ts";
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { systemClock } from "../src/clock.ts";
@@ -104,21 +96,10 @@ for (const name of opts.only) {
   if (!(SCENARIOS as readonly string[]).includes(name)) fatal(`unknown scenario ${name}`);
 }
 
-const PG_BIN = (() => {
-  const base = "/usr/lib/postgresql";
-  const versions = (() => {
-    try {
-      return readdirSync(base)
-        .filter((v) => /^\d+$/.test(v))
-        .sort((a, b) => Number(b) - Number(a));
-    } catch {
-      return [];
-    }
-  })();
-  if (versions[0]) return join(base, versions[0], "bin");
-  const initdb = Bun.which("initdb");
-  if (!initdb) fatal("initdb not found (Debian: /usr/lib/postgresql/<version>/bin)");
-  return initdb.slice(0, initdb.lastIndexOf("/"));
+const pgTools = (() => {
+  const found = findPgTools();
+  if ("problem" in found) fatal(found.problem);
+  return found;
 })();
 if (!Bun.which("redis-server")) fatal("redis-server is not installed");
 
@@ -132,22 +113,6 @@ mkdirSync(LOG_DIR);
 const started = Date.now();
 function say(message: string) {
   console.log(`${((Date.now() - started) / 1000).toFixed(0).padStart(5)}s ${message}`);
-}
-
-function freePort(): number {
-  // The api and the simulator bind 0.0.0.0, so the port must be free there.
-  const listener = Bun.listen({ hostname: "0.0.0.0", port: 0, socket: { data() {} } });
-  const port = listener.port;
-  listener.stop(true);
-  return port;
-}
-
-async function runCommand(cmd: string[], what: string): Promise<void> {
-  const log = openSync(join(LOG_DIR, "commands.log"), "a");
-  const proc = Bun.spawn(cmd, { stdin: "ignore", stdout: log, stderr: log });
-  closeSync(log);
-  const code = await proc.exited;
-  if (code !== 0) throw new Error(`${what} failed with code ${code} (see ${LOG_DIR}/commands.log)`);
 }
 
 async function until<T>(
@@ -165,96 +130,23 @@ async function until<T>(
 }
 
 // ---------------------------------------------------------------------------------------------
-// The private Postgres cluster: initdb and pg_ctl, as an unprivileged user when we are root.
-
-const pgUser = (() => {
-  if (process.getuid?.() !== 0) return undefined;
-  const exists = (name: string) => Bun.spawnSync(["id", "-u", name]).exitCode === 0;
-  if (exists("postgres")) return "postgres";
-  if (!exists("faultspg")) {
-    const made = Bun.spawnSync([
-      "useradd",
-      "--system",
-      "--no-create-home",
-      "--shell",
-      "/usr/sbin/nologin",
-      "faultspg",
-    ]);
-    if (made.exitCode !== 0) fatal(`could not create the user faultspg: ${made.stderr.toString()}`);
-  }
-  return "faultspg";
-})();
-
-const asPgUser = (cmd: string[]) => (pgUser ? ["runuser", "-u", pgUser, "--", ...cmd] : cmd);
+// The private Postgres cluster (scripts/private-postgres.ts).
 
 const ports = { pg: freePort(), redis: freePort(), api: freePort(), simulator: freePort() };
-const PG_HOME = join(RUN_DIR, "pg");
-const PG_DATA = join(PG_HOME, "data");
-const DATABASE_URL = `postgres://postgres@127.0.0.1:${ports.pg}/faults`;
-const REDIS_URL = `redis://127.0.0.1:${ports.redis}/0`;
-let pgRunning = false;
-
-async function initPostgres(): Promise<void> {
-  mkdirSync(PG_HOME);
-  if (pgUser) {
-    const uid = Number(Bun.spawnSync(["id", "-u", pgUser]).stdout.toString());
-    const gid = Number(Bun.spawnSync(["id", "-g", pgUser]).stdout.toString());
-    chmodSync(RUN_DIR, 0o755);
-    chownSync(PG_HOME, uid, gid);
-  }
-  await runCommand(
-    asPgUser([
-      join(PG_BIN, "initdb"),
-      "-D",
-      PG_DATA,
-      "-U",
-      "postgres",
-      "-A",
-      "trust",
-      "-E",
-      "UTF8",
-      "--no-sync",
-    ]),
-    "initdb",
-  );
-}
-
-async function startPostgres(): Promise<void> {
-  const settings = [
-    `-p ${ports.pg}`,
-    "-c listen_addresses=127.0.0.1",
-    `-c unix_socket_directories=${PG_HOME}`,
-    "-c max_connections=300",
+const postgres = privatePostgres({
+  tools: pgTools,
+  home: join(RUN_DIR, "pg"),
+  port: ports.pg,
+  commandLog: join(LOG_DIR, "commands.log"),
+  settings: [
+    "max_connections=300",
     // Clean stops only (pg_ctl stop -m fast): what is committed survives them without fsync.
-    "-c fsync=off",
-    "-c full_page_writes=off",
-  ].join(" ");
-  await runCommand(
-    asPgUser([
-      join(PG_BIN, "pg_ctl"),
-      "-D",
-      PG_DATA,
-      "-l",
-      join(PG_HOME, "postgres.log"),
-      "-w",
-      "-t",
-      "60",
-      "-o",
-      settings,
-      "start",
-    ]),
-    "pg_ctl start",
-  );
-  pgRunning = true;
-}
-
-async function stopPostgres(mode: "fast" | "immediate" = "fast"): Promise<void> {
-  await runCommand(
-    asPgUser([join(PG_BIN, "pg_ctl"), "-D", PG_DATA, "-m", mode, "-w", "-t", "60", "stop"]),
-    "pg_ctl stop",
-  );
-  pgRunning = false;
-}
+    "fsync=off",
+    "full_page_writes=off",
+  ],
+});
+const DATABASE_URL = postgres.url("faults");
+const REDIS_URL = `redis://127.0.0.1:${ports.redis}/0`;
 
 // ---------------------------------------------------------------------------------------------
 // Child processes: each one's output goes to LOG_DIR/<name>.log.
@@ -384,7 +276,7 @@ function cleanup(keepFolder: boolean): Promise<void> {
     );
     const redis = children.get("redis");
     if (redis) await stopChild(redis, "SIGKILL");
-    if (pgRunning) await stopPostgres("immediate").catch((e) => console.error(`faults: ${e}`));
+    if (postgres.running) await postgres.stop("immediate").catch((e) => console.error(`faults: ${e}`));
     if (keepFolder) console.log(`faults: cluster and logs kept in ${RUN_DIR}`);
     else rmSync(RUN_DIR, { recursive: true, force: true });
   })();
@@ -632,9 +524,9 @@ async function restartRedisEmpty(): Promise<number> {
 
 async function stopPostgresFor(seconds: number): Promise<number> {
   say(`   pg_ctl stop -m fast (for ${seconds} s)`);
-  await stopPostgres("fast");
+  await postgres.stop("fast");
   await Bun.sleep(seconds * 1000);
-  await startPostgres();
+  await postgres.start();
   say("   postgres started again");
   return Date.now();
 }
@@ -940,10 +832,10 @@ async function main(): Promise<number> {
     `fault suite: ${opts.only.length} scenario(s), n=${opts.n}, ${opts.clients} clients; folder ${RUN_DIR}`,
   );
   say(
-    `private postgres on ${ports.pg} (${PG_BIN}${pgUser ? `, as ${pgUser}` : ""}), redis on ${ports.redis}`,
+    `private postgres on ${ports.pg} (${pgTools.bin}${pgTools.user ? `, as ${pgTools.user}` : ""}), redis on ${ports.redis}`,
   );
-  await initPostgres();
-  await startPostgres();
+  await postgres.init();
+  await postgres.start();
   startRedis();
   await waitRedis();
   await ensureDatabase(DATABASE_URL);

@@ -6,6 +6,7 @@ import type { ChannelProvider } from "./channel/provider.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { Db } from "./db/connect.ts";
+import type { ReadDatabase } from "./db/read-replica.ts";
 import type { Logger } from "./logger.ts";
 import type { Metrics } from "./metrics/index.ts";
 import type { TokenService } from "./oauth/tokens.ts";
@@ -16,6 +17,11 @@ import type { RedisClient, RedisKeys } from "./redis/connect.ts";
 export interface AppDeps {
   config: Config;
   db: Db;
+  /**
+   * With DATABASE_READ_URL: where the reads of contacts, history, conversations and the feed run (a
+   * replica, with read-your-writes per application). Unset, they run on `db` (`readWith`).
+   */
+  readDb?: ReadDatabase;
   redis: RedisClient;
   keys: RedisKeys;
   clock: Clock;

@@ -19,6 +19,10 @@ export interface Config {
   port: number;
   publicBaseUrl: string;
   databaseUrl: string;
+  /** DATABASE_READ_URL: a streaming replica for the api's reads (src/db/read-replica.ts); unset: the primary. */
+  databaseReadUrl: string | undefined;
+  /** How long an application's reads keep waiting for a replica to pass its last write. */
+  readYourWritesSeconds: number;
   redisUrl: string;
   redisPrefix: string;
   /** The service's root secret: the keys of tokens, feed cursors and CSRF are derived from it. */
@@ -201,6 +205,10 @@ export function loadConfig(env: Env = process.env): Config {
       "postgres:",
       "postgresql:",
     ]),
+    databaseReadUrl: env.DATABASE_READ_URL
+      ? url(env, "DATABASE_READ_URL", "", ["postgres:", "postgresql:"])
+      : undefined,
+    readYourWritesSeconds: integer(env, "READ_YOUR_WRITES_SECONDS", 300, 1, 86_400),
     redisUrl: url(env, "REDIS_URL", "redis://127.0.0.1:6379/0", ["redis:", "rediss:"]),
     redisPrefix,
     jwtSecret: jwtSecret || DEV_JWT_SECRET,

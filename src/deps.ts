@@ -3,6 +3,7 @@ import { createWhatsAppProvider } from "./channel/whatsapp.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createDb, type DbOptions } from "./db/connect.ts";
+import { replicaReads } from "./db/read-replica.ts";
 import { DEFAULT_LIMITS, IP_LIMITS } from "./http/rate-limit.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMetrics } from "./metrics/index.ts";
@@ -24,16 +25,35 @@ export function buildDeps(
   const clock = overrides.clock ?? systemClock;
   const metrics = createMetrics({ process: "api" });
   const redis = createRedis(config.redisUrl, { connectionName: "messaging-api" });
+  const db = createDb(config.databaseUrl, { applicationName: "messaging-api", ...overrides.db });
+  const keys = redisKeys(config.redisPrefix);
+  const logger = overrides.logger ?? createLogger(config.logLevel, "api");
   return {
     config,
-    db: createDb(config.databaseUrl, { applicationName: "messaging-api", ...overrides.db }),
+    db,
+    readDb: config.databaseReadUrl
+      ? replicaReads({
+          primary: db,
+          // A replica that does not answer holds a read a second at most, then the primary answers it.
+          replica: createDb(config.databaseReadUrl, {
+            applicationName: "messaging-api-read",
+            ...overrides.db,
+            connectionTimeoutMillis: 1000,
+          }),
+          redis,
+          keys,
+          logger,
+          metrics,
+          readYourWritesSeconds: config.readYourWritesSeconds,
+        })
+      : undefined,
     redis,
     queues: createQueues(redis, config.redisPrefix),
     provider: instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics),
     metrics,
-    keys: redisKeys(config.redisPrefix),
+    keys,
     clock,
-    logger: overrides.logger ?? createLogger(config.logLevel, "api"),
+    logger,
     tokens: createTokenService(config.jwtSecret, clock, config.previousSecrets),
     limits: {
       anonymous: DEFAULT_LIMITS.read,
@@ -48,5 +68,5 @@ export function buildDeps(
 
 export async function closeDeps(deps: AppDeps): Promise<void> {
   await deps.queues.close();
-  await Promise.allSettled([deps.db.destroy(), deps.redis.quit()]);
+  await Promise.allSettled([deps.db.destroy(), deps.readDb?.close(), deps.redis.quit()]);
 }

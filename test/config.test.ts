@@ -27,6 +27,8 @@ describe("configuration", () => {
     expect(config.dailySendQuota).toBe(10_000);
     expect(config.logLevel).toBe("info");
     expect(config.trustProxy).toBe(0);
+    expect(config.databaseReadUrl).toBeUndefined();
+    expect(config.readYourWritesSeconds).toBe(300);
   });
 
   test("a malformed value is refused with a message naming the variable", () => {
@@ -34,6 +36,8 @@ describe("configuration", () => {
       [{ PORT: "http" }, "PORT"],
       [{ PORT: "70000" }, "PORT"],
       [{ DATABASE_URL: "mysql://x/y" }, "DATABASE_URL"],
+      [{ DATABASE_READ_URL: "replica:5432" }, "DATABASE_READ_URL"],
+      [{ READ_YOUR_WRITES_SECONDS: "0" }, "READ_YOUR_WRITES_SECONDS"],
       [{ REDIS_URL: "not a url" }, "REDIS_URL"],
       [{ DAILY_SEND_QUOTA: "-1" }, "DAILY_SEND_QUOTA"],
       [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],

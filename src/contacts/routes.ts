@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
+import { readWith } from "../db/read-replica.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentContact } from "./presenter.ts";
@@ -12,7 +13,9 @@ export function contactRoutes(deps: AppDeps) {
     .get(
       "/contacts/:contact_id",
       async ({ auth, params }) => {
-        const { contact, messaging } = await getContact(deps, auth.tenantId, params.contact_id);
+        const { contact, messaging } = await readWith(deps, auth, (db) =>
+          getContact({ db, clock: deps.clock }, auth.tenantId, params.contact_id),
+        );
         return presentContact(contact, messaging);
       },
       {
@@ -31,7 +34,9 @@ export function contactRoutes(deps: AppDeps) {
     .get(
       "/contacts",
       async ({ auth, query }) => {
-        const { contact, messaging } = await getContactByPhone(deps, auth.tenantId, query.phone);
+        const { contact, messaging } = await readWith(deps, auth, (db) =>
+          getContactByPhone({ db, clock: deps.clock }, auth.tenantId, query.phone),
+        );
         return presentContact(contact, messaging);
       },
       {

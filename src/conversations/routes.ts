@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
+import { readWith } from "../db/read-replica.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
 import { standardErrors } from "../http/schemas.ts";
@@ -12,11 +13,13 @@ export function conversationRoutes(deps: AppDeps) {
   return new Elysia().use(scopeGuard).get(
     "/conversations",
     async ({ auth, query, request }) => {
-      const page = await listConversations(deps.db, auth.tenantId, {
-        order: query.order ?? "desc",
-        limit: query.limit ?? CONVERSATIONS_LIMIT.default,
-        before: query.before,
-      });
+      const page = await readWith(deps, auth, (db) =>
+        listConversations(db, auth.tenantId, {
+          order: query.order ?? "desc",
+          limit: query.limit ?? CONVERSATIONS_LIMIT.default,
+          before: query.before,
+        }),
+      );
       return listEnvelope(pathOf(request.url), page.rows.map(presentConversation), page.hasMore);
     },
     {

@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
+import { readWith } from "../db/read-replica.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
 import { standardErrors } from "../http/schemas.ts";
@@ -18,7 +19,7 @@ export function feedRoutes(deps: AppDeps) {
     "/messages",
     async ({ auth, query, request }) => {
       const page = await readFeed(
-        deps.db,
+        (work) => readWith(deps, auth, work),
         cursors,
         auth.tenantId,
         query.since,

@@ -15,10 +15,12 @@ export interface FeedPage {
  * operator bumped it) is read again from position 0. `next_cursor` is the last position on the page,
  * or where the page started when it is empty, so it is never behind what the client has seen.
  *
- * A cursor at or past the tenant's head in Redis (`readHead`) is answered without Postgres.
+ * A cursor at or past the tenant's head in Redis (`readHead`) is answered without Postgres; the
+ * rest is read where `read` runs it (a replica may answer, src/db/read-replica.ts: it lags, so a
+ * page may come later, never out of order).
  */
 export async function readFeed(
-  db: Db,
+  read: <T>(work: (db: Db) => Promise<T>) => Promise<T>,
   cursors: FeedCursorCodec,
   tenantId: string,
   since: string | undefined,
@@ -39,13 +41,16 @@ export async function readFeed(
     const page = emptyPageAtHead(cursors, tenantId, position, await readHead(tenantId));
     if (page) return page;
   }
-  const [epoch, optimistic] = await Promise.all([
-    currentFeedEpoch(db),
-    readFeedEntries(db, tenantId, position?.seq ?? 0, limit + 1),
-  ]);
-  const after = position?.epoch === epoch ? position.seq : 0;
-  const fetched =
-    after === (position?.seq ?? 0) ? optimistic : await readFeedEntries(db, tenantId, after, limit + 1);
+  const { epoch, after, fetched } = await read(async (db) => {
+    const [epoch, optimistic] = await Promise.all([
+      currentFeedEpoch(db),
+      readFeedEntries(db, tenantId, position?.seq ?? 0, limit + 1),
+    ]);
+    const after = position?.epoch === epoch ? position.seq : 0;
+    const fetched =
+      after === (position?.seq ?? 0) ? optimistic : await readFeedEntries(db, tenantId, after, limit + 1);
+    return { epoch, after, fetched };
+  });
   const rows = fetched.slice(0, limit);
   const last = rows.at(-1);
   return {

@@ -1,6 +1,7 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { ContactIdParams } from "../contacts/schemas.ts";
+import { readWith } from "../db/read-replica.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/pipeline.ts";
 import { standardErrors } from "../http/schemas.ts";
@@ -13,11 +14,13 @@ export function historyRoutes(deps: AppDeps) {
   return new Elysia().use(scopeGuard).get(
     "/contacts/:contact_id/messages",
     async ({ auth, params, query, request }) => {
-      const page = await listContactHistory(deps.db, auth.tenantId, params.contact_id, {
-        order: query.order ?? "asc",
-        limit: query.limit ?? HISTORY_LIMIT.default,
-        before: query.before,
-      });
+      const page = await readWith(deps, auth, (db) =>
+        listContactHistory(db, auth.tenantId, params.contact_id, {
+          order: query.order ?? "asc",
+          limit: query.limit ?? HISTORY_LIMIT.default,
+          before: query.before,
+        }),
+      );
       return listEnvelope(pathOf(request.url), page.rows.map(presentHistoryMessage), page.hasMore);
     },
     {

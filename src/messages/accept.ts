@@ -4,6 +4,7 @@ import type { Clock } from "../clock.ts";
 import { type MessagingState, messagingState } from "../contacts/messaging-state.ts";
 import { toE164 } from "../contacts/phone.ts";
 import type { Db } from "../db/connect.ts";
+import type { ReadDatabase } from "../db/read-replica.ts";
 import { ApiError } from "../http/errors.ts";
 import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
 import { isId, newId } from "../ids.ts";
@@ -39,6 +40,7 @@ export interface AcceptDeps {
   clock: Clock;
   logger: Logger;
   metrics: Pick<Metrics, "messagesAccepted">;
+  readDb?: Pick<ReadDatabase, "noteWrites">;
 }
 
 export interface AcceptOutcome {
@@ -181,11 +183,23 @@ export function createMessageAcceptor(deps: AcceptDeps) {
   const commit = createAcceptBatcher(deps, async (committed) => {
     // One job for the whole committed batch: the send worker claims and sends it as a batch.
     if (committed.length === 0) return;
-    await deps.queues.send.add(
-      "send",
-      { messageIds: committed.map((row) => row.messageId) },
-      { jobId: `b-${committed[0]!.messageId}`, ...sendJobOptions(deps.config.workers.sendRetryBaseMs) },
-    );
+    await Promise.all([
+      deps.queues.send.add(
+        "send",
+        { messageIds: committed.map((row) => row.messageId) },
+        { jobId: `b-${committed[0]!.messageId}`, ...sendJobOptions(deps.config.workers.sendRetryBaseMs) },
+      ),
+      // Once per batch, before any of its requests answers: the senders' next reads see their sends
+      // even on a lagging replica (src/db/read-replica.ts).
+      deps.readDb
+        ?.noteWrites(committed.map((row) => ({ tenantId: row.tenantId, clientId: row.clientId })))
+        .catch((error: Error) =>
+          deps.logger.warn(
+            { err: error.message },
+            "could not note the batch's WAL position for read-your-writes",
+          ),
+        ),
+    ]);
   });
 
   async function validate(

@@ -69,6 +69,14 @@ export function createMetrics(options: MetricsOptions) {
       registers,
     }),
 
+    // Read routing (src/db/read-replica.ts), only with DATABASE_READ_URL.
+    reads: new Counter({
+      name: "db_reads_total",
+      help: "Reads of contacts, history, conversations and the feed with DATABASE_READ_URL set, by the database that served them and why: replica; primary when the replica had not replayed the application's last write (replica_behind), had failed (replica_down), cancelled the query for a recovery conflict (replica_conflict) or Redis could not say (writes_unknown).",
+      labelNames: ["database", "route"] as const,
+      registers: apiOnly,
+    }),
+
     // Sending.
     messagesAccepted: new Counter({
       name: "messages_accepted_total",

@@ -116,6 +116,11 @@ export function redisKeys(prefix: string) {
      * (src/senders/directory-version.ts), read by the send admission so that caches see a change at once.
      */
     directoryVersion: (tenantId: string) => `${prefix}:{t:${tenantId}}:directory-version`,
+    /**
+     * The primary's WAL position after an application's last accepted send (a sorted set of one
+     * member, raised with ZADD GT): its reads wait for a replica to pass it (src/db/read-replica.ts).
+     */
+    writtenLsn: (tenantId: string, clientId: string) => `${prefix}:{t:${tenantId}}:written-lsn:${clientId}`,
     /** Idempotency fast path; the key itself is hashed (it is client-chosen, up to 255 chars). */
     idempotency: (tenantId: string, clientId: string, keyDigest: string) =>
       `${prefix}:{t:${tenantId}}:idem:${clientId}:${keyDigest}`,
