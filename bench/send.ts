@@ -74,7 +74,7 @@ if (flags.help) {
   --database NAME       dedicated database, dropped and recreated (bench_send)
   --redis-prefix P      dedicated REDIS_PREFIX, its keys deleted before and after (bench-send)
   --no-baseline         skip the baseline (no ratio then)
-  --profile             run the api under bun --cpu-prof --cpu-prof-md (profile in the run directory)
+  --profile             run the api and workers under bun --cpu-prof --cpu-prof-md (profiles in the run directory)
   --keep                keep the database and Redis keys afterwards
   --wait-quiet S        before each phase, wait up to S s for other processes to leave the CPUs idle (0)
   --api-entry FILE      the api's entrypoint, to try a variant of it (src/server.ts)
@@ -925,19 +925,18 @@ async function main() {
 
     // 2. The api (and in drain mode the workers), its tokens, one send to check it all works.
     const workers: Child[] = [];
+    // --profile: every process of ours under the CPU profiler, each profile named by its pid.
+    const bunRun = (entry: string) =>
+      opts.profile
+        ? ["bun", "--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${RUN_DIR}`, entry]
+        : ["bun", entry];
     if (opts.mode === "drain") {
       for (let i = 1; i <= opts.sendWorkers; i++) {
-        workers.push(spawnChild(`send-worker-${i}`, ["bun", "workers/send.ts"], env));
+        workers.push(spawnChild(`send-worker-${i}`, bunRun("workers/send.ts"), env));
       }
-      workers.push(spawnChild("status-worker", ["bun", "workers/status.ts"], env));
+      workers.push(spawnChild("status-worker", bunRun("workers/status.ts"), env));
     }
-    const api = spawnChild(
-      "api",
-      opts.profile
-        ? ["bun", "--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${RUN_DIR}`, opts.apiEntry]
-        : ["bun", opts.apiEntry],
-      env,
-    );
+    const api = spawnChild("api", bunRun(opts.apiEntry), env);
     await waitHttp(`${apiUrl}/readyz`, "api"); // readyz: Postgres and Redis answer it too
     await Bun.sleep(1000); // workers have no health endpoint: one still running after a second is up
     if (unexpectedExit) throw new Error(unexpectedExit);
@@ -1150,7 +1149,10 @@ async function main() {
         );
       }
     }
-    if (opts.profile) console.log(`CPU profile of the api: ${RUN_DIR}/CPU.*.md (written when the api stops)`);
+    if (opts.profile) {
+      const pids = [`api ${api.proc.pid}`, ...workers.map((w) => `${w.name} ${w.proc.pid}`)].join(", ");
+      console.log(`CPU profiles: ${RUN_DIR}/CPU.*.<pid>.*.md, written when each process stops (${pids})`);
+    }
     console.log(`details: ${join(RUN_DIR, "results.json")}`);
   } finally {
     await queue.close().catch(() => {});
