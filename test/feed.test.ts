@@ -394,7 +394,8 @@ describe("sequencer", () => {
     const holder = createDb(env.config.databaseUrl, { max: 1 });
     try {
       await holder.transaction().execute(async (trx) => {
-        await sql`SELECT pg_advisory_xact_lock(${ADVISORY_LOCKS.feedSequencer})`.execute(trx);
+        // Shard 0's lock, the only shard here.
+        await sql`SELECT pg_advisory_xact_lock(${ADVISORY_LOCKS.feedSequencer}::int, 0)`.execute(trx);
         expect(await sequenceFeed(env.deps.db)).toEqual({ ran: false, taken: 0, numbered: 0 });
       });
       expect((await sequenceFeed(env.deps.db)).ran).toBe(true);
