@@ -1,6 +1,6 @@
 import { sql } from "kysely";
-import type { Db } from "../db/connect.ts";
 import { FEED_SHARDS_MAX } from "../config.ts";
+import type { Db } from "../db/connect.ts";
 import { ADVISORY_LOCKS } from "../db/locks.ts";
 import { SYSTEM_TYPE_PATTERN } from "../history/repository.ts";
 import type { Logger } from "../logger.ts";
