@@ -7,6 +7,7 @@ import { DEFAULT_LIMITS, IP_LIMITS } from "./http/rate-limit.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMetrics } from "./metrics/index.ts";
 import { instrumentProvider } from "./metrics/provider.ts";
+import { createMetricsPublisher } from "./metrics/publish.ts";
 import { createTokenService } from "./oauth/tokens.ts";
 import { createQueues } from "./queues/index.ts";
 import { createRedis, redisKeys } from "./redis/connect.ts";
@@ -24,6 +25,8 @@ export function buildDeps(
   const clock = overrides.clock ?? systemClock;
   const metrics = createMetrics({ process: "api" });
   const redis = createRedis(config.redisUrl, { connectionName: "messaging-api" });
+  const keys = redisKeys(config.redisPrefix);
+  const logger = overrides.logger ?? createLogger(config.logLevel, "api");
   return {
     config,
     db: createDb(config.databaseUrl, { applicationName: "messaging-api", ...overrides.db }),
@@ -31,9 +34,10 @@ export function buildDeps(
     queues: createQueues(redis, config.redisPrefix),
     provider: instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics),
     metrics,
-    keys: redisKeys(config.redisPrefix),
+    metricsPublisher: createMetricsPublisher({ redis, keys, metrics, logger }),
+    keys,
     clock,
-    logger: overrides.logger ?? createLogger(config.logLevel, "api"),
+    logger,
     tokens: createTokenService(config.jwtSecret, clock, config.previousSecrets),
     limits: {
       anonymous: DEFAULT_LIMITS.read,
@@ -47,6 +51,7 @@ export function buildDeps(
 }
 
 export async function closeDeps(deps: AppDeps): Promise<void> {
+  await deps.metricsPublisher.stop();
   await deps.queues.close();
   await Promise.allSettled([deps.db.destroy(), deps.redis.quit()]);
 }

@@ -23,6 +23,17 @@ const LABEL_NAMES = {
   queue: ["queue", "state"],
 } as const;
 
+/**
+ * Gauges the scraping api process reads at scrape time (src/metrics/scrape.ts): the same for the
+ * whole deployment, so they come from the process that answers, never from snapshots.
+ */
+export const SCRAPE_TIME_METRICS: ReadonlySet<string> = new Set([
+  "queue_jobs",
+  "worker_processes",
+  "feed_pending_messages",
+  "feed_oldest_pending_age_seconds",
+]);
+
 const SECONDS_FAST = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const SECONDS_SLOW = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
