@@ -141,13 +141,13 @@ export function createMetrics(options: MetricsOptions) {
     }),
     feedTickDuration: new Histogram({
       name: "feed_sequencer_tick_duration_seconds",
-      help: "Duration of sequencer ticks that held the sequencer lock (one transaction each).",
+      help: "Duration of sequencer ticks that held their shard's lock (one shard, one transaction each).",
       buckets: SECONDS_FAST,
       registers: workersOnly,
     }),
     feedBatchSize: new Histogram({
       name: "feed_sequencer_batch_size",
-      help: "Pending rows one sequencer tick took (numbered or dropped), per tick that held the lock.",
+      help: "Pending rows one sequencer tick took (numbered or dropped), per tick that held its shard's lock.",
       buckets: [0, 1, 5, 10, 50, 100, 500, 1000, 2500, 5000],
       registers: workersOnly,
     }),
