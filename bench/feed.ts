@@ -14,7 +14,7 @@
  *
  * Sizes can be changed with BENCH_INGEST_RATE, BENCH_INGEST_SECONDS, BENCH_FINALIZE_WORKERS,
  * BENCH_WEBHOOKS_IN_FLIGHT, BENCH_PER_WEBHOOK, BENCH_FEED_MESSAGES, BENCH_POLL_CONNECTIONS,
- * BENCH_POLL_SECONDS, BENCH_LOST_WRITERS and BENCH_LOST_PER_WRITER; BENCH_PHASES (or `--mode`) picks
+ * BENCH_POLL_SECONDS, BENCH_LOST_WRITERS, BENCH_LOST_PER_WRITER and BENCH_FEED_SHARDS (FEED_SHARDS, 1); BENCH_PHASES (or `--mode`) picks
  * phases, comma-separated (default `ingest,read,lost`; `--mode empty-poll` runs that one alone).
  */
 import { parseArgs } from "node:util";
@@ -78,6 +78,8 @@ const env = {
   // Nothing is sent in this benchmark; the provider is never called.
   WHATSAPP_GRAPH_URL: "http://127.0.0.1:9",
   LOG_LEVEL: "warn",
+  // The sequencer's shards, for the worker processes and the lost-nothing loops (one loop per shard).
+  FEED_SHARDS: process.env.BENCH_FEED_SHARDS ?? "1",
 };
 const config = loadConfig(env);
 const base = `http://127.0.0.1:${port}`;
@@ -550,10 +552,12 @@ async function lostNothing(db: Db) {
         readersPerTenant: 2,
         rollbackRate: 0.1,
         maxDelayMs: 5,
-        sequencers: 2,
+        sequencers: Math.max(2, config.workers.feedShards),
+        shards: config.workers.feedShards,
       });
       return {
         writers: LOST_WRITERS,
+        shards: config.workers.feedShards,
         committed: report.committed,
         rolled_back: report.rolledBack,
         lost: report.lost,

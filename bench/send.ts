@@ -55,6 +55,7 @@ const { values: flags } = parseArgs({
     keep: { type: "boolean", default: false },
     "wait-quiet": { type: "string", default: "0" },
     "api-entry": { type: "string", default: "src/server.ts" },
+    "api-processes": { type: "string", default: "1" },
     "setup-sql": { type: "string" },
     help: { type: "boolean", short: "h", default: false },
   },
@@ -78,6 +79,7 @@ if (flags.help) {
   --keep                keep the database and Redis keys afterwards
   --wait-quiet S        before each phase, wait up to S s for other processes to leave the CPUs idle (0)
   --api-entry FILE      the api's entrypoint, to try a variant of it (src/server.ts)
+  --api-processes N     api processes sharing the port (API_PROCESSES, SO_REUSEPORT) (1)
   --setup-sql FILE      SQL run in the benchmark's database after the migrations (experiments)`);
   process.exit(0);
 }
@@ -113,6 +115,7 @@ const opts = {
   keep: Boolean(flags.keep),
   waitQuiet: int("wait-quiet", 0),
   apiEntry: String(flags["api-entry"]),
+  apiProcesses: int("api-processes", 1),
   setupSql: flags["setup-sql"],
 };
 // Never the dev or a test database: only names that say they are the benchmark's.
@@ -144,10 +147,23 @@ interface Child {
 const children: Child[] = [];
 let unexpectedExit: string | undefined;
 
-function spawnChild(name: string, cmd: string[], env: Record<string, string | undefined>): Child {
+function spawnChild(
+  name: string,
+  cmd: string[],
+  env: Record<string, string | undefined>,
+  /** Messages the child sends over IPC (`process.send`). */
+  onMessage?: (message: unknown) => void,
+): Child {
   const log = join(RUN_DIR, `${name}.log`);
   const fd = openSync(log, "a");
-  const proc = Bun.spawn(cmd, { cwd: ROOT, env, stdin: "ignore", stdout: fd, stderr: fd });
+  const proc = Bun.spawn(cmd, {
+    cwd: ROOT,
+    env,
+    stdin: "ignore",
+    stdout: fd,
+    stderr: fd,
+    ...(onMessage && { ipc: onMessage }),
+  });
   closeSync(fd);
   const child: Child = { name, proc, log, expectedExit: false };
   children.push(child);
@@ -936,7 +952,26 @@ async function main() {
       }
       workers.push(spawnChild("status-worker", bunRun("workers/status.ts"), env));
     }
-    const api = spawnChild("api", bunRun(opts.apiEntry), env);
+    // --api-processes N: N api processes on one port (as API_PROCESSES=N makes `bun run start` do);
+    // each says over IPC when it listens, since the port answering does not say which one did.
+    const apiEnv = { ...env, API_PROCESSES: String(opts.apiProcesses) };
+    const listening: Promise<unknown>[] = [];
+    const apis = Array.from({ length: opts.apiProcesses }, (_, i) => {
+      let listened: (value: unknown) => void = () => {};
+      listening.push(new Promise((resolve) => (listened = resolve)));
+      return spawnChild(
+        opts.apiProcesses === 1 ? "api" : `api-${i + 1}`,
+        bunRun(opts.apiEntry),
+        apiEnv,
+        listened,
+      );
+    });
+    const api = apis[0]!;
+    const allListening = await Promise.race([
+      Promise.all(listening).then(() => true),
+      Bun.sleep(30_000).then(() => false),
+    ]);
+    if (!allListening) say("WARNING: not every api process said within 30 s that it listens");
     await waitHttp(`${apiUrl}/readyz`, "api"); // readyz: Postgres and Redis answer it too
     await Bun.sleep(1000); // workers have no health endpoint: one still running after a second is up
     if (unexpectedExit) throw new Error(unexpectedExit);
@@ -985,7 +1020,7 @@ async function main() {
     const t0 = performance.now();
     const drain = opts.mode === "drain" ? startDrainSampler(db, queue, t0) : undefined;
     const groups: CpuGroups = {
-      api: () => [api.proc.pid],
+      api: () => apis.map((a) => a.proc.pid),
       ...(opts.mode === "drain" && {
         "send workers": () => workers.filter((w) => w.name.startsWith("send")).map((w) => w.proc.pid),
         "status worker": () => workers.filter((w) => w.name === "status-worker").map((w) => w.proc.pid),
@@ -1113,7 +1148,8 @@ async function main() {
       );
       console.log(`    ${describeThread(baseline.mainThread)}`);
     }
-    console.log(`api (bun ${opts.apiEntry}, LOG_LEVEL=warn):\n    ${describeWrk(measured)}`);
+    const processes = opts.apiProcesses > 1 ? `, ${opts.apiProcesses} processes on one port` : "";
+    console.log(`api (bun ${opts.apiEntry}${processes}, LOG_LEVEL=warn):\n    ${describeWrk(measured)}`);
     if (phase.warmup) {
       console.log(
         `    warm-up: ${fmt(phase.warmup.createdPerSecond)} created/s, statuses ${JSON.stringify(phase.warmup.statuses)}`,
@@ -1122,7 +1158,8 @@ async function main() {
     console.log(
       `    CPU (% of one core, ${navigator.hardwareConcurrency} cores): ${describeCpu(phase.cpu, measured.createdPerSecond)}`,
     );
-    console.log(`    ${describeThread(phase.mainThread)}`);
+    const first = opts.apiProcesses > 1 ? " (api-1's)" : "";
+    console.log(`    ${describeThread(phase.mainThread)}${first}`);
     if (phase.samples) {
       console.log(`    ${describeProbes(phase.samples.probes)}`);
       console.log(`    ${describeCounters(phase.samples.counters, measured.statuses["201"] ?? Number.NaN)}`);

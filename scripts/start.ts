@@ -1,7 +1,8 @@
 /**
  * `bun run start`: the whole service on one machine. Makes sure local Postgres and Redis are up
  * (starting installed-but-stopped local servers), migrates, then starts the processes in order,
- * each ready before the next, with prefixed readable logs. Ctrl-C / SIGTERM stops all of them.
+ * each ready before the next, with prefixed readable logs (`[api-2]` when there are several of a
+ * kind: API_PROCESSES, SEND_WORKERS, STATUS_WORKERS, FINALIZE_WORKERS). Ctrl-C / SIGTERM stops all of them.
  */
 import type { Subprocess } from "bun";
 import { loadConfigOrExit } from "../src/config.ts";
@@ -65,6 +66,8 @@ interface ProcessSpec {
   command: string[];
   /** Resolves when the process is ready to serve. */
   ready: () => Promise<boolean>;
+  /** Messages the process sends over IPC (`process.send`). */
+  onMessage?: (message: unknown) => void;
 }
 
 const httpOk = (url: string) => async () => {
@@ -75,7 +78,36 @@ const httpOk = (url: string) => async () => {
   }
 };
 
-/** In start order. Later parts of the service add their processes here. */
+/** `name`, or `name-1` ... `name-<count>` when there are several: the prefix of their log lines. */
+function instances(name: string, count: number): string[] {
+  return count === 1 ? [name] : Array.from({ length: count }, (_, i) => `${name}-${i + 1}`);
+}
+
+const WORKERS = [
+  ["finalize", config.processes.finalize],
+  ["status", config.processes.status],
+  ["send", config.processes.send],
+  // One is enough: the template sync runs in one at a time, and the sweeper's nudges are idempotent.
+  ["maintenance", 1],
+] as const;
+
+/**
+ * An api process is ready when it says it listens (over IPC) and the port answers: with several on
+ * one port (SO_REUSEPORT), the port answering does not say which one did.
+ */
+function apiProcess(name: string): ProcessSpec {
+  let listening = false;
+  return {
+    name,
+    command: ["bun", "src/server.ts"],
+    onMessage: (message) => {
+      if ((message as { listening?: unknown } | null)?.listening) listening = true;
+    },
+    ready: async () => listening && (await httpOk(`http://127.0.0.1:${config.port}/healthz`)()),
+  };
+}
+
+/** In start order: the simulator, the workers (SEND_WORKERS, ... of each kind), then API_PROCESSES api processes. */
 export const PROCESSES: ProcessSpec[] = [
   ...(config.useSimulator
     ? [
@@ -86,18 +118,16 @@ export const PROCESSES: ProcessSpec[] = [
         },
       ]
     : []),
-  ...["finalize", "status", "send", "maintenance"].map((name) => ({
-    name,
-    command: ["bun", `workers/${name}.ts`],
-    // Workers serve no HTTP; one that is still running a second after start has connected (a bad
-    // configuration or an unreachable database makes it exit at once, and that stops everything).
-    ready: () => Bun.sleep(1000).then(() => !stopping),
-  })),
-  {
-    name: "api",
-    command: ["bun", "src/server.ts"],
-    ready: httpOk(`http://127.0.0.1:${config.port}/healthz`),
-  },
+  ...WORKERS.flatMap(([kind, count]) =>
+    instances(kind, count).map((name) => ({
+      name,
+      command: ["bun", `workers/${kind}.ts`],
+      // Workers serve no HTTP; one that is still running a second after start has connected (a bad
+      // configuration or an unreachable database makes it exit at once, and that stops everything).
+      ready: () => Bun.sleep(1000).then(() => !stopping),
+    })),
+  ),
+  ...instances("api", config.processes.api).map(apiProcess),
 ];
 
 const running: { name: string; proc: Subprocess }[] = [];
@@ -129,7 +159,13 @@ try {
   say(applied.length ? `migrations applied: ${applied.join(", ")}` : "database up to date");
 
   for (const spec of PROCESSES) {
-    const proc = Bun.spawn(spec.command, { cwd: ROOT, stdout: "pipe", stderr: "pipe", env: process.env });
+    const proc = Bun.spawn(spec.command, {
+      cwd: ROOT,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: process.env,
+      ...(spec.onMessage && { ipc: spec.onMessage }),
+    });
     running.push({ name: spec.name, proc });
     void pipe(spec.name, proc.stdout, process.stdout);
     void pipe(spec.name, proc.stderr, process.stderr);

@@ -9,6 +9,7 @@ import type { Db } from "./db/connect.ts";
 import type { ReadDatabase } from "./db/read-replica.ts";
 import type { Logger } from "./logger.ts";
 import type { Metrics } from "./metrics/index.ts";
+import type { MetricsPublisher } from "./metrics/publish.ts";
 import type { TokenService } from "./oauth/tokens.ts";
 import type { Queues } from "./queues/index.ts";
 import type { RedisClient, RedisKeys } from "./redis/connect.ts";
@@ -31,6 +32,11 @@ export interface AppDeps {
   provider: ChannelProvider;
   /** This process's Prometheus metrics (src/metrics), in a registry of their own (buildDeps makes it). */
   metrics: Metrics;
+  /**
+   * Writes this process's metrics to Redis for the scrape of any api process (src/metrics/publish.ts):
+   * at each scrape it answers, and every few seconds once started (src/server.ts).
+   */
+  metricsPublisher: MetricsPublisher;
   /**
    * Per-second limits that are not per application (those live on the application): per IP for
    * callers without a token, for the token endpoint (and per client_id: `token`), the panel and the

@@ -5,6 +5,9 @@
 
 import { deriveKey } from "./crypto/keys.ts";
 
+/** The most feed shards (feed_shards' CHECK, sql/010_feed_shards.sql). */
+export const FEED_SHARDS_MAX = 256;
+
 export const DEV_JWT_SECRET = "dev-only-jwt-secret-do-not-use-in-production";
 
 export interface Config {
@@ -63,6 +66,17 @@ export interface Config {
   simulatorShuffleStatuses: boolean;
   /** Tuning of the worker processes (README, "Worker tuning"). */
   workers: WorkerTuning;
+  /** How many processes of each kind `bun run start` runs (scripts/start.ts). */
+  processes: ProcessCounts;
+}
+
+export interface ProcessCounts {
+  /** API_PROCESSES: api processes sharing PORT (SO_REUSEPORT). */
+  api: number;
+  /** SEND_WORKERS, STATUS_WORKERS, FINALIZE_WORKERS. */
+  send: number;
+  status: number;
+  finalize: number;
 }
 
 export interface WorkerTuning {
@@ -78,6 +92,8 @@ export interface WorkerTuning {
   /** When a killed worker's job is handed to another (BullMQ lock and stalled check). */
   lockMs: number;
   stalledIntervalMs: number;
+  /** FEED_SHARDS: the feed sequencer's shard count; raised in Postgres at start, never lowered. */
+  feedShards: number;
 }
 
 export class ConfigError extends Error {}
@@ -246,6 +262,13 @@ export function loadConfig(env: Env = process.env): Config {
       templateSyncIntervalMs: integer(env, "TEMPLATE_SYNC_INTERVAL_MS", 600_000, 1000, 86_400_000),
       lockMs: integer(env, "WORKER_LOCK_MS", 30_000, 100, 3_600_000),
       stalledIntervalMs: integer(env, "WORKER_STALLED_INTERVAL_MS", 30_000, 100, 3_600_000),
+      feedShards: integer(env, "FEED_SHARDS", 1, 1, FEED_SHARDS_MAX),
+    },
+    processes: {
+      api: integer(env, "API_PROCESSES", 1, 1, 64),
+      send: integer(env, "SEND_WORKERS", 1, 1, 64),
+      status: integer(env, "STATUS_WORKERS", 1, 1, 64),
+      finalize: integer(env, "FINALIZE_WORKERS", 1, 1, 64),
     },
   };
 }

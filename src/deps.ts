@@ -8,6 +8,7 @@ import { DEFAULT_LIMITS, IP_LIMITS } from "./http/rate-limit.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMetrics } from "./metrics/index.ts";
 import { instrumentProvider } from "./metrics/provider.ts";
+import { createMetricsPublisher } from "./metrics/publish.ts";
 import { createTokenService } from "./oauth/tokens.ts";
 import { createQueues } from "./queues/index.ts";
 import { createRedis, redisKeys } from "./redis/connect.ts";
@@ -51,6 +52,7 @@ export function buildDeps(
     queues: createQueues(redis, config.redisPrefix),
     provider: instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics),
     metrics,
+    metricsPublisher: createMetricsPublisher({ redis, keys, metrics, logger }),
     keys,
     clock,
     logger,
@@ -67,6 +69,7 @@ export function buildDeps(
 }
 
 export async function closeDeps(deps: AppDeps): Promise<void> {
+  await deps.metricsPublisher.stop();
   await deps.queues.close();
   await Promise.allSettled([deps.db.destroy(), deps.readDb?.close(), deps.redis.quit()]);
 }

@@ -11,8 +11,19 @@ const deps = buildDeps(config);
 const applied = await migrate(deps.db);
 if (applied.length > 0) deps.logger.info({ applied }, "migrations applied");
 
-const app = createApp(deps).listen({ port: config.port, hostname: "0.0.0.0" });
+// API_PROCESSES > 1: scripts/start.ts runs that many of us on one port, and the kernel spreads the
+// connections over them (SO_REUSEPORT). Alone, a second process on the port is an error, not a twin.
+const app = createApp(deps).listen({
+  port: config.port,
+  hostname: "0.0.0.0",
+  reusePort: config.processes.api > 1,
+});
+// Other api processes answer /metrics for this one too (src/metrics/publish.ts).
+deps.metricsPublisher.start();
 deps.logger.info({ port: config.port, base_url: config.publicBaseUrl }, "api listening");
+// scripts/start.ts waits for this: with several api processes on one port, /healthz answering does
+// not say which one listens.
+process.send?.({ listening: config.port });
 
 let stopping = false;
 async function shutdown(signal: string) {

@@ -29,6 +29,8 @@ describe("configuration", () => {
     expect(config.trustProxy).toBe(0);
     expect(config.databaseReadUrl).toBeUndefined();
     expect(config.readYourWritesSeconds).toBe(300);
+    expect(config.processes).toEqual({ api: 1, send: 1, status: 1, finalize: 1 });
+    expect(config.workers.feedShards).toBe(1);
   });
 
   test("a malformed value is refused with a message naming the variable", () => {
@@ -48,6 +50,12 @@ describe("configuration", () => {
       [{ TRUST_PROXY: "11" }, "TRUST_PROXY"],
       [{ TRUST_PROXY: "yes" }, "TRUST_PROXY"],
       [{ TRUST_PROXY: "-1" }, "TRUST_PROXY"],
+      [{ API_PROCESSES: "0" }, "API_PROCESSES"],
+      [{ SEND_WORKERS: "two" }, "SEND_WORKERS"],
+      [{ STATUS_WORKERS: "65" }, "STATUS_WORKERS"],
+      [{ FINALIZE_WORKERS: "1.5" }, "FINALIZE_WORKERS"],
+      [{ FEED_SHARDS: "0" }, "FEED_SHARDS"],
+      [{ FEED_SHARDS: "257" }, "FEED_SHARDS"],
     ];
     for (const [env, name] of cases) {
       expect(() => loadConfig({ ...DEV, ...env })).toThrow(ConfigError);

@@ -35,8 +35,10 @@ export interface LostNothingOptions {
   rollbackRate: number;
   /** Upper bound of each random pause inside a writer transaction. */
   maxDelayMs: number;
-  /** Sequencer loops running side by side (they take turns through the lock). */
+  /** Sequencer loops running side by side (a shard's loops take turns through its lock). */
   sequencers: number;
+  /** FEED_SHARDS for the loops (the count in Postgres is raised to it; default: as it is). */
+  shards?: number;
 }
 
 export interface ReaderOutcome {
@@ -179,7 +181,7 @@ export async function runLostNothing(options: LostNothingOptions): Promise<LostN
   }
 
   const loops = Array.from({ length: options.sequencers }, () =>
-    startFeedSequencer(db, options.logger, { intervalMs: 20 }),
+    startFeedSequencer(db, options.logger, { intervalMs: 20, shards: options.shards }),
   );
   let writing = true;
 

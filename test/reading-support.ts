@@ -1,9 +1,17 @@
 import { expect } from "bun:test";
 import { sql } from "kysely";
+import { createDb } from "../src/db/connect.ts";
 import type { MessageFailure } from "../src/db/schema.ts";
 import { newId } from "../src/ids.ts";
 import { finalizeInbound } from "../src/inbound/finalize.ts";
+import { createLogger } from "../src/logger.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
+import {
+  type FeedTenant,
+  type LostNothingOptions,
+  type LostNothingReport,
+  runLostNothing,
+} from "./lost-nothing.ts";
 import { type CallResult, createTenantWithApp, getToken, type TestEnv } from "./support.ts";
 
 /** Helpers for the reading-side tests (contacts, history, conversations, feed). */
@@ -185,4 +193,46 @@ export function flipCase(id: string): string {
 
 export function epoch(date: Date): number {
   return Math.floor(date.getTime() / 1000);
+}
+
+/** A tenant for test/lost-nothing.ts: a reading tenant with one contact (`phone`). */
+export async function lostNothingTenant(env: TestEnv, name: string, phone: string): Promise<FeedTenant> {
+  const tenant = await readingTenant(env, name);
+  const contact = await insertContact(env, tenant, phone);
+  return {
+    tenantId: tenant.tenantId,
+    senderId: tenant.sender.id,
+    contactId: contact.id,
+    token: tenant.token,
+  };
+}
+
+/**
+ * Runs the lost-nothing check with its own pool of writers and asserts DESIGN §6's outcome: every
+ * committed message seen by every reader of its tenant, nothing foreign or rolled back, and the order
+ * of first sight the order of a full re-read.
+ */
+export async function expectLostNothing(
+  env: TestEnv,
+  options: Omit<LostNothingOptions, "app" | "db" | "logger">,
+): Promise<LostNothingReport> {
+  const writerDb = createDb(env.config.databaseUrl, { max: options.writers + options.sequencers + 4 });
+  try {
+    const report = await runLostNothing({
+      ...options,
+      app: env.app,
+      db: writerDb,
+      logger: createLogger("silent"),
+    });
+    expect(report.committed).toBeGreaterThan(options.writers * options.messagesPerWriter * 0.6);
+    expect(report.rolledBack).toBeGreaterThan(0);
+    expect(report.lost).toBe(0);
+    expect(report.rereadsExact).toBe(true);
+    for (const reader of report.readers) {
+      expect(reader).toMatchObject({ missing: 0, foreign: 0, rolledBackSeen: 0, orderMatchesReread: true });
+    }
+    return report;
+  } finally {
+    await writerDb.destroy();
+  }
 }

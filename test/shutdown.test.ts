@@ -6,6 +6,7 @@ import {
   createTenantWithApp,
   createTestEnv,
   eventually,
+  freePort,
   getToken,
   spawnWorker,
   type TestEnv,
@@ -38,13 +39,6 @@ beforeAll(async () => {
   await syncSenderTemplates(env.deps, sender);
 });
 afterAll(() => env.close());
-
-async function freePort(): Promise<number> {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = probe.port ?? 0;
-  await probe.stop(true);
-  return port;
-}
 
 function spawnApi(port: number): Subprocess {
   return Bun.spawn(["bun", "src/server.ts"], {

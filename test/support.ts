@@ -201,6 +201,14 @@ export async function getToken(
   return result.body.access_token;
 }
 
+/** A TCP port nothing listens on now (for a process the test starts). */
+export async function freePort(): Promise<number> {
+  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const port = probe.port ?? 0;
+  await probe.stop(true);
+  return port;
+}
+
 /** Waits for the next one-second rate-limit window, so a test starts with a full allowance. */
 export async function nextSecond(): Promise<void> {
   await Bun.sleep(1000 - (Date.now() % 1000) + 20);

@@ -70,6 +70,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
 
   // Every worker process runs one, so the feed advances while any worker is alive.
   const feedSequencer = startFeedSequencer(db, logger, {
+    shards: config.workers.feedShards,
     heads: { redisUrl: config.redisUrl, redisPrefix: config.redisPrefix },
     onTick(tick, seconds) {
       metrics.feedTickDuration.observe(seconds);

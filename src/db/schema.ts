@@ -17,6 +17,7 @@ export interface Database {
   feed_heads: FeedHeadsTable;
   feed_entries: FeedEntriesTable;
   feed_epoch: FeedEpochTable;
+  feed_shards: FeedShardsTable;
   idempotency_keys: IdempotencyKeysTable;
   panel_users: PanelUsersTable;
   panel_sessions: PanelSessionsTable;
@@ -184,6 +185,8 @@ export interface FeedPendingTable {
   message_id: string;
   tenant_id: string;
   queued_at: CreatedAt;
+  /** Set on insert by a trigger from the tenant and feed_shards (sql/010_feed_shards.sql). */
+  shard: Generated<number>;
 }
 
 export interface FeedHeadsTable {
@@ -200,6 +203,11 @@ export interface FeedEntriesTable {
 export interface FeedEpochTable {
   singleton: Generated<boolean>;
   epoch: number;
+}
+
+export interface FeedShardsTable {
+  singleton: Generated<boolean>;
+  shards: number;
 }
 
 export interface IdempotencyKeysTable {

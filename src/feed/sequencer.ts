@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { FEED_SHARDS_MAX } from "../config.ts";
 import type { Db } from "../db/connect.ts";
 import { ADVISORY_LOCKS } from "../db/locks.ts";
 import { SYSTEM_TYPE_PATTERN } from "../history/repository.ts";
@@ -8,17 +9,21 @@ import { createFeedHeadWriter, type FeedHeadWriter, publishFeedHeads, type Tenan
 
 /**
  * The feed sequencer (DESIGN §6 step 2): positions are given only to committed messages, by one
- * sequencer at a time, so a reader's `seq > cursor` never passes over a message that commits later.
+ * sequencer at a time per tenant, so a reader's `seq > cursor` never passes over a message that
+ * commits later. Tenants are spread over the shards of feed_shards (sql/010_feed_shards.sql): each
+ * feed_pending row carries its tenant's shard, and each shard is numbered under its own advisory
+ * lock, so sequencers of different shards run in parallel while one tenant's are serialized.
  */
 
-const FEED_LOCK_KEY = ADVISORY_LOCKS.feedSequencer;
+/** The advisory lock of shard n is (this, n): the two-key form, apart from every one-key lock. */
+const FEED_LOCK_CLASS = ADVISORY_LOCKS.feedSequencer;
 export const FEED_BATCH_SIZE = 5000;
 export const FEED_TICK_INTERVAL_MS = 100;
 /** Kicks closer together than this share one tick: a busy finalize worker kicks hundreds of times a second. */
 export const FEED_KICK_GAP_MS = 20;
 
 export interface FeedTick {
-  /** False when another process holds the sequencer lock; it does the work instead. */
+  /** False when another process holds the shard's lock (every shard's, for all shards); it does the work instead. */
   ran: boolean;
   /** feed_pending rows consumed (numbered, or dropped as already numbered or system messages). */
   taken: number;
@@ -26,45 +31,92 @@ export interface FeedTick {
   numbered: number;
 }
 
+interface ShardTick {
+  tick: FeedTick;
+  /** The shard count in Postgres when the tick ran. */
+  shards: number;
+}
+
 /**
- * One tick, one transaction: win the lock or leave at once, then ONE statement takes the oldest
- * pending rows, drops those already numbered (and any system message), numbers the rest per tenant
- * contiguously after feed_heads.last_seq in creation order, and inserts them into feed_entries.
- * A crash anywhere rolls all of it back; the advisory lock makes two sequencers take turns.
- * With `heads`, the tenants' heads in Redis are raised after the commit (src/feed/heads.ts).
+ * Raises the shard count in Postgres to `wanted` (it never lowers: rows queued in a shard must keep
+ * their sequencer) and returns the count in force, which may be higher than `wanted`.
+ */
+export async function ensureFeedShards(db: Db, wanted: number): Promise<number> {
+  await sql`UPDATE feed_shards SET shards = ${wanted}::int WHERE shards < ${wanted}::int`.execute(db);
+  const row = await db.selectFrom("feed_shards").select("shards").executeTakeFirstOrThrow();
+  return row.shards;
+}
+
+/**
+ * One tick of every shard in turn, summed (tests, benchmarks, the end of a drain): `ran` when any
+ * shard's lock was won.
  */
 export async function sequenceFeed(
   db: Db,
   batchSize = FEED_BATCH_SIZE,
   heads?: FeedHeadWriter,
 ): Promise<FeedTick> {
-  const { tick, epoch, moved } = await numberFeed(db, batchSize);
+  const total: FeedTick = { ran: false, taken: 0, numbered: 0 };
+  let shards = 1;
+  for (let shard = 0; shard < shards; shard++) {
+    const result = await sequenceFeedShard(db, shard, batchSize, heads);
+    shards = result.shards;
+    total.ran ||= result.tick.ran;
+    total.taken += result.tick.taken;
+    total.numbered += result.tick.numbered;
+  }
+  return total;
+}
+
+/**
+ * One tick of one shard, one transaction: win the shard's lock or leave at once, then ONE statement
+ * takes the shard's oldest pending rows, drops those already numbered (and any system message),
+ * numbers the rest per tenant contiguously after feed_heads.last_seq in creation order, and inserts
+ * them into feed_entries. A crash anywhere rolls all of it back; the lock makes two sequencers of a
+ * shard take turns. With `heads`, the tenants' heads in Redis are raised after the commit
+ * (src/feed/heads.ts).
+ */
+async function sequenceFeedShard(
+  db: Db,
+  shard: number,
+  batchSize: number,
+  heads?: FeedHeadWriter,
+): Promise<ShardTick> {
+  const { tick, shards, epoch, moved } = await numberFeed(db, shard, batchSize);
   // After the commit, never before: a head must not name a position a rollback could undo.
   if (heads && tick.ran) await publishFeedHeads(db, heads, epoch, moved);
-  return tick;
+  return { tick, shards };
 }
 
 async function numberFeed(
   db: Db,
+  shard: number,
   batchSize: number,
-): Promise<{ tick: FeedTick; epoch: number; moved: TenantHead[] }> {
+): Promise<ShardTick & { epoch: number; moved: TenantHead[] }> {
   return db.transaction().execute(async (trx) => {
     // Durable before visible: a reader must never hold a cursor past a position a crash could undo.
-    const lock = await sql<{ won: boolean }>`
+    const lock = await sql<{ won: boolean; shards: number }>`
       SELECT set_config('synchronous_commit', 'on', true),
              -- The batch is small next to messages and feed_entries: index lookups, never a scan
              -- of either table (the planner, sizing the batch by its LIMIT, may pick hash joins).
              set_config('enable_hashjoin', 'off', true),
              set_config('enable_mergejoin', 'off', true),
-             pg_try_advisory_xact_lock(${FEED_LOCK_KEY}) AS won`.execute(trx);
-    if (!lock.rows[0]?.won) return { tick: { ran: false, taken: 0, numbered: 0 }, epoch: 0, moved: [] };
+             (SELECT shards FROM feed_shards) AS shards,
+             pg_try_advisory_xact_lock(${FEED_LOCK_CLASS}::int, ${shard}::int) AS won`.execute(trx);
+    const shards = lock.rows[0]?.shards ?? 1;
+    if (!lock.rows[0]?.won || shard >= shards)
+      return { tick: { ran: false, taken: 0, numbered: 0 }, shards, epoch: 0, moved: [] };
 
-    // A fresh snapshot after the lock: it sees every entry the previous holder committed.
+    // A fresh snapshot after the lock: it sees every entry the previous holder committed. Heads are
+    // upserted in tenant order: while a growth of the shard count is being drained, a tenant can
+    // have rows in its old shard and its new one, and two ticks then wait on its feed_heads row
+    // (which keeps its positions in order) instead of deadlocking.
     const result = await sql<{ taken: number; numbered: number; epoch: number; heads: [string, number][] }>`
       WITH taken AS (
         DELETE FROM feed_pending
         WHERE message_id IN (
-          SELECT message_id FROM feed_pending ORDER BY queued_at, message_id LIMIT ${batchSize}
+          SELECT message_id FROM feed_pending WHERE shard = ${shard}::int
+          ORDER BY queued_at, message_id LIMIT ${batchSize}
         )
         RETURNING message_id
       ),
@@ -79,7 +131,7 @@ async function numberFeed(
       ),
       heads AS (
         INSERT INTO feed_heads AS h (tenant_id, last_seq)
-        SELECT tenant_id, max(tenant_count) FROM fresh GROUP BY tenant_id
+        SELECT tenant_id, max(tenant_count) FROM fresh GROUP BY tenant_id ORDER BY tenant_id
         ON CONFLICT (tenant_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
         RETURNING tenant_id, last_seq
       ),
@@ -97,6 +149,7 @@ async function numberFeed(
     const row = result.rows[0];
     return {
       tick: { ran: true, taken: row?.taken ?? 0, numbered: row?.numbered ?? 0 },
+      shards,
       epoch: row?.epoch ?? 0,
       moved: (row?.heads ?? []).map(([tenantId, lastSeq]) => ({ tenantId, lastSeq })),
     };
@@ -112,7 +165,9 @@ export interface FeedSequencerLoop {
 
 /**
  * The sequencer as a timer loop in every worker process (not a queue job: Redis may restart empty).
- * A full batch means a backlog, so the next tick follows after the kick gap.
+ * Each round ticks every shard once, one after another (one connection at a time); a shard whose
+ * lock another process holds is skipped at once, so with several processes the shards are numbered
+ * in parallel. A full batch means a backlog, so the next round follows after the kick gap.
  */
 export function startFeedSequencer(
   db: Db,
@@ -128,6 +183,11 @@ export function startFeedSequencer(
      * own: a queue connection's commands wait forever while Redis is away, and numbering must not.
      */
     heads?: { redisUrl: string; redisPrefix: string };
+    /**
+     * FEED_SHARDS: the shard count to raise Postgres' to before the first tick (never lowered). The
+     * loop numbers every shard in force either way.
+     */
+    shards?: number;
   } = {},
 ): FeedSequencerLoop {
   const intervalMs = options.intervalMs ?? FEED_TICK_INTERVAL_MS;
@@ -144,6 +204,29 @@ export function startFeedSequencer(
   /** Since when ticks fail (Postgres away): logged once, and once more when it answers again. */
   let failingSince: number | undefined;
 
+  /** The shard count in force, as the last tick read it; each round ticks every shard once. */
+  let shards = 1;
+  /** Where the next round starts: rounds rotate, and loops start apart, so processes spread over the shards. */
+  let first = Math.floor(Math.random() * FEED_SHARDS_MAX);
+  let ensured = options.shards === undefined;
+
+  // One tick of one shard: metrics, a debug line, and whether a full batch says there is more.
+  const tickShard = async (shard: number) => {
+    const started = performance.now();
+    const result = await sequenceFeedShard(db, shard, batchSize, heads);
+    shards = result.shards;
+    const { tick } = result;
+    const seconds = (performance.now() - started) / 1000;
+    if (tick.ran) options.onTick?.(tick, seconds);
+    if (tick.taken > 0) {
+      logger.debug(
+        { shard, tick_ms: Math.round(seconds * 100_000) / 100, batch: tick.numbered, taken: tick.taken },
+        "feed sequenced",
+      );
+    }
+    if (tick.taken === batchSize) again = true;
+  };
+
   const drain = async () => {
     do {
       // Kicks arriving during this pause fold into the tick that follows it.
@@ -151,27 +234,25 @@ export function startFeedSequencer(
       if (pause > 0) await Bun.sleep(pause);
       if (stopped) return;
       again = false;
-      const started = performance.now();
-      lastTickAt = started;
+      lastTickAt = performance.now();
       try {
-        const tick = await sequenceFeed(db, batchSize, heads);
+        if (!ensured && options.shards !== undefined) {
+          shards = await ensureFeedShards(db, options.shards);
+          ensured = true;
+          if (shards > options.shards) {
+            logger.warn(
+              { feed_shards: options.shards, in_force: shards },
+              "FEED_SHARDS is below the shard count in Postgres, which never shrinks; numbering every shard",
+            );
+          }
+        }
+        const count = shards;
+        for (let i = 0; i < count && !stopped; i++) await tickShard((first + i) % count);
+        first = (first + 1) % shards;
         if (failingSince !== undefined) {
           logger.info({ failed_ms: Date.now() - failingSince }, "feed sequencer ticks again");
           failingSince = undefined;
         }
-        const seconds = (performance.now() - started) / 1000;
-        if (tick.ran) options.onTick?.(tick, seconds);
-        if (tick.taken > 0) {
-          logger.debug(
-            {
-              tick_ms: Math.round(seconds * 100_000) / 100,
-              batch: tick.numbered,
-              taken: tick.taken,
-            },
-            "feed sequenced",
-          );
-        }
-        if (tick.taken === batchSize) again = true;
       } catch (error) {
         // The next timer tick retries; looping here would spin while Postgres is away.
         again = false;

@@ -23,6 +23,17 @@ const LABEL_NAMES = {
   queue: ["queue", "state"],
 } as const;
 
+/**
+ * Gauges the scraping api process reads at scrape time (src/metrics/scrape.ts): the same for the
+ * whole deployment, so they come from the process that answers, never from snapshots.
+ */
+export const SCRAPE_TIME_METRICS: ReadonlySet<string> = new Set([
+  "queue_jobs",
+  "worker_processes",
+  "feed_pending_messages",
+  "feed_oldest_pending_age_seconds",
+]);
+
 const SECONDS_FAST = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const SECONDS_SLOW = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -138,13 +149,13 @@ export function createMetrics(options: MetricsOptions) {
     }),
     feedTickDuration: new Histogram({
       name: "feed_sequencer_tick_duration_seconds",
-      help: "Duration of sequencer ticks that held the sequencer lock (one transaction each).",
+      help: "Duration of sequencer ticks that held their shard's lock (one shard, one transaction each).",
       buckets: SECONDS_FAST,
       registers: workersOnly,
     }),
     feedBatchSize: new Histogram({
       name: "feed_sequencer_batch_size",
-      help: "Pending rows one sequencer tick took (numbered or dropped), per tick that held the lock.",
+      help: "Pending rows one sequencer tick took (numbered or dropped), per tick that held its shard's lock.",
       buckets: [0, 1, 5, 10, 50, 100, 500, 1000, 2500, 5000],
       registers: workersOnly,
     }),

@@ -4,13 +4,14 @@ import { feedOldestPendingAgeSeconds, feedPendingCount } from "../feed/metrics.t
 import type { Logger } from "../logger.ts";
 import { QUEUE_NAMES, type Queues } from "../queues/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
-import type { Metrics } from "./index.ts";
-import { readWorkerSnapshots } from "./publish.ts";
+import { type Metrics, SCRAPE_TIME_METRICS } from "./index.ts";
+import { type MetricsPublisher, readWorkerSnapshots, type WorkerSnapshot } from "./publish.ts";
 
 const QUEUE_STATES = ["waiting", "active", "delayed", "failed", "completed"] as const;
 
 export interface ScrapeDeps {
   metrics: Metrics;
+  metricsPublisher: MetricsPublisher;
   db: Db;
   redis: RedisClient;
   keys: RedisKeys;
@@ -19,16 +20,18 @@ export interface ScrapeDeps {
 }
 
 /**
- * The body of GET /metrics: the api's own registry (with the gauges read now from BullMQ and
- * Postgres) merged with the snapshots the workers published to Redis. Every series carries its
- * process labels, so AggregatorRegistry only concatenates; it never sums two processes together.
- * A dependency that does not answer leaves its gauges out of this scrape instead of failing it.
+ * The body of GET /metrics: the snapshots every process published to Redis (publish.ts), this
+ * process's written first, plus the gauges read now from BullMQ and Postgres. Every series carries
+ * its process labels, so AggregatorRegistry only concatenates; it never sums two processes together.
+ * Any api process answers for all of them (several may share the port). Redis away: this process's
+ * own series, read live. A dependency that does not answer leaves its gauges out of this scrape
+ * instead of failing it.
  */
 export async function renderMetrics(deps: ScrapeDeps): Promise<{ body: string; contentType: string }> {
   const { metrics } = deps;
-  const [workers] = await Promise.all([
-    readWorkerSnapshots(deps.redis, deps.keys).catch((error) => {
-      deps.logger.warn({ err: (error as Error).message }, "metrics: worker snapshots unreadable");
+  const [snapshots] = await Promise.all([
+    publishThenRead(deps).catch((error) => {
+      deps.logger.warn({ err: (error as Error).message }, "metrics: snapshots unreadable");
       return undefined;
     }),
     refreshQueueDepths(deps),
@@ -36,18 +39,28 @@ export async function renderMetrics(deps: ScrapeDeps): Promise<{ body: string; c
   ]);
 
   metrics.workerProcesses.reset();
-  if (workers) {
-    for (const worker of workers) metrics.workerProcesses.inc({ worker: worker.worker });
+  for (const snapshot of snapshots ?? []) {
+    if (snapshot.worker !== metrics.process) metrics.workerProcesses.inc({ worker: snapshot.worker });
   }
+  const own = await metrics.registry.getMetricsAsJSON();
+  const families = snapshots
+    ? [own.filter((family) => SCRAPE_TIME_METRICS.has(family.name)), ...snapshots.map((s) => s.metrics)]
+    : [own];
   const merged = AggregatorRegistry.aggregate(
-    [await metrics.registry.getMetricsAsJSON(), ...(workers ?? []).map((w) => w.metrics)].map((families) =>
+    families.map((list) =>
       // Each family's aggregator only combines series with equal labels, which never occurs here
       // (process_id differs); "sum" keeps every series, where "omit" (process_start_time_seconds)
       // would drop the whole family.
-      families.map((family) => ({ ...family, aggregator: "sum" as const })),
+      list.map((family) => ({ ...family, aggregator: "sum" as const })),
     ),
   );
   return { body: await merged.metrics(), contentType: merged.contentType };
+}
+
+/** Every live snapshot, this process's just written among them; undefined when it could not be written. */
+async function publishThenRead(deps: ScrapeDeps): Promise<WorkerSnapshot[] | undefined> {
+  if (!(await deps.metricsPublisher.publish())) return undefined;
+  return readWorkerSnapshots(deps.redis, deps.keys);
 }
 
 async function refreshQueueDepths(deps: ScrapeDeps): Promise<void> {
