@@ -75,6 +75,25 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text
 ORDER BY n
 RETURNING id, seq, contact_id, tenant_id`;
 
+/** INSERT_MESSAGES's parameters, in order. */
+const MESSAGE_COLUMNS = [
+  "id",
+  "tenantId",
+  "contactId",
+  "senderId",
+  "direction",
+  "type",
+  "preview",
+  "text",
+  "mediaType",
+  "mediaFilename",
+  "status",
+  "applicationId",
+  "content",
+  "providerMessageId",
+  "createdAt",
+] as const satisfies readonly (keyof NewMessage)[];
+
 const INSERT_FEED_PENDING = `
 INSERT INTO feed_pending (message_id, tenant_id) SELECT * FROM unnest($1::text[], $2::text[])`;
 
@@ -127,27 +146,12 @@ export async function storeMessages(trx: Db, batch: readonly NewMessage[]): Prom
     return id;
   };
 
-  const column = <T>(pick: (message: NewMessage) => T) => batch.map(pick);
   const inserted = await run<{ id: string; seq: number; contact_id: string; tenant_id: string }>(
     trx,
     INSERT_MESSAGES,
-    [
-      column((m) => m.id),
-      column((m) => m.tenantId),
-      column(contactOf),
-      column((m) => m.senderId),
-      column((m) => m.direction),
-      column((m) => m.type),
-      column((m) => m.preview),
-      column((m) => m.text),
-      column((m) => m.mediaType),
-      column((m) => m.mediaFilename),
-      column((m) => m.status),
-      column((m) => m.applicationId),
-      column((m) => m.content),
-      column((m) => m.providerMessageId),
-      column((m) => m.createdAt),
-    ],
+    MESSAGE_COLUMNS.map((column) =>
+      column === "contactId" ? batch.map(contactOf) : batch.map((message) => message[column]),
+    ),
   );
   const byId = new Map(inserted.map((row) => [row.id, row]));
   const stored = batch.map((message) => {
