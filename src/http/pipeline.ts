@@ -138,7 +138,9 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
           Object.assign(state, auth.ok ? { auth: auth.auth } : { authProblem: auth.problem });
         }
 
-        if (auth?.ok === true && path === MESSAGES_PATH && request.method === "POST") {
+        // Elysia routes a trailing slash to the same handler (strictPath off): so must the admission.
+        const sendPath = path === MESSAGES_PATH || path === `${MESSAGES_PATH}/`;
+        if (auth?.ok === true && sendPath && request.method === "POST") {
           // The Idempotency-Key is claimed in the same Redis call; a malformed one is the route's 400.
           const key = request.headers.get("idempotency-key");
           const admission = await deps.admitSend(
