@@ -12,7 +12,7 @@ import { MEDIA_BODY_LIMIT } from "./http/body.ts";
 import { API_PREFIX, requestPipeline } from "./http/pipeline.ts";
 import { mediaRoutes } from "./media/routes.ts";
 import { createMessageAcceptor } from "./messages/accept.ts";
-import { createSendAdmission, type OutboundSending } from "./messages/admission.ts";
+import { createSendAdmission, outboundSending } from "./messages/admission.ts";
 import { messageRoutes } from "./messages/routes.ts";
 import { oauthRoutes } from "./oauth/routes.ts";
 import { OPS_PREFIXES, opsRoutes } from "./ops/routes.ts";
@@ -25,10 +25,10 @@ import { webhookRoutes } from "./webhooks/routes.ts";
 export function createApp(deps: AppDeps) {
   // One send path per process, shared by POST /v2/messages and the panel's replies: one group
   // commit, one set of directory and quota caches.
-  const sending: OutboundSending = {
-    admitSend: createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota }),
-    acceptOutboundMessage: createMessageAcceptor(deps),
-  };
+  const sending = outboundSending(
+    createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota }),
+    createMessageAcceptor(deps),
+  );
   // Every route of the finished app, read on request: openapi.json documents them, and the pipeline
   // answers 405 (with Allow) and labels metrics from them.
   const routes = (): readonly DocumentedRoute[] => app.routes;
@@ -36,7 +36,7 @@ export function createApp(deps: AppDeps) {
     .use(apiReferenceRoutes(deps, routes))
     .use(oauthRoutes(deps))
     .use(senderRoutes(deps))
-    .use(messageRoutes(deps, sending.acceptOutboundMessage))
+    .use(messageRoutes(sending))
     .use(contactRoutes(deps))
     .use(historyRoutes(deps))
     .use(conversationRoutes(deps))

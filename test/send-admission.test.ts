@@ -179,6 +179,19 @@ describe("the Idempotency-Key claimed by the admission", () => {
     expect(await quotaUsed()).toBe(used + 1);
   });
 
+  test("a trailing slash is the same send: admitted, counted against the quota and the send limit", async () => {
+    const used = await quotaUsed();
+    const phone = freshPhone();
+    const answer = await call(env.app, "POST", "/v2/messages/", {
+      body: { to: phone, template: TEMPLATE },
+      token,
+    });
+    expect(answer.status).toBe(201);
+    expect(answer.headers.get("ratelimit-limit")).toBe(String(SEND_LIMIT));
+    expect(await quotaUsed()).toBe(used + 1);
+    expect(await messagesTo(phone)).toBe(1);
+  });
+
   test("rate-limit headers are as before: every admitted request counts, the one over the limit is 429", async () => {
     const creds = await createTenantWithApp(env.deps, { sendLimit: 3 });
     const small = await getToken(env.app, creds.clientId, creds.clientSecret);

@@ -2,7 +2,8 @@
  * The WhatsApp Cloud API webhook body (`field: "messages"`), as the provider posts it to
  * /webhooks/whatsapp and as the simulator builds it. Timestamps are epoch seconds in strings.
  * Real traffic also carries message types not modelled here (sticker, location, reaction,
- * interactive, unsupported, ...): a parser must tolerate a `type` it does not know.
+ * interactive, unsupported, ...): a parser must tolerate a `type` it does not know. The service
+ * reads them only through webhook-events.ts.
  */
 
 export interface WebhookBody {

@@ -2,8 +2,8 @@ import type { TSchema } from "@sinclair/typebox";
 import { Elysia } from "elysia";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
-import { type AdmitSend, enforceAdmission, giveBackQuotaUnit } from "../messages/admission.ts";
-import { KEY_FORMAT, releaseIdempotencyReservation } from "../messages/idempotency.ts";
+import type { AdmitSend } from "../messages/admission.ts";
+import { KEY_FORMAT } from "../messages/idempotency.ts";
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { TokenService } from "../oauth/tokens.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
@@ -53,7 +53,7 @@ export interface PipelineDeps {
   /** Path prefixes of the panel and the operator endpoints (their per-IP limits). */
   panelPrefix: string;
   opsPrefixes: readonly string[];
-  /** Rate limit and daily quota of POST /messages, in one Redis call. */
+  /** The admission of POST /messages (src/messages/admission.ts): its limits, in one Redis call. */
   admitSend: AdmitSend;
   /**
    * Static files under the prefix (the reference page and its assets): a GET of one of these exact
@@ -138,7 +138,9 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
           Object.assign(state, auth.ok ? { auth: auth.auth } : { authProblem: auth.problem });
         }
 
-        if (auth?.ok === true && path === MESSAGES_PATH && request.method === "POST") {
+        // Elysia routes a trailing slash to the same handler (strictPath off): so must the admission.
+        const sendPath = path === MESSAGES_PATH || path === `${MESSAGES_PATH}/`;
+        if (auth?.ok === true && sendPath && request.method === "POST") {
           // The Idempotency-Key is claimed in the same Redis call; a malformed one is the route's 400.
           const key = request.headers.get("idempotency-key");
           const admission = await deps.admitSend(
@@ -146,9 +148,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
             key !== null && KEY_FORMAT.test(key) ? { key, token: state.requestId } : undefined,
           );
           Object.assign(set.headers, rateLimitHeaders(admission.rate));
-          state.idempotency = admission.idempotency;
-          state.reservedQuotaKey = enforceAdmission(admission, deps.metrics);
-          state.directoryVersion = admission.directoryVersion;
+          state.admittedSend = admission;
           return;
         }
         // The application's send or read limit; callers without a valid token share their IP's.
@@ -217,8 +217,9 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
 
       .onError({ as: "global" }, async ({ code, error, request, set, path }) => {
         const state = requestState(request);
-        // Before the answer leaves, so the client's next send already sees the unit back.
-        await returnReservedQuota(deps.redis, state);
+        // A send refused before its route settled it: before the answer leaves, so the client's
+        // next send already sees the unit back.
+        await state?.admittedSend?.refund();
         const requestId = state?.requestId ?? newId("req");
         set.headers["request-id"] = requestId;
 
@@ -305,23 +306,6 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
         );
       })
   );
-}
-
-/**
- * Only accepted sends count against the daily quota: a request that created none gives its unit
- * back, and its claimed Idempotency-Key (unless completed), in parallel.
- */
-export async function returnReservedQuota(
-  redis: RedisClient,
-  state: RequestState | undefined,
-): Promise<void> {
-  if (!state || state.accepted) return;
-  const key = state.reservedQuotaKey;
-  state.reservedQuotaKey = undefined;
-  await Promise.all([
-    key ? giveBackQuotaUnit(redis, key) : undefined,
-    state.idempotency ? releaseIdempotencyReservation(redis, state.idempotency) : undefined,
-  ]);
 }
 
 /** Raises a body problem the parser recorded (see onParse). */

@@ -29,6 +29,25 @@ export interface IdempotencyReservation {
   settled?: boolean;
 }
 
+/**
+ * A send admitted by src/messages/admission.ts (the rate limit passed, a unit of the daily quota and
+ * the Idempotency-Key, if any, reserved in one Redis call), settled once: kept when the send created a
+ * message, refunded otherwise.
+ */
+export interface AdmittedSend {
+  /**
+   * The tenant's directory version, read in the same Redis call: the acceptor reuses its cached
+   * senders and templates only while this is the version they were loaded at.
+   */
+  directoryVersion: string;
+  /** The Idempotency-Key as the admission claimed it (or found it taken). */
+  idempotency?: IdempotencyReservation;
+  /** The send created a message: its quota unit stays spent. */
+  keep(): void;
+  /** Gives back what was reserved (the quota unit, a claimed key not completed), unless kept. Once. */
+  refund(): Promise<void>;
+}
+
 /** What the pipeline learns about one request before routing; read by hooks and handlers. */
 export interface RequestState {
   requestId: string;
@@ -43,14 +62,8 @@ export interface RequestState {
   status?: number;
   /** The body's exact bytes, kept by the parser for signature checks (webhooks). */
   rawBody?: Uint8Array;
-  /** A daily-quota unit reserved for this send; returned unless `accepted` is set. */
-  reservedQuotaKey?: string;
-  /** The tenant's directory version read by this send's admission (see SendAdmission). */
-  directoryVersion?: string;
-  /** The Idempotency-Key the send's admission claimed (or found taken); released unless completed. */
-  idempotency?: IdempotencyReservation;
-  /** Set by the send route when this request created a new accepted message. */
-  accepted?: boolean;
+  /** POST /messages: its admission, refunded if the request fails before the send route settles it. */
+  admittedSend?: AdmittedSend;
   /** A body that could not be read (bad JSON, content type, size); raised after authorization. */
   bodyProblem?: ApiError;
   /** The caller's address (see clientIpOf), for per-IP limits. */

@@ -1,17 +1,15 @@
-import { CompiledQuery, type Transaction } from "kysely";
-import { touchConversations } from "../conversations/summary.ts";
 import type { Db } from "../db/connect.ts";
 import { createGroupCommit } from "../db/group-commit.ts";
-import type { Database } from "../db/schema.ts";
-import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
 import type { RedisClient } from "../redis/connect.ts";
 import { IDEMPOTENCY_RETENTION_MS, type IdempotencyMarkerTarget, writeDoneMarkers } from "./idempotency.ts";
+import { run, storeMessages } from "./store.ts";
 
 /**
  * Group commit of accepted sends. Concurrent POST /messages requests queue their validated
  * messages here; one transaction commits everything queued, with one multi-row statement per table
- * (idempotency records, new contacts, messages, conversation summaries, feed hand-off), while the
+ * (idempotency records here, then new contacts, messages, conversation summaries and feed hand-off
+ * through the one message writer, store.ts), while the
  * next batch gathers behind it. Under load a transaction carries tens of messages; alone, a
  * request commits at once with no added wait.
  */
@@ -43,9 +41,8 @@ export type AcceptCommit =
 
 const keyOf = (...parts: string[]) => parts.join("\u0000");
 
-// The batch's statements, written once: each takes one array per column (unnest), so its text
-// is the same for every batch size and nothing is built per request. Insert order follows the
-// arrays (WITH ORDINALITY), which keeps the lock order of sorted rows.
+// Written once, like store.ts's statements: one array per column (unnest), inserted in the arrays'
+// order (WITH ORDINALITY), which keeps the lock order of sorted rows.
 const INSERT_IDEMPOTENCY_KEYS = `
 INSERT INTO idempotency_keys (application_id, key, tenant_id, request_hash, message_id, created_at)
 SELECT application_id, key, tenant_id, request_hash, message_id, created_at
@@ -58,34 +55,6 @@ ON CONFLICT (application_id, key) DO UPDATE SET
   -- Only a record past its 24 hours may be taken over.
   WHERE idempotency_keys.created_at < $7
 RETURNING application_id, key`;
-
-// Known already (or created a moment ago by a twin): use it, and name it if it has no name.
-const UPSERT_CONTACTS = `
-INSERT INTO contacts (id, tenant_id, phone, name)
-SELECT id, tenant_id, phone, name
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS r(id, tenant_id, phone, name, n)
-ORDER BY n
-ON CONFLICT (tenant_id, channel, phone) DO UPDATE SET name = COALESCE(contacts.name, excluded.name)
-RETURNING id, tenant_id, phone`;
-
-const INSERT_MESSAGES = `
-INSERT INTO messages (id, tenant_id, contact_id, sender_id, direction, type, preview, text, media_type,
-  media_filename, status, application_id, content, created_at)
-SELECT id, tenant_id, contact_id, sender_id, 'outbound', type, text, text, media_type,
-  media_filename, 'accepted', application_id, content::jsonb, created_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-  $8::text[], $9::text[], $10::text[], $11::timestamptz[])
-  WITH ORDINALITY AS r(id, tenant_id, contact_id, sender_id, type, text, media_type, media_filename,
-    application_id, content, created_at, n)
-ORDER BY n
-RETURNING id, seq, contact_id, tenant_id, created_at`;
-
-const INSERT_FEED_PENDING = `
-INSERT INTO feed_pending (message_id, tenant_id) SELECT * FROM unnest($1::text[], $2::text[])`;
-
-async function run<Row>(trx: Transaction<Database>, text: string, parameters: unknown[]): Promise<Row[]> {
-  return (await trx.executeQuery<Row>(CompiledQuery.raw(text, parameters))).rows;
-}
 
 export async function commitAcceptBatch(db: Db, rows: readonly AcceptRow[]): Promise<AcceptCommit[]> {
   return db.transaction().execute(async (trx) => {
@@ -119,62 +88,33 @@ export async function commitAcceptBatch(db: Db, rows: readonly AcceptRow[]): Pro
     const live = rows.flatMap((row, i) => (outcome[i] === undefined ? [{ row, i }] : []));
     if (live.length === 0) return outcome as AcceptCommit[];
 
-    // New contacts, once per (tenant, phone), in a fixed order so concurrent batches lock alike.
-    const wanted = new Map<string, { tenantId: string; phone: string; name: string | null }>();
-    for (const { row } of live) {
-      if (row.contactId) continue;
-      const key = keyOf(row.tenantId, row.phone);
-      const prior = wanted.get(key);
-      wanted.set(key, { tenantId: row.tenantId, phone: row.phone, name: prior?.name ?? row.recipientName });
-    }
-    const contactIds = new Map<string, string>();
-    if (wanted.size > 0) {
-      const fresh = [...wanted.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, c]) => c);
-      const contacts = await run<{ id: string; tenant_id: string; phone: string }>(trx, UPSERT_CONTACTS, [
-        fresh.map(() => newId("ctc")),
-        fresh.map((c) => c.tenantId),
-        fresh.map((c) => c.phone),
-        fresh.map((c) => c.name),
-      ]);
-      for (const c of contacts) contactIds.set(keyOf(c.tenant_id, c.phone), c.id);
-    }
-
-    const messages = live.map(({ row }) => row);
-    const inserted = await run<{
-      id: string;
-      seq: number;
-      contact_id: string;
-      tenant_id: string;
-      created_at: Date;
-    }>(trx, INSERT_MESSAGES, [
-      messages.map((row) => row.messageId),
-      messages.map((row) => row.tenantId),
-      messages.map((row) => row.contactId ?? contactIds.get(keyOf(row.tenantId, row.phone))!),
-      messages.map((row) => row.senderId),
-      messages.map((row) => row.type),
-      messages.map((row) => row.text),
-      messages.map((row) => row.mediaType),
-      messages.map((row) => row.mediaFilename),
-      messages.map((row) => row.clientId),
-      messages.map((row) => row.content),
-      messages.map((row) => row.createdAt),
-    ]);
-
-    await touchConversations(
+    const stored = await storeMessages(
       trx,
-      inserted.map((m) => ({
-        contactId: m.contact_id,
-        tenantId: m.tenant_id,
-        messageSeq: m.seq,
-        messageAt: m.created_at,
-        direction: "outbound" as const,
+      live.map(({ row }) => ({
+        id: row.messageId,
+        tenantId: row.tenantId,
+        senderId: row.senderId,
+        direction: "outbound",
+        contactId: row.contactId,
+        phone: row.phone,
+        contactName: row.recipientName,
+        windowFrom: null,
+        type: row.type,
+        preview: row.text,
+        text: row.text,
+        mediaType: row.mediaType,
+        mediaFilename: row.mediaFilename,
+        status: "accepted",
+        applicationId: row.clientId,
+        content: row.content,
+        providerMessageId: null,
+        createdAt: row.createdAt,
+        visible: true,
       })),
     );
-    await run(trx, INSERT_FEED_PENDING, [inserted.map((m) => m.id), inserted.map((m) => m.tenant_id)]);
-
-    const contactOf = new Map(inserted.map((m) => [m.id, m.contact_id]));
-    for (const { row, i } of live)
-      outcome[i] = { kind: "committed", contactId: contactOf.get(row.messageId)! };
+    live.forEach(({ i }, n) => {
+      outcome[i] = { kind: "committed", contactId: stored[n]!.contactId };
+    });
     return outcome as AcceptCommit[];
   });
 }

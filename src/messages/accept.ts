@@ -285,7 +285,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     directoryVersion: string | undefined,
     reservation?: IdempotencyReservation,
   ): Promise<AcceptOutcome> {
-    // A refusal before the claim below leaves a reservation to the pipeline, which releases it.
+    // A refusal before the claim below leaves a reservation to the admission, which refunds it.
     checkShape(input);
     const now = deps.clock.now();
     const fingerprint = idempotencyKey === undefined ? undefined : requestFingerprint(input);

@@ -3,13 +3,18 @@ import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { serviceUnavailable } from "../http/dependency-faults.ts";
 import { ApiError } from "../http/errors.ts";
-import { type RateLimitOutcome, rateLimitError } from "../http/rate-limit.ts";
-import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
+import { type RateLimitOutcome, rateLimitError, rateLimitHeaders } from "../http/rate-limit.ts";
+import type { AdmittedSend, AuthContext, IdempotencyReservation } from "../http/request-state.ts";
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
-import type { AcceptOutboundMessage } from "./accept.ts";
-import { IN_FLIGHT_MS, idempotencyRedisKey, inFlightMarker } from "./idempotency.ts";
+import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
+import {
+  IN_FLIGHT_MS,
+  idempotencyRedisKey,
+  inFlightMarker,
+  releaseIdempotencyReservation,
+} from "./idempotency.ts";
 
 export const CHANNEL = "whatsapp";
 
@@ -18,25 +23,13 @@ export interface SendAdmissionDeps {
   redis: RedisClient;
   keys: RedisKeys;
   clock: Clock;
+  metrics: Pick<Metrics, "rateLimited">;
   defaultDailyQuota: number;
 }
 
-export interface SendAdmission {
+/** An admitted send (see AdmittedSend), with the rate limit's outcome for the answer's headers. */
+export interface SendAdmission extends AdmittedSend {
   rate: RateLimitOutcome;
-  /** The quota counter a unit was reserved on; give it back unless a message was accepted. */
-  reservedQuotaKey?: string;
-  /** Set when the daily quota is used up (`quota_exceeded`; the rate limit is in `rate`). */
-  refusal?: ApiError;
-  /**
-   * The tenant's directory version, read in the same Redis call: the acceptor reuses its cached
-   * senders and templates only while this is the version they were loaded at.
-   */
-  directoryVersion: string;
-  /**
-   * The Idempotency-Key, when one was given and the send is admitted: claimed in the same Redis
-   * call, or found taken (then no quota unit was reserved: the request creates nothing new).
-   */
-  idempotency?: IdempotencyReservation;
 }
 
 const DAY_MS = 86_400_000;
@@ -85,12 +78,15 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
   }
 
   /**
-   * `idempotency`: the request's Idempotency-Key (already checked for format) and a token naming
-   * this request (its request id), to claim the key in the same call.
+   * Reserves a send: the rate limit, a unit of the daily quota and, with `idempotency` (the request's
+   * Idempotency-Key, already checked for format, and a token naming this request: its request id),
+   * the key's claim, in one Redis call. A refusal (429, or the quota used up) is counted and thrown,
+   * with the RateLimit-* headers; `rateMessage` words the 429 for the caller (the panel).
    */
   return async function admitSend(
     auth: AuthContext,
     idempotency?: { key: string; token: string },
+    rateMessage?: (limit: number) => string,
   ): Promise<SendAdmission> {
     const now = deps.clock.now();
     const day = utcDay(now);
@@ -124,20 +120,24 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
     if (reply[0] === 3) reply = await call(await acceptedToday(auth.tenantId, day));
     const [code, limit, remaining, resetMs, resetEpoch, , directoryVersion, marker] = reply;
     const rate = { allowed: code !== 0, limit, remaining, resetMs, resetEpoch };
+    if (code === 0) {
+      deps.metrics.rateLimited.inc({ kind: "send" satisfies RateLimitKind });
+      throw withRateHeaders(rateLimitError(rate, rateMessage?.(limit)), rate);
+    }
     if (code === 2) {
+      deps.metrics.rateLimited.inc({ kind: "quota" satisfies RateLimitKind });
       const secondsToMidnight = Math.max(1, Math.ceil((day.end.getTime() - now.getTime()) / 1000));
-      return {
-        rate,
-        directoryVersion,
-        refusal: new ApiError(
+      throw withRateHeaders(
+        new ApiError(
           "quota_exceeded",
           `The daily send quota of ${quota} messages is used up; it resets at 00:00 UTC.`,
           { headers: { "retry-after": String(secondsToMidnight) } },
         ),
-      };
+        rate,
+      );
     }
     const reservation =
-      idempotency && idempotencyKey && (code === 1 || code === 4)
+      idempotency && idempotencyKey
         ? {
             key: idempotency.key,
             redisKey: idempotencyKey,
@@ -145,45 +145,84 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
             ...(code === 4 ? { taken: marker ?? null, settled: true } : {}),
           }
         : undefined;
-    return {
-      rate,
-      directoryVersion,
-      reservedQuotaKey: code === 1 ? quotaKey : undefined,
-      idempotency: reservation,
-    };
+    // Code 4 (the key is taken): nothing was reserved, the request creates nothing new.
+    return reserved(deps.redis, rate, directoryVersion, code === 1 ? quotaKey : undefined, reservation);
+  };
+}
+
+/** The refusal's answer carries the limit's headers too (SPEC §8). */
+function withRateHeaders(error: ApiError, rate: RateLimitOutcome): ApiError {
+  Object.assign(error.headers, rateLimitHeaders(rate));
+  return error;
+}
+
+/** What one admission reserved, settled once: kept, or given back (quota unit and key together). */
+function reserved(
+  redis: RedisClient,
+  rate: RateLimitOutcome,
+  directoryVersion: string,
+  quotaKey: string | undefined,
+  idempotency: IdempotencyReservation | undefined,
+): SendAdmission {
+  let settled = false;
+  return {
+    rate,
+    directoryVersion,
+    idempotency,
+    keep() {
+      settled = true;
+    },
+    async refund() {
+      if (settled) return;
+      settled = true;
+      await Promise.all([
+        // A unit not given back only undercounts the day's remaining quota by one.
+        quotaKey ? redis.decr(quotaKey).catch(() => {}) : undefined,
+        idempotency ? releaseIdempotencyReservation(redis, idempotency) : undefined,
+      ]);
+    },
   };
 }
 
 export type AdmitSend = ReturnType<typeof createSendAdmission>;
 
-/** A process's one send path: admission (limits) and acceptance, shared by the API and the panel. */
+/**
+ * A process's one send path, shared by POST /v2/messages and the panel's replies: `admitSend`
+ * reserves (in the pipeline, before the body is read), `acceptAdmitted` accepts and settles.
+ */
 export interface OutboundSending {
   admitSend: AdmitSend;
-  acceptOutboundMessage: AcceptOutboundMessage;
+  acceptAdmitted(
+    admitted: AdmittedSend | undefined,
+    auth: AuthContext,
+    input: SendMessageInput,
+    idempotencyKey: string | undefined,
+  ): Promise<AcceptOutcome>;
 }
 
-/**
- * The admission's verdict for any sender (an API request, a panel reply): the 429 or the quota
- * refusal is thrown and counted; otherwise the quota key a unit was reserved on, to give back with
- * `giveBackQuotaUnit` unless a message is accepted. `rateMessage` words the 429 for the caller.
- */
-export function enforceAdmission(
-  admission: SendAdmission,
-  metrics: Pick<Metrics, "rateLimited">,
-  rateMessage?: (limit: number) => string,
-): string | undefined {
-  if (!admission.rate.allowed) {
-    metrics.rateLimited.inc({ kind: "send" satisfies RateLimitKind });
-    throw rateLimitError(admission.rate, rateMessage?.(admission.rate.limit));
-  }
-  if (admission.refusal) {
-    metrics.rateLimited.inc({ kind: "quota" satisfies RateLimitKind });
-    throw admission.refusal;
-  }
-  return admission.reservedQuotaKey;
-}
-
-/** Only accepted sends count against the daily quota; a send that created nothing returns its unit. */
-export async function giveBackQuotaUnit(redis: RedisClient, quotaKey: string): Promise<void> {
-  await redis.decr(quotaKey).catch(() => {});
+export function outboundSending(admitSend: AdmitSend, accept: AcceptOutboundMessage): OutboundSending {
+  return {
+    admitSend,
+    /**
+     * Only accepted sends count against the daily quota: a send that created a message keeps its
+     * unit; a replay or a refusal gives it back (and its claimed key) before it answers.
+     */
+    async acceptAdmitted(admitted, auth, input, idempotencyKey) {
+      let created = false;
+      try {
+        const outcome = await accept(
+          auth,
+          input,
+          idempotencyKey,
+          admitted?.directoryVersion,
+          admitted?.idempotency,
+        );
+        created = !outcome.replayed;
+        return outcome;
+      } finally {
+        if (created) admitted?.keep();
+        else await admitted?.refund();
+      }
+    },
+  };
 }

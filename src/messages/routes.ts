@@ -1,36 +1,25 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app-deps.ts";
-import { returnReservedQuota } from "../http/pipeline.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import { requestState } from "../http/request-state.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
-import type { AcceptOutboundMessage } from "./accept.ts";
+import type { OutboundSending } from "./admission.ts";
 import { KEY_FORMAT, parseIdempotencyKey } from "./idempotency.ts";
 import { presentAcceptedMessage } from "./presenter.ts";
 import { MessageSchema, SendMessageRequest } from "./schemas.ts";
 
-export function messageRoutes(deps: AppDeps, acceptOutboundMessage: AcceptOutboundMessage) {
+export function messageRoutes(sending: OutboundSending) {
   return new Elysia().use(scopeGuard).post(
     "/messages",
     async ({ auth, body, request, set }) => {
       const key = parseIdempotencyKey(request.headers.get("idempotency-key"));
-      const state = requestState(request);
-      const outcome = await acceptOutboundMessage(
-        auth,
-        body,
-        key,
-        state?.directoryVersion,
-        state?.idempotency,
-      );
+      // The pipeline admitted this send; its quota unit is kept or given back by the outcome.
+      const outcome = await sending.acceptAdmitted(requestState(request)?.admittedSend, auth, body, key);
       if (outcome.replayed) {
         set.status = 200;
         set.headers["idempotency-replayed"] = "true";
-        await returnReservedQuota(deps.redis, state);
       } else {
         set.status = 201;
-        // This request created a message: its reserved quota unit stays spent.
-        if (state) state.accepted = true;
       }
       return presentAcceptedMessage(outcome.message);
     },

@@ -1,8 +1,7 @@
 import { sql } from "kysely";
-import { normalizeProviderError } from "../channel/provider.ts";
+import { statusFailure } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
-import type { MessageFailure } from "../db/schema.ts";
 import { unsent } from "./unsent.ts";
 
 /**
@@ -19,24 +18,6 @@ export function nextStatus(current: string, event: string): string | undefined {
   if (current === "failed") return event === "delivered" || event === "read" ? event : undefined;
   const currentRank = RANK[current];
   return currentRank !== undefined && eventRank > currentRank ? event : undefined;
-}
-
-interface ProviderStatusError {
-  code?: number | string;
-  title?: string;
-  message?: string;
-  error_data?: { details?: string };
-}
-
-export function failureFromStatusErrors(errors: unknown[] | null): MessageFailure {
-  const first = (errors?.[0] ?? {}) as ProviderStatusError;
-  const detail =
-    first.error_data?.details ?? first.message ?? first.title ?? "The provider reported a failure.";
-  const normalized = normalizeProviderError(
-    first.code === undefined ? undefined : Number(first.code),
-    detail,
-  );
-  return { code: normalized.code, message: normalized.message, retryable: normalized.retryable };
 }
 
 /** Records the provider's id; `sent` unless a status webhook got further already. */
@@ -307,7 +288,7 @@ async function applyClaimed(
       const next = nextStatus(status, event.status);
       if (!next) continue;
       status = next;
-      failure = next === "failed" ? failureFromStatusErrors(event.errors) : null;
+      failure = next === "failed" ? statusFailure(event.errors) : null;
     }
     if (status !== message.status)
       changed.push({ seq: message.seq, status, failure: failure ? JSON.stringify(failure) : null });

@@ -6,7 +6,7 @@ import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import type { AuthContext } from "../http/request-state.ts";
 import { type IdPrefix, isId } from "../ids.ts";
 import type { SendMessageInput } from "../messages/accept.ts";
-import { enforceAdmission, giveBackQuotaUnit, type OutboundSending } from "../messages/admission.ts";
+import type { OutboundSending } from "../messages/admission.ts";
 import { listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
 import {
   type ConversationState,
@@ -89,25 +89,12 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
    * daily quota), then acceptance (window, templates, idempotency, group commit, send queue).
    */
   async function send(auth: AuthContext, input: SendMessageInput, idempotencyKey: string) {
-    const admission = await sending.admitSend(auth);
-    const reservedQuotaKey = enforceAdmission(
-      admission,
-      deps.metrics,
+    const admission = await sending.admitSend(
+      auth,
+      undefined,
       (limit) => `Too many messages at once: at most ${limit} per second. Wait a moment and send again.`,
     );
-    let accepted = false;
-    try {
-      const outcome = await sending.acceptOutboundMessage(
-        auth,
-        input,
-        idempotencyKey,
-        admission.directoryVersion,
-      );
-      accepted = !outcome.replayed;
-      return outcome;
-    } finally {
-      if (reservedQuotaKey && !accepted) await giveBackQuotaUnit(deps.redis, reservedQuotaKey);
-    }
+    return sending.acceptAdmitted(admission, auth, input, idempotencyKey);
   }
 
   async function listRegion(tenantId: string, now: Date, options: { before?: number; current?: string }) {

@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { parseWebhook, type WebhookChange } from "../channel/webhook-events.ts";
 import type { Db } from "../db/connect.ts";
 import { createGroupCommit, type GroupCommit } from "../db/group-commit.ts";
 import type { Logger } from "../logger.ts";
@@ -6,29 +7,12 @@ import { nudgeDrain } from "../queues/drain-nudge.ts";
 import type { Queues } from "../queues/index.ts";
 
 /**
- * Stores what provider webhooks carry, durably and deduplicated by the provider's ids, BEFORE
- * they are acknowledged; the work itself happens in the finalize and status workers. Concurrent
+ * Stores what provider webhooks carry (as src/channel/webhook-events.ts reads them), durably and
+ * deduplicated by the provider's ids, BEFORE they are acknowledged; the work itself happens in the
+ * finalize and status workers. Concurrent
  * webhooks are committed together (group commit): one transaction, one multi-row insert per
  * table, and one coalesced nudge per worker queue for the whole batch.
  */
-
-interface WebhookValue {
-  metadata?: { phone_number_id?: string };
-  contacts?: { wa_id?: string; profile?: { name?: string } }[];
-  messages?: ({ id?: string; from?: string } & Record<string, unknown>)[];
-  statuses?: {
-    id?: string;
-    status?: string;
-    timestamp?: string;
-    errors?: unknown[];
-    biz_opaque_callback_data?: string;
-  }[];
-}
-
-interface WebhookBody {
-  object?: string;
-  entry?: { changes?: { field?: string; value?: WebhookValue }[] }[];
-}
 
 export interface IngestResult {
   inbound: string[];
@@ -37,8 +21,6 @@ export interface IngestResult {
   statusEvents: number;
   unknownNumbers: string[];
 }
-
-const STATUS_VALUES = new Set(["sent", "delivered", "read", "failed"]);
 
 interface InboundRow {
   provider_message_id: string;
@@ -56,55 +38,35 @@ interface StatusRow {
   sender_id: string;
 }
 
-/** The `messages` changes of a webhook body; anything else carries nothing to store. */
-function changesOf(body: unknown): WebhookValue[] {
-  const payload = body as WebhookBody;
-  if (payload?.object !== "whatsapp_business_account" || !Array.isArray(payload.entry)) return [];
-  return payload.entry.flatMap((entry) =>
-    (entry?.changes ?? [])
-      .filter((c) => c?.field === "messages" && c.value)
-      .map((c) => c.value as WebhookValue),
-  );
-}
-
 type SenderRef = { id: string; tenant_id: string };
 
 /** One webhook's rows, given the senders of the batch by phone_number_id. */
-function rowsOf(values: WebhookValue[], senderByNumber: Map<string, SenderRef>) {
+function rowsOf(changes: WebhookChange[], senderByNumber: Map<string, SenderRef>) {
   const result: IngestResult = { inbound: [], statuses: [], statusEvents: 0, unknownNumbers: [] };
   const inboundRows: InboundRow[] = [];
   const statusRows: StatusRow[] = [];
-  for (const value of values) {
-    const numberId = value.metadata?.phone_number_id ?? "";
-    const sender = senderByNumber.get(numberId);
+  for (const change of changes) {
+    const sender = senderByNumber.get(change.phoneNumberId);
     if (!sender) {
       // Acknowledged, not stored: retrying would not make the number known.
-      if (numberId) result.unknownNumbers.push(numberId);
+      if (change.phoneNumberId) result.unknownNumbers.push(change.phoneNumberId);
       continue;
     }
-    for (const message of value.messages ?? []) {
-      if (typeof message?.id !== "string" || typeof message.from !== "string") continue;
-      const contact =
-        (value.contacts ?? []).find((c) => c?.wa_id === message.from) ?? value.contacts?.[0] ?? null;
+    for (const event of change.received) {
       inboundRows.push({
-        provider_message_id: message.id,
+        provider_message_id: event.providerMessageId,
         tenant_id: sender.tenant_id,
         sender_id: sender.id,
-        payload: JSON.stringify({ message, contact }),
+        payload: event.payload,
       });
     }
-    for (const status of value.statuses ?? []) {
-      if (typeof status?.id !== "string" || !STATUS_VALUES.has(String(status.status))) continue;
-      const seconds = Number(status.timestamp);
+    for (const status of change.statuses) {
       statusRows.push({
-        provider_message_id: status.id,
-        status: String(status.status),
-        provider_timestamp: Number.isFinite(seconds) && seconds > 0 ? new Date(seconds * 1000) : new Date(),
-        errors: Array.isArray(status.errors) ? JSON.stringify(status.errors) : null,
-        client_reference:
-          typeof status.biz_opaque_callback_data === "string"
-            ? status.biz_opaque_callback_data.slice(0, 512)
-            : null,
+        provider_message_id: status.providerMessageId,
+        status: status.status,
+        provider_timestamp: status.at,
+        errors: status.errors,
+        client_reference: status.clientReference,
         // A status may move only this sender's messages (src/outbound/status.ts).
         sender_id: sender.id,
       });
@@ -135,13 +97,13 @@ export async function commitWebhooks(
   deps: { db: Db; logger: Logger },
   bodies: unknown[],
 ): Promise<IngestResult[]> {
-  const changes = bodies.map(changesOf);
+  const changes = bodies.map(parseWebhook);
   const numberIds = [
     ...new Set(
       changes
         .flat()
-        .map((v) => v.metadata?.phone_number_id)
-        .filter((id): id is string => !!id),
+        .map((c) => c.phoneNumberId)
+        .filter((id) => id !== ""),
     ),
   ];
   const empty = (): IngestResult => ({ inbound: [], statuses: [], statusEvents: 0, unknownNumbers: [] });

@@ -1,0 +1,261 @@
+import { normalizeProviderError } from "./provider.ts";
+import type { DeliveryStatus } from "./webhook-payloads.ts";
+
+/**
+ * Reading what the provider's webhooks carry (webhook-payloads.ts has the shapes) into the service's
+ * own terms: the only code that reads the wire format. Webhooks are untrusted input and real traffic
+ * carries more than is modelled, so every field may be missing and an unknown message type is kept
+ * (as a system message) rather than refused.
+ */
+
+/** One change of a webhook: what it carries for one business number. */
+export interface WebhookChange {
+  /** The provider's id of the business number (a sender's provider_phone_number_id); "" if none. */
+  phoneNumberId: string;
+  received: InboundEvent[];
+  statuses: StatusEvent[];
+}
+
+export interface InboundEvent {
+  providerMessageId: string;
+  /**
+   * The message and its author's profile exactly as received (JSON): what inbound_events keeps,
+   * read back by `readInboundEvent` when the message is finalized.
+   */
+  payload: string;
+}
+
+export interface StatusEvent {
+  providerMessageId: string;
+  status: DeliveryStatus;
+  at: Date;
+  /** The provider's errors as received (JSON), read by `statusFailure`; null when it gave none. */
+  errors: string | null;
+  /** What the send asked to be echoed back (our message id), capped at 512 characters. */
+  clientReference: string | null;
+}
+
+/** A received message as history shows it (SPEC §2 HistoryMessage fields), and who sent it. */
+export interface ReceivedMessage {
+  /** The customer's number, digits only, as the provider names it. */
+  from: string;
+  profileName: string | null;
+  /** The provider's time of the message; undefined when it gave none that is usable. */
+  sentAt: Date | undefined;
+  type: string;
+  preview: string;
+  text: string | null;
+  mediaType: string | null;
+  mediaFilename: string | null;
+  /** A notice (system_<kind>): kept in history, never in the feed, and it opens no window. */
+  system: boolean;
+}
+
+/** What a parser may find in a message object: anything, or nothing. */
+interface WireMessage {
+  id?: unknown;
+  from?: unknown;
+  timestamp?: string;
+  type?: string;
+  text?: { body?: string };
+  image?: WireMedia;
+  video?: WireMedia;
+  audio?: WireMedia;
+  document?: WireMedia;
+  sticker?: WireMedia;
+  system?: { body?: string; type?: string };
+  button?: { text?: string; payload?: string };
+  interactive?: { button_reply?: { title?: string }; list_reply?: { title?: string } };
+  location?: { latitude?: number; longitude?: number; name?: string; address?: string };
+  reaction?: { emoji?: string };
+}
+
+interface WireMedia {
+  id?: string;
+  mime_type?: string;
+  caption?: string;
+  filename?: string;
+}
+
+interface WireContact {
+  wa_id?: string;
+  profile?: { name?: string };
+}
+
+interface WireStatus {
+  id?: unknown;
+  status?: unknown;
+  timestamp?: string;
+  errors?: unknown;
+  biz_opaque_callback_data?: unknown;
+}
+
+interface WireValue {
+  metadata?: { phone_number_id?: string };
+  contacts?: WireContact[];
+  messages?: WireMessage[];
+  statuses?: WireStatus[];
+}
+
+interface WireBody {
+  object?: string;
+  entry?: { changes?: { field?: string; value?: WireValue }[] }[];
+}
+
+/** What inbound_events.payload holds. */
+interface StoredInbound {
+  message: WireMessage;
+  contact: WireContact | null;
+}
+
+const STATUS_VALUES = new Set<unknown>(["sent", "delivered", "read", "failed"] satisfies DeliveryStatus[]);
+
+/** Epoch seconds in a string (the wire's timestamps); undefined when not a positive number. */
+function dateOf(seconds: string | undefined): Date | undefined {
+  const value = Number(seconds);
+  return Number.isFinite(value) && value > 0 ? new Date(value * 1000) : undefined;
+}
+
+/**
+ * The `messages` changes of a webhook body; anything else carries nothing to store. A message
+ * without an id or an author, or a status without an id or a known status, is passed over.
+ */
+export function parseWebhook(body: unknown): WebhookChange[] {
+  const payload = body as WireBody;
+  if (payload?.object !== "whatsapp_business_account" || !Array.isArray(payload.entry)) return [];
+  return payload.entry.flatMap((entry) =>
+    (entry?.changes ?? [])
+      .filter((c) => c?.field === "messages" && c.value)
+      .map((c) => changeOf(c.value as WireValue)),
+  );
+}
+
+function changeOf(value: WireValue): WebhookChange {
+  const received: InboundEvent[] = [];
+  for (const message of value.messages ?? []) {
+    if (typeof message?.id !== "string" || typeof message.from !== "string") continue;
+    const contact =
+      (value.contacts ?? []).find((c) => c?.wa_id === message.from) ?? value.contacts?.[0] ?? null;
+    received.push({
+      providerMessageId: message.id,
+      payload: JSON.stringify({ message, contact } satisfies StoredInbound),
+    });
+  }
+  const statuses: StatusEvent[] = [];
+  for (const status of value.statuses ?? []) {
+    if (typeof status?.id !== "string" || !STATUS_VALUES.has(status.status)) continue;
+    statuses.push({
+      providerMessageId: status.id,
+      status: status.status as DeliveryStatus,
+      at: dateOf(status.timestamp) ?? new Date(),
+      errors: Array.isArray(status.errors) ? JSON.stringify(status.errors) : null,
+      clientReference:
+        typeof status.biz_opaque_callback_data === "string"
+          ? status.biz_opaque_callback_data.slice(0, 512)
+          : null,
+    });
+  }
+  return { phoneNumberId: value.metadata?.phone_number_id ?? "", received, statuses };
+}
+
+/** A stored inbound event (InboundEvent.payload, parsed) as the message history keeps it. */
+export function readInboundEvent(payload: unknown): ReceivedMessage {
+  const { message, contact } = payload as StoredInbound;
+  const record = describeInbound(message);
+  return {
+    from: String(message.from),
+    profileName: contact?.profile?.name ?? null,
+    sentAt: dateOf(message.timestamp),
+    ...record,
+    system: record.type.startsWith("system_"),
+  };
+}
+
+const MEDIA_TYPES = ["image", "video", "audio", "document"] as const;
+
+const EXTENSIONS: Record<string, string> = {
+  "image/jpeg": "jpg",
+  "image/png": "png",
+  "image/webp": "webp",
+  "video/mp4": "mp4",
+  "video/3gpp": "3gp",
+  "audio/ogg": "ogg",
+  "audio/mpeg": "mp3",
+  "audio/aac": "aac",
+  "audio/mp4": "m4a",
+  "application/pdf": "pdf",
+};
+
+type Described = Pick<ReceivedMessage, "type" | "preview" | "text" | "mediaType" | "mediaFilename">;
+
+/** SPEC §2 HistoryMessage fields for one Cloud API message object. */
+function describeInbound(message: WireMessage): Described {
+  const kind = message.type ?? "unknown";
+  if (kind === "text") {
+    const body = message.text?.body ?? "";
+    return {
+      type: "text",
+      preview: body,
+      text: body === "" ? null : body,
+      mediaType: null,
+      mediaFilename: null,
+    };
+  }
+  const mediaKind = kind === "sticker" ? "image" : kind;
+  if ((MEDIA_TYPES as readonly string[]).includes(mediaKind)) {
+    const media = (message[kind as keyof WireMessage] ?? {}) as WireMedia;
+    const filename = media.filename ?? null;
+    // The placeholder names something even when the customer's file had no name.
+    const shownName = filename ?? `${mediaKind}.${EXTENSIONS[media.mime_type ?? ""] ?? "bin"}`;
+    return {
+      type: mediaKind,
+      preview: `[${mediaKind}: ${shownName}]`,
+      text: media.caption ? media.caption : null,
+      mediaType: mediaKind,
+      mediaFilename: filename,
+    };
+  }
+  if (kind === "button" || kind === "interactive") {
+    const title =
+      message.button?.text ??
+      message.interactive?.button_reply?.title ??
+      message.interactive?.list_reply?.title ??
+      "";
+    return { type: "text", preview: title, text: title || null, mediaType: null, mediaFilename: null };
+  }
+  if (kind === "location") {
+    const l = message.location ?? {};
+    const place = [l.name, l.address].filter(Boolean).join(", ");
+    const body = `${place ? `${place} ` : ""}(${l.latitude}, ${l.longitude})`;
+    return { type: "text", preview: `[location: ${body}]`, text: body, mediaType: null, mediaFilename: null };
+  }
+  // system, reaction, unsupported...: kept in history as system_<kind>, never in the feed.
+  const subtype = kind === "system" ? (message.system?.type ?? "notice") : kind;
+  const body = message.system?.body ?? (message.reaction?.emoji ? `reacted ${message.reaction.emoji}` : null);
+  return {
+    type: `system_${subtype.replace(/[^a-z0-9_]/gi, "_").toLowerCase()}`,
+    preview: body ?? `[${kind}]`,
+    text: body,
+    mediaType: null,
+    mediaFilename: null,
+  };
+}
+
+interface WireStatusError {
+  code?: number | string;
+  title?: string;
+  message?: string;
+  error_data?: { details?: string };
+}
+
+/** A `failed` status's errors (StatusEvent.errors, parsed) as the message's failure. */
+export function statusFailure(errors: unknown): { code: string; message: string; retryable: boolean } {
+  const first = ((Array.isArray(errors) ? errors[0] : undefined) ?? {}) as WireStatusError;
+  const detail =
+    first.error_data?.details ?? first.message ?? first.title ?? "The provider reported a failure.";
+  const normalized = normalizeProviderError(
+    first.code === undefined ? undefined : Number(first.code),
+    detail,
+  );
+  return { code: normalized.code, message: normalized.message, retryable: normalized.retryable };
+}
