@@ -13,6 +13,7 @@ import {
   type WorkerProcess,
 } from "../../test/support.ts";
 import { startTcpProxy } from "../../test/tcp-proxy.ts";
+import { buildForNode } from "../scripts/build.ts";
 import { ApiError, type FeedMessage, MessagingClient, type MessagingClientOptions } from "../src/index.ts";
 
 /**
@@ -69,6 +70,17 @@ function sdkFor(tenant: ReadingTenant, options: Partial<MessagingClientOptions> 
   const count = (method: string, path: string) =>
     attempts.filter((a) => a.method === method && a.path === `/v2${path}`).length;
   return { client, attempts, count };
+}
+
+/** Runs a command to its end; its output and exit code. */
+async function run(cmd: string[], extraEnv: Record<string, string> = {}) {
+  const proc = Bun.spawn(cmd, { stdout: "pipe", stderr: "pipe", env: { ...process.env, ...extraEnv } });
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  return { out, err, code };
 }
 
 async function shop(options: Parameters<typeof readingTenant>[2] = {}): Promise<ReadingTenant> {
@@ -358,26 +370,18 @@ describe("runtimes", () => {
     const tenant = await shop();
     const dir = await mkdtemp(join(tmpdir(), "sdk-node-"));
     try {
-      const build = await Bun.build({
-        entrypoints: [join(import.meta.dir, "../src/index.ts")],
-        outdir: dir,
-        target: "node",
-        format: "esm",
-      });
-      expect(build.success).toBe(true);
+      await buildForNode(dir);
       const script = `import { MessagingClient } from "./index.js";
 const client = new MessagingClient({ baseUrl: process.argv[2], clientId: process.argv[3], clientSecret: process.argv[4] });
 const senders = await client.senders.list();
 console.log(JSON.stringify({ ids: senders.map((s) => s.id), isBun: typeof Bun !== "undefined" }));`;
       await writeFile(join(dir, "check.mjs"), script);
-      const proc = Bun.spawn(
-        ["node", join(dir, "check.mjs"), `${env.apiUrl}/v2`, tenant.clientId, tenant.clientSecret],
-        { stdout: "pipe", stderr: "pipe" },
-      );
-      const [out, err, code] = await Promise.all([
-        new Response(proc.stdout).text(),
-        new Response(proc.stderr).text(),
-        proc.exited,
+      const { out, err, code } = await run([
+        "node",
+        join(dir, "check.mjs"),
+        `${env.apiUrl}/v2`,
+        tenant.clientId,
+        tenant.clientSecret,
       ]);
       expect(err).toBe("");
       expect(code).toBe(0);
@@ -389,15 +393,59 @@ console.log(JSON.stringify({ ids: senders.map((s) => s.id), isBun: typeof Bun !=
 });
 
 test("the generated types match the server's schemas", async () => {
-  const check = Bun.spawn(["bun", join(import.meta.dir, "../scripts/generate.ts"), "--check"], {
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [out, err, code] = await Promise.all([
-    new Response(check.stdout).text(),
-    new Response(check.stderr).text(),
-    check.exited,
-  ]);
+  const { out, err, code } = await run(["bun", join(import.meta.dir, "../scripts/generate.ts"), "--check"]);
   expect(`${out}${err}`).toContain("up to date");
   expect(code).toBe(0);
+});
+
+describe("examples", () => {
+  const examples = join(import.meta.dir, "../examples");
+  const credentials = (tenant: ReadingTenant) => ({
+    MESSAGING_BASE_URL: `${env.apiUrl}/v2`,
+    MESSAGING_CLIENT_ID: tenant.clientId,
+    MESSAGING_CLIENT_SECRET: tenant.clientSecret,
+  });
+
+  test("send-order-notification notifies once per order, however often it runs", async () => {
+    const tenant = await shop();
+    const to = freshPhone();
+    const script = join(examples, "send-order-notification.ts");
+    const first = await run(["bun", script, to, "E-1"], credentials(tenant));
+    const again = await run(["bun", script, to, "E-1"], credentials(tenant));
+    expect([first.err, first.code, again.err, again.code]).toEqual(["", 0, "", 0]);
+    expect(first.out).toMatch(new RegExp(`^msg_\\w+ accepted to \\${to}\\n$`));
+    expect(again.out).toBe(first.out);
+  });
+
+  test("feed-consumer prints the feed, and persists its cursor", async () => {
+    const tenant = await shop();
+    const dir = await mkdtemp(join(tmpdir(), "sdk-example-"));
+    const cursorFile = join(dir, "cursor.txt");
+    const consumer = Bun.spawn(["bun", join(examples, "feed-consumer.ts")], {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, ...credentials(tenant), FEED_CURSOR_FILE: cursorFile },
+    });
+    try {
+      await postInbound(env, tenant, { from: freshPhone(), type: "text", text: "Where is my parcel?" });
+      const reader = consumer.stdout.getReader();
+      let printed = "";
+      const deadline = Date.now() + 20_000;
+      while (!printed.includes("Where is my parcel?") && Date.now() < deadline) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        printed += new TextDecoder().decode(value);
+      }
+      expect(printed).toMatch(/^msg_\w+ <- \+\d+ \[text\] Where is my parcel\?$/m);
+      const cursor = await eventually(
+        async () => (await readFile(cursorFile, "utf8").catch(() => "")) || undefined,
+      );
+      expect(cursor).toStartWith("fd_");
+      consumer.kill("SIGINT");
+      expect(await consumer.exited).toBe(0);
+    } finally {
+      consumer.kill("SIGKILL");
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
