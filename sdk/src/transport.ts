@@ -43,10 +43,11 @@ interface Token {
   renewAt: number;
 }
 
-/** Statuses that say "not done, try again" without anything having been done. */
+/** Statuses a retry may cure: the service (or a proxy before it) could not take the request now. */
 const TRANSIENT_STATUSES = new Set([502, 503, 504]);
 
-const sleep = (ms: number, signal?: AbortSignal) =>
+/** Waits `ms`; rejects with the signal's reason as soon as it aborts. */
+export const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const timer = setTimeout(() => {
@@ -60,7 +61,15 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 
-export { sleep };
+/** `promise`, or the signal's reason if it aborts first; the listener goes when either settles. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
 
 /**
  * Every HTTP call of the SDK: the bearer token (fetched on first use, renewed before it expires and
@@ -116,14 +125,7 @@ export class Transport {
     this.tokenInFlight ??= this.fetchToken().finally(() => {
       this.tokenInFlight = undefined;
     });
-    if (!signal) return this.tokenInFlight;
-    return Promise.race([
-      this.tokenInFlight,
-      new Promise<never>((_, reject) => {
-        if (signal.aborted) reject(signal.reason);
-        signal.addEventListener("abort", () => reject(signal.reason), { once: true });
-      }),
-    ]);
+    return signal ? untilAborted(this.tokenInFlight, signal) : this.tokenInFlight;
   }
 
   private async fetchToken(): Promise<Token> {
