@@ -43,7 +43,11 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
         upstream.destroy();
         return;
       }
-      client.write(chunk);
+      // What pipe would do: hold the target while the client is slow to read.
+      if (!client.write(chunk)) {
+        upstream.pause();
+        client.once("drain", () => upstream.resume());
+      }
     });
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
