@@ -28,8 +28,12 @@ export interface ReadingTenant {
 }
 
 /** A tenant with a messaging:read+send application, a token, and one active sender. */
-export async function readingTenant(env: TestEnv, name: string): Promise<ReadingTenant> {
-  const { tenant, clientId, clientSecret } = await createTenantWithApp(env.deps, { name });
+export async function readingTenant(
+  env: TestEnv,
+  name: string,
+  options: Omit<Parameters<typeof createTenantWithApp>[1], "name"> = {},
+): Promise<ReadingTenant> {
+  const { tenant, clientId, clientSecret } = await createTenantWithApp(env.deps, { ...options, name });
   const phoneNumberId = String(nextPhoneNumberId++);
   const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
     tenantId: tenant.id,
@@ -53,12 +57,12 @@ export interface InboundFields {
   timestamp?: number;
 }
 
-/** The customer writes (a signed webhook from the simulator), and the finalize step runs. */
-export async function receive(
+/** The customer writes: the simulator posts a signed webhook; returns the provider's message id. */
+export async function postInbound(
   env: TestEnv,
   tenant: ReadingTenant,
   fields: InboundFields,
-): Promise<{ messageId: string; contactId: string }> {
+): Promise<string> {
   const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -66,8 +70,18 @@ export async function receive(
   });
   const sent = (await response.json()) as { id: string; webhook_status: number };
   expect(sent.webhook_status).toBe(200);
-  const outcome = await finalizeInbound(env.deps.db, env.clock, sent.id);
-  if (!outcome) throw new Error(`inbound ${sent.id} was not stored`);
+  return sent.id;
+}
+
+/** The customer writes (a signed webhook from the simulator), and the finalize step runs. */
+export async function receive(
+  env: TestEnv,
+  tenant: ReadingTenant,
+  fields: InboundFields,
+): Promise<{ messageId: string; contactId: string }> {
+  const providerId = await postInbound(env, tenant, fields);
+  const outcome = await finalizeInbound(env.deps.db, env.clock, providerId);
+  if (!outcome) throw new Error(`inbound ${providerId} was not stored`);
   const row = await env.deps.db
     .selectFrom("messages")
     .select("contact_id")

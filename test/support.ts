@@ -175,9 +175,18 @@ export async function call(
 
 export async function createTenantWithApp(
   deps: AppDeps,
-  options: { scopes?: Scope[]; readLimit?: number; sendLimit?: number; name?: string } = {},
+  options: {
+    scopes?: Scope[];
+    readLimit?: number;
+    sendLimit?: number;
+    name?: string;
+    dailyQuota?: number;
+  } = {},
 ) {
-  const tenant = await insertTenant(deps.db, { name: options.name ?? "Acme" });
+  const tenant = await insertTenant(deps.db, {
+    name: options.name ?? "Acme",
+    dailyQuota: options.dailyQuota,
+  });
   const { application, clientSecret } = await createApplication(deps.db, {
     tenantId: tenant.id,
     name: "Test app",

@@ -10,11 +10,17 @@ export interface TcpProxy {
   /** Drops every connection and refuses new ones until `restore`. */
   cut(): void;
   restore(): void;
+  /**
+   * The next answer the target starts to send is not passed on: that connection is dropped instead,
+   * so the client's request was received (and acted on) but its answer is lost.
+   */
+  dropNextAnswer(): void;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   let down = false;
+  let dropAnswer = false;
   const sockets = new Set<Socket>();
   const track = (socket: Socket) => {
     sockets.add(socket);
@@ -30,7 +36,19 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     const upstream = createConnection(target.port, target.host);
     track(upstream);
     client.pipe(upstream);
-    upstream.pipe(client);
+    upstream.on("data", (chunk: Buffer) => {
+      if (dropAnswer) {
+        dropAnswer = false;
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
+      // What pipe would do: hold the target while the client is slow to read.
+      if (!client.write(chunk)) {
+        upstream.pause();
+        client.once("drain", () => upstream.resume());
+      }
+    });
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
   });
@@ -45,6 +63,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     },
     restore() {
       down = false;
+    },
+    dropNextAnswer() {
+      dropAnswer = true;
     },
     async close() {
       for (const socket of sockets) socket.destroy();

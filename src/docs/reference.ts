@@ -7,7 +7,7 @@ import { API_PREFIX } from "../http/pipeline.ts";
 import { buildOpenApiDocument, type DocumentedRoute } from "./openapi.ts";
 
 /** The API version in the document (SPEC §9). */
-const API_VERSION = "2.0.0";
+export const API_VERSION = "2.0.0";
 
 /**
  * `{base_url}/openapi.json` and the interactive reference at `{base_url}/reference`: Swagger UI served

@@ -1,0 +1,178 @@
+import { consumeFeed, type FeedOptions } from "./feed.ts";
+import { Transport, type TransportOptions } from "./transport.ts";
+import type {
+  Contact,
+  Conversation,
+  FeedMessage,
+  HistoryMessage,
+  ListResult,
+  Media,
+  Message,
+  Sender,
+  SendMessageRequest,
+  Template,
+} from "./types.ts";
+
+export type MessagingClientOptions = TransportOptions;
+
+interface ListEnvelope<T> {
+  object: "list";
+  url: string;
+  has_more: boolean;
+  data: T[];
+}
+
+function listResult<T>(envelope: ListEnvelope<T>): ListResult<T> {
+  return Object.assign([...envelope.data], envelope);
+}
+
+const path = (template: TemplateStringsArray, ...ids: string[]) =>
+  template.reduce((out, part, i) => out + part + (i < ids.length ? encodeURIComponent(ids[i]!) : ""), "");
+
+export interface SendOptions {
+  /**
+   * Makes the send safe to repeat: the API sends once per key and answers a repeat with the first
+   * message. Default: a new random key per call, which every retry of that call reuses.
+   */
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+export interface UploadOptions {
+  /** Name shown to the recipient (documents). */
+  filename?: string;
+  /** `snd_` id; optional when the account has exactly one active sender. */
+  sender?: string;
+  signal?: AbortSignal;
+}
+
+export interface HistoryOptions {
+  /** `asc` (default, oldest first) or `desc` (newest first). */
+  order?: "asc" | "desc";
+  /** Messages per request (1..200, default 50). */
+  pageSize?: number;
+  signal?: AbortSignal;
+}
+
+export interface ConversationsOptions {
+  /** `desc` (default, most recent last message first) or `asc`. */
+  order?: "asc" | "desc";
+  /** Conversations per request (1..100, default 100). */
+  pageSize?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Pages of a list the API walks newest first with `before`; `asc` is that walk reversed (the API's
+ * `before` only pages backwards, so an oldest-first walk reads the whole list first).
+ */
+async function* walkNewestFirst<T>(
+  order: "asc" | "desc",
+  fetchPage: (before: string | number | undefined) => Promise<ListEnvelope<T>>,
+  positionOf: (item: T) => string | number,
+  identity: (item: T) => string,
+): AsyncGenerator<T> {
+  const seen = new Set<string>();
+  const buffered: T[] = [];
+  let before: string | number | undefined;
+  for (;;) {
+    const page = await fetchPage(before);
+    for (const item of page.data) {
+      // A list that changes while it is walked may repeat an item across pages.
+      const key = identity(item);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      if (order === "desc") yield item;
+      else buffered.push(item);
+    }
+    const last = page.data.at(-1);
+    if (!page.has_more || last === undefined || positionOf(last) === before) break;
+    before = positionOf(last);
+  }
+  for (let i = buffered.length - 1; i >= 0; i--) yield buffered[i]!;
+}
+
+/** The messaging API (SPEC §4). Zero dependencies: the platform's fetch, FormData and Blob. */
+export class MessagingClient {
+  private readonly transport: Transport;
+
+  constructor(options: MessagingClientOptions) {
+    this.transport = new Transport(options);
+  }
+
+  readonly messages = {
+    /** POST /messages: 201 Message, or the first send's Message when the key was used before. */
+    send: (request: SendMessageRequest, options: SendOptions = {}): Promise<Message> =>
+      this.transport.request<Message>("POST", "/messages", {
+        json: request,
+        // Made once per logical call, before any attempt: a retry after a lost answer reuses it.
+        headers: { "idempotency-key": options.idempotencyKey ?? crypto.randomUUID() },
+        signal: options.signal,
+      }),
+  };
+
+  readonly media = {
+    /** POST /media (multipart): a `med_` handle for `template.header.media`. */
+    upload: (file: Blob | ArrayBuffer | Uint8Array, options: UploadOptions = {}): Promise<Media> => {
+      const form = new FormData();
+      const blob = file instanceof Blob ? file : new Blob([file as BlobPart]);
+      form.append("file", blob, options.filename ?? (file instanceof File ? file.name : "upload"));
+      if (options.filename !== undefined) form.append("filename", options.filename);
+      if (options.sender !== undefined) form.append("sender", options.sender);
+      return this.transport.request<Media>("POST", "/media", { form, signal: options.signal });
+    },
+  };
+
+  readonly senders = {
+    /** GET /senders: the active senders. */
+    list: async (): Promise<ListResult<Sender>> =>
+      listResult(await this.transport.request<ListEnvelope<Sender>>("GET", "/senders")),
+    /** GET /senders/{id}/templates: the sender's approved templates. */
+    templates: async (senderId: string): Promise<ListResult<Template>> =>
+      listResult(
+        await this.transport.request<ListEnvelope<Template>>("GET", path`/senders/${senderId}/templates`),
+      ),
+  };
+
+  readonly contacts = {
+    /** GET /contacts/{id}, with its messaging window. */
+    get: (contactId: string): Promise<Contact> =>
+      this.transport.request<Contact>("GET", path`/contacts/${contactId}`),
+    /** GET /contacts?phone=: the contact of an E.164 number; ApiError `resource_missing` (404) when none. */
+    findByPhone: (phone: string): Promise<Contact> =>
+      this.transport.request<Contact>("GET", "/contacts", { query: { phone } }),
+    /** GET /contacts/{id}/messages, every page followed. */
+    history: (contactId: string, options: HistoryOptions = {}): AsyncGenerator<HistoryMessage> =>
+      walkNewestFirst(
+        options.order ?? "asc",
+        (before) =>
+          this.transport.request<ListEnvelope<HistoryMessage>>("GET", path`/contacts/${contactId}/messages`, {
+            query: { order: "desc", limit: options.pageSize, before },
+            signal: options.signal,
+          }),
+        // History items of a contact always have an id (null only on imports from before ids).
+        (message) => message.id ?? "",
+        (message) => message.id ?? `${message.created}:${message.preview}`,
+      ),
+  };
+
+  readonly conversations = {
+    /** GET /conversations, every page followed. */
+    list: (options: ConversationsOptions = {}): AsyncGenerator<Conversation> =>
+      walkNewestFirst(
+        options.order ?? "desc",
+        (before) =>
+          this.transport.request<ListEnvelope<Conversation>>("GET", "/conversations", {
+            query: { order: "desc", limit: options.pageSize ?? 100, before },
+            signal: options.signal,
+          }),
+        (conversation) => conversation.last_message.created,
+        (conversation) => conversation.contact.id,
+      ),
+  };
+
+  readonly feed = {
+    /** GET /messages followed for as long as it is iterated (see FeedOptions). */
+    consume: (options: FeedOptions = {}): AsyncGenerator<FeedMessage> => consumeFeed(this.transport, options),
+  };
+}

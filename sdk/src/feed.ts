@@ -1,0 +1,90 @@
+import { sleep, type Transport } from "./transport.ts";
+import type { FeedMessage, FeedPage } from "./types.ts";
+
+export interface FeedOptions {
+  /** A cursor persisted from an earlier run (`onCursor`); absent = from the start of the feed. */
+  since?: string;
+  /** Messages per page (1..500, the API's default 100). */
+  limit?: number;
+  /** Stops the consumer: the loop ends cleanly (no error) at the next page or wait. */
+  signal?: AbortSignal;
+  /**
+   * Called with each page's `next_cursor` once the consumer has taken every message before it (the
+   * for-await body has returned for the page's last message). Persist it; pass it as `since` to
+   * resume. Awaited: the next page is fetched after it resolves.
+   */
+  onCursor?: (cursor: string) => void | Promise<void>;
+  /** How many recent message ids are remembered to drop redeliveries. Default 10 000. */
+  dedupeWindow?: number;
+  /** First wait after an empty page, doubled on each further empty page. Default 250 ms. */
+  minWaitMs?: number;
+  /** Longest wait between polls of an empty feed. Default 5 000 ms. */
+  maxWaitMs?: number;
+}
+
+/** A set that remembers only the most recently added `capacity` values. */
+class RecentIds {
+  private readonly ids = new Set<string>();
+  constructor(private readonly capacity: number) {}
+  /** Adds `id`; false when it was already there. */
+  add(id: string): boolean {
+    if (this.ids.has(id)) return false;
+    this.ids.add(id);
+    if (this.ids.size > this.capacity) {
+      const oldest = this.ids.values().next().value;
+      if (oldest !== undefined) this.ids.delete(oldest);
+    }
+    return true;
+  }
+}
+
+/**
+ * Follows GET /messages for as long as the caller iterates: at-least-once delivery made easy. The
+ * feed may repeat a message (SPEC §4), so ids seen recently are dropped; the cursor is handed to
+ * `onCursor` only after every message before it was taken, so a consumer that dies and resumes from
+ * its persisted cursor sees every message at least once.
+ */
+export async function* consumeFeed(
+  transport: Transport,
+  options: FeedOptions = {},
+): AsyncGenerator<FeedMessage> {
+  const { signal, onCursor } = options;
+  const minWait = options.minWaitMs ?? 250;
+  const maxWait = options.maxWaitMs ?? 5_000;
+  const seen = new RecentIds(options.dedupeWindow ?? 10_000);
+  let cursor = options.since;
+  let wait = minWait;
+  while (!signal?.aborted) {
+    let page: FeedPage;
+    try {
+      page = await transport.request<FeedPage>("GET", "/messages", {
+        query: { since: cursor, limit: options.limit },
+        signal,
+      });
+    } catch (error) {
+      if (signal?.aborted) return;
+      throw error;
+    }
+    const last = page.data.length - 1;
+    for (const [index, message] of page.data.entries()) {
+      if (message.id !== null && !seen.add(message.id)) continue;
+      yield message;
+      // Stopped partway through a page: its cursor is not reported (the rest was not taken).
+      if (signal?.aborted && index < last) return;
+    }
+    if (page.next_cursor !== cursor) {
+      cursor = page.next_cursor;
+      await onCursor?.(cursor);
+    }
+    if (page.data.length > 0) {
+      wait = minWait;
+      continue;
+    }
+    try {
+      await sleep(wait, signal);
+    } catch {
+      return;
+    }
+    wait = Math.min(wait * 2, maxWait);
+  }
+}

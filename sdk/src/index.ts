@@ -1,0 +1,16 @@
+/**
+ * The messaging API's TypeScript client: `import { MessagingClient, ApiError } from "./sdk/src/index.ts"`.
+ * See sdk/README.md.
+ */
+export {
+  type ConversationsOptions,
+  type HistoryOptions,
+  MessagingClient,
+  type MessagingClientOptions,
+  type SendOptions,
+  type UploadOptions,
+} from "./client.ts";
+export { ApiError } from "./errors.ts";
+export type { FeedOptions } from "./feed.ts";
+export type { RetryOptions } from "./transport.ts";
+export type * from "./types.ts";

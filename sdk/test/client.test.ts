@@ -1,0 +1,458 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { syncSenderTemplates } from "../../src/templates/sync.ts";
+import { postInbound, type ReadingTenant, readingTenant, receive } from "../../test/reading-support.ts";
+import {
+  call,
+  createTestEnv,
+  eventually,
+  nextSecond,
+  spawnWorker,
+  type TestEnv,
+  type WorkerProcess,
+} from "../../test/support.ts";
+import { startTcpProxy } from "../../test/tcp-proxy.ts";
+import { buildForNode } from "../scripts/build.ts";
+import { ApiError, type FeedMessage, MessagingClient, type MessagingClientOptions } from "../src/index.ts";
+
+/**
+ * The SDK against the real service: the api listening on a port, the send, status and finalize
+ * workers as processes, and the provider simulator; every call goes over HTTP through the SDK.
+ */
+let env: TestEnv;
+let workers: WorkerProcess[] = [];
+let tenantCounter = 0;
+let phoneCounter = 0;
+
+beforeAll(async () => {
+  env = await createTestEnv({ simulator: true });
+  workers = ["send", "status", "finalize"].map((name) => spawnWorker(env, name));
+});
+afterAll(async () => {
+  await Promise.all(workers.map((worker) => worker.stop()));
+  await env.close();
+});
+
+interface Attempt {
+  method: string;
+  path: string;
+  /** 0 while in flight, or when the connection failed. */
+  status: number;
+  at: number;
+  retryAfter: string | null;
+}
+
+/** A client of `tenant` whose every HTTP attempt is recorded. */
+function sdkFor(tenant: ReadingTenant, options: Partial<MessagingClientOptions> = {}) {
+  const attempts: Attempt[] = [];
+  const client = new MessagingClient({
+    baseUrl: `${env.apiUrl}/v2`,
+    clientId: tenant.clientId,
+    clientSecret: tenant.clientSecret,
+    retry: { baseDelayMs: 50 },
+    fetch: async (input, init) => {
+      const attempt: Attempt = {
+        method: init?.method ?? "GET",
+        path: new URL(input).pathname,
+        status: 0,
+        at: Date.now(),
+        retryAfter: null,
+      };
+      attempts.push(attempt);
+      const response = await fetch(input, init);
+      attempt.status = response.status;
+      attempt.retryAfter = response.headers.get("retry-after");
+      return response;
+    },
+    ...options,
+  });
+  const count = (method: string, path: string) =>
+    attempts.filter((a) => a.method === method && a.path === `/v2${path}`).length;
+  return { client, attempts, count };
+}
+
+/** Runs a command to its end; its output and exit code. */
+async function run(cmd: string[], extraEnv: Record<string, string> = {}) {
+  const proc = Bun.spawn(cmd, { stdout: "pipe", stderr: "pipe", env: { ...process.env, ...extraEnv } });
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  return { out, err, code };
+}
+
+async function shop(options: Parameters<typeof readingTenant>[2] = {}): Promise<ReadingTenant> {
+  const tenant = await readingTenant(env, `SDK shop ${++tenantCounter}`, options);
+  await syncSenderTemplates(env.deps, tenant.sender);
+  return tenant;
+}
+
+function freshPhone(): string {
+  return `+4915300${String(++phoneCounter).padStart(5, "0")}`;
+}
+
+const orderShipped = (to: string, order: string) => ({
+  to,
+  template: { name: "order_shipped", language: "en", variables: { body: ["Ada", order] } },
+});
+
+describe("tokens", () => {
+  test("20 concurrent calls share one token request", async () => {
+    const { client, count } = sdkFor(await shop());
+    const lists = await Promise.all(Array.from({ length: 20 }, () => client.senders.list()));
+    expect(lists.every((senders) => senders.length === 1 && senders.data[0]?.object === "sender")).toBe(true);
+    expect(count("POST", "/oauth/token")).toBe(1);
+    expect(count("GET", "/senders")).toBe(20);
+  });
+
+  test("a token the server finds expired is renewed once, and the call goes through", async () => {
+    const { client, attempts, count } = sdkFor(await shop());
+    await client.senders.list();
+    // The server's clock moves past the token's hour; the client's does not know. (Moved back
+    // after: the quota test counts the day by it.)
+    env.clock.advance(3700);
+    await nextSecond(); // the token endpoint takes two a second per client
+    const senders = await client.senders.list().finally(() => env.clock.advance(-3700));
+    expect(senders).toHaveLength(1);
+    expect(count("POST", "/oauth/token")).toBe(2);
+    expect(attempts.map((a) => `${a.method} ${a.path} ${a.status}`)).toEqual([
+      "POST /v2/oauth/token 200",
+      "GET /v2/senders 200",
+      "GET /v2/senders 401",
+      "POST /v2/oauth/token 200",
+      "GET /v2/senders 200",
+    ]);
+  });
+
+  test("a token about to expire is renewed before the call, without a 401", async () => {
+    let now = Date.now();
+    const { client, attempts } = sdkFor(await shop(), { now: () => now });
+    await client.senders.list();
+    now += (3600 - 30) * 1000; // inside the 60-second renewal margin
+    await nextSecond(); // the token endpoint takes two a second per client
+    await client.senders.list();
+    expect(attempts.map((a) => `${a.method} ${a.path} ${a.status}`)).toEqual([
+      "POST /v2/oauth/token 200",
+      "GET /v2/senders 200",
+      "POST /v2/oauth/token 200",
+      "GET /v2/senders 200",
+    ]);
+  });
+
+  test("wrong credentials surface as ApiError invalid_client", async () => {
+    const tenant = await shop();
+    const { client } = sdkFor({ ...tenant, clientSecret: "csec_wrong" });
+    const error = await client.senders.list().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ApiError);
+    expect(error).toMatchObject({ status: 401, type: "authentication_error", code: "invalid_client" });
+  });
+});
+
+describe("retries", () => {
+  test("429 rate_limit_exceeded waits Retry-After and retries", async () => {
+    const { client, attempts } = sdkFor(await shop({ readLimit: 2 }));
+    await nextSecond();
+    const lists = await Promise.all(Array.from({ length: 5 }, () => client.senders.list()));
+    expect(lists.every((senders) => senders.length === 1)).toBe(true);
+    const limited = attempts.filter((a) => a.status === 429);
+    expect(limited.length).toBeGreaterThan(0);
+    const calls = attempts.filter((a) => a.path === "/v2/senders");
+    // After the five first attempts, one retry per 429, none before Retry-After has passed.
+    const retries = calls.slice(5);
+    expect(retries).toHaveLength(limited.length);
+    const firstLimited = limited[0]!;
+    expect(Number(firstLimited.retryAfter)).toBeGreaterThanOrEqual(1);
+    for (const retry of retries) {
+      expect(retry.at - firstLimited.at).toBeGreaterThanOrEqual(Number(firstLimited.retryAfter) * 1000);
+    }
+  });
+
+  test("the token endpoint's 429 is waited out too", async () => {
+    const tenant = await shop();
+    // Four clients of one application want a token in the same second; the endpoint takes two.
+    const clients = Array.from({ length: 4 }, () => sdkFor(tenant));
+    await nextSecond();
+    const lists = await Promise.all(clients.map(({ client }) => client.senders.list()));
+    expect(lists.every((senders) => senders.length === 1)).toBe(true);
+    const tokenStatuses = clients.flatMap(({ attempts }) =>
+      attempts.filter((a) => a.path === "/v2/oauth/token").map((a) => a.status),
+    );
+    expect(tokenStatuses.filter((status) => status === 429).length).toBeGreaterThan(0);
+    expect(tokenStatuses.filter((status) => status === 200)).toHaveLength(4);
+  });
+
+  test("quota_exceeded is thrown at once, with when the quota resets", async () => {
+    const { client, count } = sdkFor(await shop({ dailyQuota: 1 }));
+    const first = await client.messages.send(orderShipped(freshPhone(), "Q-1"));
+    expect(first.status).toBe("accepted");
+    const before = Date.now();
+    const error = await client.messages.send(orderShipped(freshPhone(), "Q-2")).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ApiError);
+    const quota = error as ApiError;
+    expect(quota).toMatchObject({ status: 429, type: "rate_limit_error", code: "quota_exceeded" });
+    expect(quota.retryAfter).toBeGreaterThan(0);
+    expect(quota.resetsAt!.getTime()).toBeGreaterThan(before);
+    expect(quota.requestId).toStartWith("req_");
+    expect(quota.docUrl).toContain("#quota_exceeded");
+    expect(count("POST", "/messages")).toBe(2);
+  });
+
+  test("a send whose answer is lost is retried with its key and creates one message", async () => {
+    const tenant = await shop();
+    const proxy = await startTcpProxy({ host: "127.0.0.1", port: Number(new URL(env.apiUrl).port) });
+    try {
+      const { client, attempts } = sdkFor(tenant, {
+        baseUrl: `http://127.0.0.1:${proxy.port}/v2`,
+      });
+      await client.senders.list(); // the token, fetched before the connection is cut
+      proxy.dropNextAnswer();
+      const to = freshPhone();
+      const message = await client.messages.send(orderShipped(to, "D-1"));
+      const sends = attempts.filter((a) => a.path === "/v2/messages");
+      expect(sends.map((a) => a.status)).toEqual([0, 200]); // dropped, then the replay
+      const stored = await env.deps.db
+        .selectFrom("messages")
+        .select("id")
+        .where("tenant_id", "=", tenant.tenantId)
+        .where("direction", "=", "outbound")
+        .execute();
+      expect(stored.map((row) => row.id)).toEqual([message.id]);
+      // And the provider got it once.
+      const sent = await eventually(async () => {
+        const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${tenant.phoneNumberId}`);
+        const { data } = (await response.json()) as { data: unknown[] };
+        return data.length > 0 ? data : undefined;
+      });
+      await Bun.sleep(300);
+      expect(sent).toHaveLength(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe("reading", () => {
+  test("contacts, and history followed page by page in both orders", async () => {
+    const tenant = await shop();
+    const phone = freshPhone();
+    const start = Math.floor(Date.now() / 1000) - 100;
+    const ids: string[] = [];
+    let contactId = "";
+    for (let i = 0; i < 5; i++) {
+      const got = await receive(env, tenant, {
+        from: phone,
+        type: "text",
+        text: `m${i}`,
+        timestamp: start + i,
+      });
+      ids.push(got.messageId);
+      contactId = got.contactId;
+    }
+    const { client } = sdkFor(tenant);
+    const contact = await client.contacts.get(contactId);
+    expect(contact).toMatchObject({ object: "contact", id: contactId, phone });
+    expect(contact.messaging.within_window).toBe(true);
+    expect((await client.contacts.findByPhone(phone)).id).toBe(contactId);
+    const missing = await client.contacts.findByPhone(freshPhone()).catch((e: unknown) => e);
+    expect(missing).toMatchObject({ status: 404, code: "resource_missing" });
+
+    const asc: string[] = [];
+    for await (const message of client.contacts.history(contactId, { pageSize: 2 })) asc.push(message.id!);
+    expect(asc).toEqual(ids);
+    const desc: string[] = [];
+    for await (const message of client.contacts.history(contactId, { order: "desc", pageSize: 2 })) {
+      desc.push(message.id!);
+    }
+    expect(desc).toEqual([...ids].reverse());
+  });
+
+  test("conversations followed page by page", async () => {
+    const tenant = await shop();
+    const start = Math.floor(Date.now() / 1000) - 200;
+    const contacts: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const got = await receive(env, tenant, {
+        from: freshPhone(),
+        type: "text",
+        text: "hi",
+        timestamp: start + i,
+      });
+      contacts.push(got.contactId);
+    }
+    const { client, count } = sdkFor(tenant);
+    const newest: string[] = [];
+    for await (const conversation of client.conversations.list({ pageSize: 2 })) {
+      newest.push(conversation.contact.id);
+    }
+    expect(newest).toEqual([...contacts].reverse());
+    expect(count("GET", "/conversations")).toBe(3);
+    const oldest: string[] = [];
+    for await (const conversation of client.conversations.list({ order: "asc" })) {
+      oldest.push(conversation.contact.id);
+    }
+    expect(oldest).toEqual(contacts);
+  });
+
+  test("media upload", async () => {
+    const { client } = sdkFor(await shop());
+    const pdf = new TextEncoder().encode("%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n");
+    const media = await client.media.upload(pdf, { filename: "invoice.pdf" });
+    expect(media).toMatchObject({ object: "media", type: "document", filename: "invoice.pdf" });
+    expect(media.id).toStartWith("med_");
+  });
+});
+
+describe("feed", () => {
+  test("a consumer stopped and resumed from its persisted cursor misses nothing", async () => {
+    const tenant = await shop();
+    const dir = await mkdtemp(join(tmpdir(), "sdk-feed-"));
+    const cursorFile = join(dir, "cursor");
+    const { client } = sdkFor(tenant);
+    const phone = freshPhone();
+    const inbound = async (from: number, to: number) => {
+      for (let i = from; i < to; i++)
+        await postInbound(env, tenant, { from: phone, type: "text", text: `f${i}` });
+    };
+    const consume = async (stopAfter: (taken: FeedMessage[]) => boolean) => {
+      const taken: FeedMessage[] = [];
+      const stop = new AbortController();
+      const since = await readFile(cursorFile, "utf8").catch(() => undefined);
+      const feed = client.feed.consume({
+        since,
+        limit: 2,
+        signal: stop.signal,
+        minWaitMs: 50,
+        maxWaitMs: 200,
+        onCursor: (cursor) => writeFile(cursorFile, cursor),
+      });
+      const deadline = setTimeout(() => stop.abort(), 20_000);
+      for await (const message of feed) {
+        taken.push(message);
+        if (stopAfter(taken)) stop.abort();
+      }
+      clearTimeout(deadline);
+      return taken;
+    };
+    try {
+      await inbound(0, 5);
+      // All five in the feed first, so that the first run reads pages of 2, 2 and 1.
+      await eventually(async () => {
+        const page = await call(env.app, "GET", "/v2/messages?limit=500", { token: tenant.token });
+        return page.body.data.length === 5;
+      }, 30_000); // the finalize worker may still be starting when this test runs alone
+      // Stopped inside the second page: its cursor must not be persisted.
+      const first = await consume((taken) => taken.length === 3);
+      expect(first.map((m) => m.text)).toEqual(["f0", "f1", "f2"]);
+      await inbound(5, 10);
+      const texts = (messages: FeedMessage[]) => messages.map((m) => m.text);
+      const second = await consume((taken) => new Set([...texts(first), ...texts(taken)]).size === 10);
+      const all = [...first, ...second];
+      expect(new Set(texts(all))).toEqual(new Set(Array.from({ length: 10 }, (_, i) => `f${i}`)));
+      // Within one run the SDK drops redeliveries.
+      expect(new Set(second.map((m) => m.id)).size).toBe(second.length);
+      // The second run starts with the page the first was stopped in: f2 again, then on.
+      expect(second.map((m) => m.text)).toEqual(["f2", "f3", "f4", "f5", "f6", "f7", "f8", "f9"]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("the feed stops on its signal while it waits on an empty page", async () => {
+    const { client } = sdkFor(await shop());
+    const stop = new AbortController();
+    const started = Date.now();
+    setTimeout(() => stop.abort(), 300);
+    const taken: FeedMessage[] = [];
+    for await (const message of client.feed.consume({ signal: stop.signal })) taken.push(message);
+    expect(taken).toEqual([]);
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+});
+
+describe("runtimes", () => {
+  test.skipIf(!Bun.which("node"))("the SDK runs under Node, bundled without Bun APIs", async () => {
+    const tenant = await shop();
+    const dir = await mkdtemp(join(tmpdir(), "sdk-node-"));
+    try {
+      await buildForNode(dir);
+      const script = `import { MessagingClient } from "./index.js";
+const client = new MessagingClient({ baseUrl: process.argv[2], clientId: process.argv[3], clientSecret: process.argv[4] });
+const senders = await client.senders.list();
+console.log(JSON.stringify({ ids: senders.map((s) => s.id), isBun: typeof Bun !== "undefined" }));`;
+      await writeFile(join(dir, "check.mjs"), script);
+      const { out, err, code } = await run([
+        "node",
+        join(dir, "check.mjs"),
+        `${env.apiUrl}/v2`,
+        tenant.clientId,
+        tenant.clientSecret,
+      ]);
+      expect(err).toBe("");
+      expect(code).toBe(0);
+      expect(JSON.parse(out)).toEqual({ ids: [tenant.sender.id], isBun: false });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+test("the generated types match the server's schemas", async () => {
+  const { out, err, code } = await run(["bun", join(import.meta.dir, "../scripts/generate.ts"), "--check"]);
+  expect(`${out}${err}`).toContain("up to date");
+  expect(code).toBe(0);
+});
+
+describe("examples", () => {
+  const examples = join(import.meta.dir, "../examples");
+  const credentials = (tenant: ReadingTenant) => ({
+    MESSAGING_BASE_URL: `${env.apiUrl}/v2`,
+    MESSAGING_CLIENT_ID: tenant.clientId,
+    MESSAGING_CLIENT_SECRET: tenant.clientSecret,
+  });
+
+  test("send-order-notification notifies once per order, however often it runs", async () => {
+    const tenant = await shop();
+    const to = freshPhone();
+    const script = join(examples, "send-order-notification.ts");
+    const first = await run(["bun", script, to, "E-1"], credentials(tenant));
+    const again = await run(["bun", script, to, "E-1"], credentials(tenant));
+    expect([first.err, first.code, again.err, again.code]).toEqual(["", 0, "", 0]);
+    expect(first.out).toMatch(new RegExp(`^msg_\\w+ accepted to \\${to}\\n$`));
+    expect(again.out).toBe(first.out);
+  });
+
+  test("feed-consumer prints the feed, and persists its cursor", async () => {
+    const tenant = await shop();
+    const dir = await mkdtemp(join(tmpdir(), "sdk-example-"));
+    const cursorFile = join(dir, "cursor.txt");
+    const consumer = Bun.spawn(["bun", join(examples, "feed-consumer.ts")], {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, ...credentials(tenant), FEED_CURSOR_FILE: cursorFile },
+    });
+    try {
+      await postInbound(env, tenant, { from: freshPhone(), type: "text", text: "Where is my parcel?" });
+      const reader = consumer.stdout.getReader();
+      let printed = "";
+      const deadline = Date.now() + 20_000;
+      while (!printed.includes("Where is my parcel?") && Date.now() < deadline) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        printed += new TextDecoder().decode(value);
+      }
+      expect(printed).toMatch(/^msg_\w+ <- \+\d+ \[text\] Where is my parcel\?$/m);
+      const cursor = await eventually(
+        async () => (await readFile(cursorFile, "utf8").catch(() => "")) || undefined,
+      );
+      expect(cursor).toStartWith("fd_");
+      consumer.kill("SIGINT");
+      expect(await consumer.exited).toBe(0);
+    } finally {
+      consumer.kill("SIGKILL");
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
