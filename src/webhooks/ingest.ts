@@ -86,15 +86,51 @@ const byKey =
     return ka < kb ? -1 : ka > kb ? 1 : 0;
   };
 
+/** How long a phone_number_id's sender is remembered: a number names one sender for good. */
+const SENDER_CACHE_MS = 10_000;
+
 /**
- * Stores the events of many webhook bodies in ONE transaction: the senders of every
- * phone_number_id named, then one insert per table (unnest: one parameter per column, whatever
- * the count). Rows go in key order, so concurrent batches carrying the same events (a provider's
- * retry) take their unique-index locks in one order and cannot deadlock. Answers one result per
- * body, in order.
+ * Senders by phone_number_id, remembered for a while: under load every webhook batch names the
+ * same few numbers, and the lookup was a round trip of every batch. A number not found is not
+ * remembered, so a sender created a moment ago is seen at once.
+ */
+export function createSenderLookup(db: Db, now: () => number = Date.now) {
+  const known = new Map<string, { sender: SenderRef; at: number }>();
+  return async (numberIds: string[]): Promise<Map<string, SenderRef>> => {
+    const found = new Map<string, SenderRef>();
+    const missing: string[] = [];
+    const at = now();
+    for (const id of numberIds) {
+      const hit = known.get(id);
+      if (hit && at - hit.at < SENDER_CACHE_MS) found.set(id, hit.sender);
+      else missing.push(id);
+    }
+    if (missing.length === 0) return found;
+    const rows = await db
+      .selectFrom("senders")
+      .select(["id", "tenant_id", "provider_phone_number_id"])
+      .where("provider_phone_number_id", "in", missing)
+      .execute();
+    for (const row of rows) {
+      const sender = { id: row.id, tenant_id: row.tenant_id };
+      known.set(row.provider_phone_number_id, { sender, at });
+      found.set(row.provider_phone_number_id, sender);
+    }
+    return found;
+  };
+}
+
+type SenderLookup = ReturnType<typeof createSenderLookup>;
+
+/**
+ * Stores the events of many webhook bodies in ONE statement (atomic on its own, so one round trip:
+ * no BEGIN and COMMIT): one insert per table, both in one statement when a batch has both kinds
+ * (unnest: one parameter per column, whatever the count). Rows go in key order, so concurrent
+ * batches carrying the same events (a provider's retry) take their unique-index locks in one order
+ * and cannot deadlock. Answers one result per body, in order.
  */
 export async function commitWebhooks(
-  deps: { db: Db; logger: Logger },
+  deps: { db: Db; logger: Logger; senders?: SenderLookup },
   bodies: unknown[],
 ): Promise<IngestResult[]> {
   const changes = bodies.map(parseWebhook);
@@ -109,44 +145,40 @@ export async function commitWebhooks(
   const empty = (): IngestResult => ({ inbound: [], statuses: [], statusEvents: 0, unknownNumbers: [] });
   if (numberIds.length === 0) return bodies.map(empty);
 
-  const results = await deps.db.transaction().execute(async (trx) => {
-    const senders = await trx
-      .selectFrom("senders")
-      .select(["id", "tenant_id", "provider_phone_number_id"])
-      .where("provider_phone_number_id", "in", numberIds)
-      .execute();
-    const senderByNumber = new Map(senders.map((s) => [s.provider_phone_number_id, s]));
-    const perBody = changes.map((values) => rowsOf(values, senderByNumber));
-    const inbound = perBody.flatMap((b) => b.inboundRows).sort(byKey((r) => r.provider_message_id));
-    const statuses = perBody
-      .flatMap((b) => b.statusRows)
-      .sort(byKey((r) => `${r.provider_message_id}\u0000${r.status}\u0000${r.sender_id}`));
-    if (inbound.length > 0) {
-      await sql`
-        INSERT INTO inbound_events (provider_message_id, tenant_id, sender_id, payload)
-        SELECT v.id, v.tenant_id, v.sender_id, v.payload::jsonb
-        FROM unnest(${inbound.map((r) => r.provider_message_id)}::text[],
-                    ${inbound.map((r) => r.tenant_id)}::text[],
-                    ${inbound.map((r) => r.sender_id)}::text[],
-                    ${inbound.map((r) => r.payload)}::text[]) AS v(id, tenant_id, sender_id, payload)
-        ON CONFLICT (provider_message_id) DO NOTHING`.execute(trx);
-    }
-    if (statuses.length > 0) {
-      await sql`
-        INSERT INTO status_events
-          (provider_message_id, status, provider_timestamp, errors, client_reference, sender_id)
-        SELECT v.id, v.status, v.at, v.errors::jsonb, v.client_reference, v.sender_id
-        FROM unnest(${statuses.map((r) => r.provider_message_id)}::text[],
-                    ${statuses.map((r) => r.status)}::text[],
-                    ${statuses.map((r) => r.provider_timestamp)}::timestamptz[],
-                    ${statuses.map((r) => r.errors)}::text[],
-                    ${statuses.map((r) => r.client_reference)}::text[],
-                    ${statuses.map((r) => r.sender_id)}::text[])
-          AS v(id, status, at, errors, client_reference, sender_id)
-        ON CONFLICT (provider_message_id, status, sender_id) DO NOTHING`.execute(trx);
-    }
-    return perBody.map((b) => b.result);
-  });
+  const senderByNumber = await (deps.senders ?? createSenderLookup(deps.db))(numberIds);
+  const perBody = changes.map((values) => rowsOf(values, senderByNumber));
+  const inbound = perBody.flatMap((b) => b.inboundRows).sort(byKey((r) => r.provider_message_id));
+  const statuses = perBody
+    .flatMap((b) => b.statusRows)
+    .sort(byKey((r) => `${r.provider_message_id}\u0000${r.status}\u0000${r.sender_id}`));
+  const insertInbound = sql`
+    INSERT INTO inbound_events (provider_message_id, tenant_id, sender_id, payload)
+    SELECT v.id, v.tenant_id, v.sender_id, v.payload::jsonb
+    FROM unnest(${inbound.map((r) => r.provider_message_id)}::text[],
+                ${inbound.map((r) => r.tenant_id)}::text[],
+                ${inbound.map((r) => r.sender_id)}::text[],
+                ${inbound.map((r) => r.payload)}::text[]) AS v(id, tenant_id, sender_id, payload)
+    ON CONFLICT (provider_message_id) DO NOTHING`;
+  const insertStatuses = sql`
+    INSERT INTO status_events
+      (provider_message_id, status, provider_timestamp, errors, client_reference, sender_id)
+    SELECT v.id, v.status, v.at, v.errors::jsonb, v.client_reference, v.sender_id
+    FROM unnest(${statuses.map((r) => r.provider_message_id)}::text[],
+                ${statuses.map((r) => r.status)}::text[],
+                ${statuses.map((r) => r.provider_timestamp)}::timestamptz[],
+                ${statuses.map((r) => r.errors)}::text[],
+                ${statuses.map((r) => r.client_reference)}::text[],
+                ${statuses.map((r) => r.sender_id)}::text[])
+      AS v(id, status, at, errors, client_reference, sender_id)
+    ON CONFLICT (provider_message_id, status, sender_id) DO NOTHING`;
+  if (inbound.length > 0 && statuses.length > 0) {
+    await sql`WITH stored_inbound AS (${insertInbound}) ${insertStatuses}`.execute(deps.db);
+  } else if (inbound.length > 0) {
+    await insertInbound.execute(deps.db);
+  } else if (statuses.length > 0) {
+    await insertStatuses.execute(deps.db);
+  }
+  const results = perBody.map((b) => b.result);
 
   const unknownNumbers = [...new Set(results.flatMap((r) => r.unknownNumbers))];
   if (unknownNumbers.length > 0) {
@@ -186,10 +218,11 @@ export function createWebhookIngest(deps: {
   logger: Logger;
   queues: Queues;
 }): GroupCommit<unknown, IngestResult> {
+  const senders = createSenderLookup(deps.db);
   return createGroupCommit<unknown, IngestResult>({
     name: "webhooks",
     logger: deps.logger,
-    commit: (bodies) => commitWebhooks(deps, bodies),
+    commit: (bodies) => commitWebhooks({ ...deps, senders }, bodies),
     afterCommit: (_, results) => enqueueIngested(deps.queues, results, deps.logger),
   });
 }
