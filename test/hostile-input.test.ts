@@ -249,6 +249,10 @@ describe("limits before work", () => {
     expect(panel.slice(0, 5).every((s) => s === 200)).toBe(true);
     expect(panel.slice(5)).toEqual([429, 429, 429]);
     expect(ops.slice(5)).toEqual([429, 429, 429]);
+    // Counted under their own limit, not as API callers without a token.
+    const refused = await env.deps.metrics.registry.getSingleMetricAsString("http_rate_limited_total");
+    expect(refused).toMatch(/kind="panel"[^\n]*} 3/);
+    expect(refused).toMatch(/kind="ops"[^\n]*} 3/);
   });
 
   test("a webhook caller that keeps failing the signature is refused before its body is read", async () => {

@@ -89,7 +89,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
     const outcome = await consumeRateLimit(deps.redis, deps.keys.ipRate(ip, kind), deps.ipLimits[kind]);
     Object.assign(set.headers, rateLimitHeaders(outcome));
     if (!outcome.allowed) {
-      deps.metrics.rateLimited.inc({ kind: kind === "token" ? "token" : "anonymous" });
+      deps.metrics.rateLimited.inc({ kind });
       throw rateLimitError(outcome);
     }
   };

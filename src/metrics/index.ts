@@ -14,7 +14,15 @@ import { METRICS_SNAPSHOT_TTL_SECONDS } from "./publish.ts";
  */
 
 /** Where 429s come from (docs/operations.md): the `kind` label of `http_rate_limited_total`. */
-export type RateLimitKind = "read" | "send" | "token" | "anonymous" | "quota" | "auth_failures";
+export type RateLimitKind =
+  | "read"
+  | "send"
+  | "token"
+  | "anonymous"
+  | "panel"
+  | "ops"
+  | "quota"
+  | "auth_failures";
 
 const LABEL_NAMES = {
   http: ["method", "route", "status"],
@@ -75,7 +83,7 @@ export function createMetrics(options: MetricsOptions) {
     }),
     rateLimited: new Counter({
       name: "http_rate_limited_total",
-      help: "Requests refused with 429, by limit: read, send (per application), token, anonymous (per IP), quota (tenant's daily quota), auth_failures (repeated failed credentials from one IP).",
+      help: "Requests refused with 429, by limit: read, send (per application), token, anonymous (per IP), panel and ops (per IP), quota (tenant's daily quota), auth_failures (repeated failed credentials from one IP).",
       labelNames: ["kind"] as const,
       registers,
     }),
