@@ -81,13 +81,20 @@ Timestamps named \`created\` are Unix epoch seconds.`;
 
 /** Both rate-limit header families (src/http/rate-limit.ts), each a component named without dashes. */
 const RATE_LIMIT_HEADERS = [
+  [
+    "RateLimit-Policy",
+    "The limit and its window in seconds, e.g. `3;w=1`: 3 requests per one-second window.",
+    { type: "string", pattern: "^[0-9]+;w=1$" },
+  ],
   ["RateLimit-Limit", "Requests allowed in the current one-second window."],
   ["RateLimit-Remaining", "Requests left in the current window."],
   ["RateLimit-Reset", "Seconds until the window resets."],
   ["X-RateLimit-Limit", "Same as `RateLimit-Limit`."],
   ["X-RateLimit-Remaining", "Same as `RateLimit-Remaining`."],
   ["X-RateLimit-Reset", "Unix epoch second at which the window resets."],
-] as const;
+] as const satisfies readonly (readonly [string, string, Json?])[];
+
+const COUNT_SCHEMA: Json = { type: "integer", minimum: 0 };
 
 const componentOf = (header: string) => header.replaceAll("-", "");
 
@@ -98,9 +105,9 @@ const HEADERS: Record<string, Json> = {
     schema: { type: "string", pattern: "^req_[0-9A-Za-z]+$" },
   },
   ...Object.fromEntries(
-    RATE_LIMIT_HEADERS.map(([name, description]) => [
+    RATE_LIMIT_HEADERS.map(([name, description, schema]) => [
       componentOf(name),
-      { description, schema: { type: "integer", minimum: 0 } },
+      { description, schema: schema ?? COUNT_SCHEMA },
     ]),
   ),
   RetryAfter: {
