@@ -1,3 +1,6 @@
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { type App, createApp } from "../src/app.ts";
 import type { AppDeps } from "../src/app-deps.ts";
 import { createApplication } from "../src/applications/service.ts";
@@ -245,4 +248,14 @@ export function spawnWorker(
       return proc.exited;
     },
   };
+}
+
+/** The document GET /v2/openapi.json serves, written to a new temp folder for tools that read files. */
+export async function writeOpenApiDocument(env: TestEnv): Promise<{ dir: string; file: string }> {
+  const served = await call(env.app, "GET", "/v2/openapi.json");
+  if (served.status !== 200) throw new Error(`GET /v2/openapi.json: ${served.status}`);
+  const dir = await mkdtemp(join(tmpdir(), "openapi-"));
+  const file = join(dir, "openapi.json");
+  await Bun.write(file, served.text);
+  return { dir, file };
 }

@@ -48,6 +48,9 @@ export interface DocumentOptions {
 
 const OPENAPI_VERSION = "3.1.0";
 
+/** The API is the operator's own service, not open source (an SPDX LicenseRef, as OpenAPI 3.1 allows). */
+const LICENSE = { name: "Proprietary", identifier: "LicenseRef-Proprietary" };
+
 const TAGS = [
   {
     name: "Authentication",
@@ -184,6 +187,8 @@ export function buildOpenApiDocument(routes: readonly DocumentedRoute[], options
       title: "Messaging Notification API",
       version: options.version,
       description: DESCRIPTION,
+      contact: { name: "API support", url: `${options.baseUrl}/docs` },
+      license: LICENSE,
     },
     servers: [{ url: options.baseUrl, description: "This service." }],
     externalDocs: { description: "Error codes", url: `${options.baseUrl}/docs` },
@@ -283,14 +288,19 @@ function parametersOf(schema: unknown, where: "path" | "query" | "header", schem
   });
 }
 
-/** The route's `detail.requestBody.content` names the media types it reads; the body schema fills each. */
+/**
+ * The route's `detail.requestBody.content` names the media types it reads; the body schema fills each,
+ * or `detail.requestBody.schema`, a documented variant of it (e.g. withExclusivePairs) where the
+ * validating schema cannot say everything a client should know.
+ */
 function requestBodyOf(route: DocumentedRoute, hooks: RouteHooks, skeleton: Json, schemas: Components): Json {
-  const content = skeleton.content as Record<string, Json> | undefined;
+  const { schema: documented, ...rest } = skeleton;
+  const content = rest.content as Record<string, Json> | undefined;
   if (!content) throw new Error(`${route.method} ${route.path} has a body but no detail.requestBody.content`);
-  const schema = schemas.toJson(hooks.body);
+  const schema = schemas.toJson(documented ?? hooks.body);
   return {
-    ...skeleton,
-    required: skeleton.required ?? true,
+    ...rest,
+    required: rest.required ?? true,
     content: Object.fromEntries(Object.entries(content).map(([type, media]) => [type, { schema, ...media }])),
   };
 }
@@ -469,7 +479,12 @@ class Components {
     delete node.nullable;
     delete node["x-param"];
     delete node.elysiaMeta;
-    if (node.format === "binary" && typeof node.default === "string") delete node.default;
+    // A file (t.File's `format: binary`) is, in OpenAPI 3.1, a string of some media type; the
+    // request's `encoding` names the types taken.
+    if (node.format === "binary") {
+      const { format: _format, default: _default, ...rest } = node;
+      node = { ...rest, contentMediaType: "application/octet-stream" };
+    }
 
     // t.Record(t.String(), X): any property name.
     const patterns = node.patternProperties;

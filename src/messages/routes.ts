@@ -8,7 +8,7 @@ import { scopeGuard } from "../http/scope.ts";
 import type { AcceptOutboundMessage } from "./accept.ts";
 import { KEY_FORMAT, parseIdempotencyKey } from "./idempotency.ts";
 import { presentAcceptedMessage } from "./presenter.ts";
-import { MessageSchema, SendMessageRequest } from "./schemas.ts";
+import { MessageSchema, SendMessageRequest, SendMessageRequestDocumented } from "./schemas.ts";
 
 export function messageRoutes(deps: AppDeps, acceptOutboundMessage: AcceptOutboundMessage) {
   return new Elysia().use(scopeGuard).post(
@@ -73,6 +73,8 @@ export function messageRoutes(deps: AppDeps, acceptOutboundMessage: AcceptOutbou
           },
         ],
         requestBody: {
+          // The service checks the exclusive pairs itself, each mistake with its own code.
+          schema: SendMessageRequestDocumented,
           content: {
             "application/json": {
               examples: {

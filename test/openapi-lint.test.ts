@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { createTestEnv, type TestEnv, writeOpenApiDocument } from "./support.ts";
+
+/**
+ * The served OpenAPI document passes Spectral's `spectral:oas` rules (.spectral.yaml) without a single
+ * error or warning. Spectral runs offline; `bunx redocly lint` gives the same verdict but for the
+ * localhost server URL of a development configuration.
+ */
+const ROOT = join(import.meta.dir, "..");
+const SPECTRAL = join(ROOT, "node_modules/@stoplight/spectral-cli/dist/index.js");
+
+let env: TestEnv;
+let document: { dir: string; file: string };
+
+beforeAll(async () => {
+  env = await createTestEnv();
+  document = await writeOpenApiDocument(env);
+});
+
+afterAll(async () => {
+  await env.close();
+  await rm(document.dir, { recursive: true, force: true });
+});
+
+async function spectral(file: string): Promise<{ code: string; message: string; path: string[] }[]> {
+  const run = Bun.spawn(
+    [process.execPath, SPECTRAL, "lint", "-q", "-f", "json", "-r", join(ROOT, ".spectral.yaml"), file],
+    { stdout: "pipe", stderr: "pipe" },
+  );
+  const [out, err] = await Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text()]);
+  await run.exited;
+  try {
+    return JSON.parse(out);
+  } catch {
+    throw new Error(`spectral printed no JSON (exit ${run.exitCode}): ${out}${err}`);
+  }
+}
+
+test("Spectral (spectral:oas) finds nothing in the served document", async () => {
+  expect(await spectral(document.file)).toEqual([]);
+});
+
+test("and it does find what it should: scopes on an http scheme, no contact", async () => {
+  const spoiled = JSON.parse(await Bun.file(document.file).text());
+  delete spoiled.info.contact;
+  spoiled.paths["/senders"].get.security = [{ bearerAuth: ["messaging:read"] }];
+  const file = join(document.dir, "spoiled.json");
+  await Bun.write(file, JSON.stringify(spoiled));
+  const found = (await spectral(file)).map((result) => result.code).sort();
+  expect(found).toEqual(["info-contact", "oas3-operation-security-defined"]);
+});
