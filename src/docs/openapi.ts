@@ -7,6 +7,7 @@ import {
   ErrorResponse,
   OAuthErrorResponse,
 } from "../http/schemas.ts";
+import { METADATA_PATH } from "../oauth/metadata.ts";
 import { TOKEN_LIFETIME_SECONDS } from "../oauth/tokens.ts";
 
 /**
@@ -68,7 +69,8 @@ const DESCRIPTION = `Send notifications to customers over WhatsApp and read thei
 
 **Authentication.** Exchange your application's \`client_id\` and \`client_secret\` for an access token at
 \`POST /oauth/token\` and send it as \`Authorization: Bearer <token>\`. Tokens live ${TOKEN_LIFETIME_SECONDS} seconds; each
-endpoint needs the scope it names (\`messaging:send\` or \`messaging:read\`).
+endpoint needs the scope it names (\`messaging:send\` or \`messaging:read\`). OAuth client libraries can discover the
+token endpoint from the issuer \`{base_url}\` (RFC 8414 metadata at \`${METADATA_PATH}\` of its host).
 
 **Errors.** Every error has the envelope \`{"error": {"type", "code", "message", "param", "request_id", "doc_url"}}\`
 (the token endpoint answers RFC 6749 errors instead). Branch on \`code\`; each response below lists the codes it can
