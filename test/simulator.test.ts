@@ -1,6 +1,8 @@
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
+import { normalizeProviderError } from "../src/channel/provider.ts";
 import { SIGNATURE_HEADER, verifySignature } from "../src/channel/signature.ts";
 import type { StatusUpdate, WebhookBody } from "../src/channel/webhook-payloads.ts";
+import { runCli } from "../src/cli/index.ts";
 import {
   createSimulator,
   type SentRecord,
@@ -8,6 +10,8 @@ import {
   SIMULATOR_WABA_ID,
   webhookRetryDelayMs,
 } from "../src/simulator/app.ts";
+import { SANDBOX_RECIPIENTS, SANDBOX_REPLY_TEXT } from "../src/simulator/sandbox.ts";
+import { createTestEnv } from "./support.ts";
 
 const APP_SECRET = "simulator-test-secret";
 const STATUS_DELAY_MS = 15;
@@ -904,5 +908,105 @@ describe("control API", () => {
 
   test("health", async () => {
     expect(await (await fetch(`${base}/_sim/health`)).json()).toEqual({ status: "ok" });
+  });
+});
+
+describe("sandbox recipients", () => {
+  const text = (to: string) => ({ messaging_product: "whatsapp", to, type: "text", text: { body: "Hello" } });
+  const failing = Object.entries(SANDBOX_RECIPIENTS).flatMap(([waId, behaviour]) =>
+    behaviour.kind === "fail" ? [[waId, behaviour.graphCode, behaviour.gatewayCode] as const] : [],
+  );
+
+  test("there is a failing number for every failure the gateway normalizes to", () => {
+    expect(new Set(failing.map(([, , gatewayCode]) => gatewayCode))).toEqual(
+      new Set([
+        "provider_rate_limited",
+        "provider_unavailable",
+        "recipient_invalid",
+        "template_mismatch",
+        "template_not_found",
+        "reengagement_required",
+        "parameter_invalid",
+        "provider_auth_failed",
+        "provider_error",
+      ]),
+    );
+  });
+
+  test.each(failing)(
+    "+%s fails every send with Graph error %d, which the gateway calls %s",
+    async (waId, graphCode, gatewayCode) => {
+      const { status, error } = await graphError(await send(text(`+${waId}`)));
+      expect(error.code).toBe(graphCode);
+      expect(normalizeProviderError(graphCode, String(error.message), status).code).toBe(gatewayCode);
+      expect(await sentRecords()).toEqual([]);
+      await Bun.sleep(STATUS_DELAY_MS * 4);
+      expect(received).toEqual([]);
+    },
+  );
+
+  test("+15550001100 stays at sent", async () => {
+    const { messages } = (await (await send(text("+15550001100"))).json()) as { messages: { id: string }[] };
+    const wamid = messages[0]?.id ?? "";
+    await waitFor(() => (statusesOf(wamid).length > 0 ? true : undefined));
+    await Bun.sleep(STATUS_DELAY_MS * 6);
+    expect(statusesOf(wamid).map((status) => status.status)).toEqual(["sent"]);
+  });
+
+  test("+15550001101 is read within a second, even when statuses are slow", async () => {
+    // `quiet` posts its statuses after a minute; this number does not wait.
+    const started = performance.now();
+    const answer = await send(text("15550001101"), AUTH, quietUrl);
+    const { messages } = (await answer.json()) as { messages: { id: string }[] };
+    const wamid = messages[0]?.id ?? "";
+    await waitFor(() => (statusesOf(wamid).some((s) => s.status === "read") ? true : undefined), 1_000);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(statusesOf(wamid).map((status) => status.status)).toEqual(["sent", "delivered", "read"]);
+  });
+
+  test("+15550001102 answers after its statuses, so the 24-hour window opens", async () => {
+    await send({ ...template("welcome"), to: "15550001102" });
+    const reply = await waitFor(() =>
+      received
+        .flatMap((webhook) => webhook.body.entry[0]?.changes[0]?.value.messages ?? [])
+        .find((message) => message.from === "15550001102"),
+    );
+    expect(reply).toMatchObject({ type: "text", text: { body: SANDBOX_REPLY_TEXT } });
+    const statuses = received.filter((webhook) => webhook.body.entry[0]?.changes[0]?.value.statuses);
+    expect(statuses).toHaveLength(3);
+    expect(received.at(-1)?.signed).toBe(true);
+    expect(received.at(-1)?.body.entry[0]?.changes[0]?.value.metadata.phone_number_id).toBe(PHONE_NUMBER_ID);
+  });
+});
+
+describe("against the gateway", () => {
+  test("a control call for a phone_number_id the gateway does not know is a 404 that says so", async () => {
+    const env = await createTestEnv({ simulator: true });
+    try {
+      const inbound = (phoneNumberId: string) =>
+        post(
+          "/_sim/inbound",
+          { phone_number_id: phoneNumberId, from: "+14155550123", type: "text", text: "hi" },
+          {},
+          env.simulatorUrl,
+        );
+      const unknown = await inbound("109876543210001");
+      expect(unknown.status).toBe(404);
+      const { error } = (await unknown.json()) as { error: { message: string } };
+      expect(error.message).toContain("phone_number_id 109876543210001 is not a sender of the service");
+
+      await runCli(["seed"], {
+        ...process.env,
+        NODE_ENV: "development",
+        DATABASE_URL: env.config.databaseUrl,
+        WHATSAPP_GRAPH_URL: env.simulatorUrl,
+        LOG_LEVEL: "silent",
+      });
+      const known = await inbound("100000000000001");
+      expect(known.status).toBe(200);
+      expect(await known.json()).toMatchObject({ webhook_status: 200 });
+    } finally {
+      await env.close();
+    }
   });
 });
