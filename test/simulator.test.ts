@@ -1,4 +1,4 @@
-import { afterAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { normalizeProviderError } from "../src/channel/provider.ts";
 import { SIGNATURE_HEADER, verifySignature } from "../src/channel/signature.ts";
 import type { StatusUpdate, WebhookBody } from "../src/channel/webhook-payloads.ts";
@@ -11,7 +11,16 @@ import {
   webhookRetryDelayMs,
 } from "../src/simulator/app.ts";
 import { SANDBOX_RECIPIENTS, SANDBOX_REPLY_TEXT } from "../src/simulator/sandbox.ts";
-import { createTestEnv } from "./support.ts";
+import {
+  call,
+  createTestEnv,
+  eventually,
+  getToken,
+  nextSecond,
+  spawnWorker,
+  type TestEnv,
+  type WorkerProcess,
+} from "./support.ts";
 
 const APP_SECRET = "simulator-test-secret";
 const STATUS_DELAY_MS = 15;
@@ -980,33 +989,89 @@ describe("sandbox recipients", () => {
 });
 
 describe("against the gateway", () => {
-  test("a control call for a phone_number_id the gateway does not know is a 404 that says so", async () => {
-    const env = await createTestEnv({ simulator: true });
-    try {
-      const inbound = (phoneNumberId: string) =>
-        post(
-          "/_sim/inbound",
-          { phone_number_id: phoneNumberId, from: "+14155550123", type: "text", text: "hi" },
-          {},
-          env.simulatorUrl,
-        );
-      const unknown = await inbound("109876543210001");
-      expect(unknown.status).toBe(404);
-      const { error } = (await unknown.json()) as { error: { message: string } };
-      expect(error.message).toContain("phone_number_id 109876543210001 is not a sender of the service");
+  let env: TestEnv;
+  let token: string;
+  const workers: WorkerProcess[] = [];
 
-      await runCli(["seed"], {
-        ...process.env,
-        NODE_ENV: "development",
-        DATABASE_URL: env.config.databaseUrl,
-        WHATSAPP_GRAPH_URL: env.simulatorUrl,
-        LOG_LEVEL: "silent",
-      });
-      const known = await inbound("100000000000001");
-      expect(known.status).toBe(200);
-      expect(await known.json()).toMatchObject({ webhook_status: 200 });
-    } finally {
-      await env.close();
-    }
+  beforeAll(async () => {
+    env = await createTestEnv({ simulator: true, statusDelayMs: 50 });
+    const seeded = await runCli(["seed"], {
+      ...process.env,
+      NODE_ENV: "development",
+      DATABASE_URL: env.config.databaseUrl,
+      WHATSAPP_GRAPH_URL: env.simulatorUrl,
+      LOG_LEVEL: "silent",
+    });
+    const { application } = JSON.parse(seeded.out);
+    token = await getToken(env.app, application.client_id, application.client_secret);
+    workers.push(spawnWorker(env, "send"), spawnWorker(env, "finalize"), spawnWorker(env, "status"));
+  });
+
+  afterAll(async () => {
+    await Promise.all(workers.map((worker) => worker.stop()));
+    await env.close();
+  });
+
+  const inbound = (phoneNumberId: string) =>
+    post(
+      "/_sim/inbound",
+      { phone_number_id: phoneNumberId, from: "+14155550123", type: "text", text: "hi" },
+      {},
+      env.simulatorUrl,
+    );
+
+  test("a control call for a phone_number_id the gateway does not know is a 404 that says so", async () => {
+    const unknown = await inbound("109876543210001");
+    expect(unknown.status).toBe(404);
+    const { error } = (await unknown.json()) as { error: { message: string } };
+    expect(error.message).toContain("phone_number_id 109876543210001 is not a sender of the service");
+    // The seed's number is known.
+    const known = await inbound("100000000000001");
+    expect(known.status).toBe(200);
+    expect(await known.json()).toMatchObject({ webhook_status: 200 });
+  });
+
+  async function sendTemplate(to: string) {
+    const sent = await call(env.app, "POST", "/v2/messages", {
+      token,
+      body: { to, template: { name: "welcome", language: "en" } },
+    });
+    expect(sent.status).toBe(201);
+    return sent.body as { id: string; to: { id: string } };
+  }
+
+  /** A read of the seed's application, whose limit is 5 per second: a 429 is "not yet". */
+  async function read(path: string) {
+    const result = await call(env.app, "GET", path, { token });
+    return result.status === 200 ? result.body : undefined;
+  }
+
+  async function statusOf(message: { id: string; to: { id: string } }) {
+    const history = await read(`/v2/contacts/${message.to.id}/messages`);
+    return (history?.data as { id: string; status: string | null }[] | undefined)?.find(
+      (m) => m.id === message.id,
+    )?.status;
+  }
+
+  test("+15550001102 answers a template, and its window opens", async () => {
+    const message = await sendTemplate("+15550001102");
+    const contact = await eventually(async () => {
+      const found = await read(`/v2/contacts/${message.to.id}`);
+      return found?.messaging.sendable === true && found;
+    }, 20_000);
+    expect(contact.messaging.within_window).toBe(true);
+    await nextSecond();
+    const history = await read(`/v2/contacts/${message.to.id}/messages`);
+    expect(history.data.at(-1)).toMatchObject({ direction: "inbound", text: SANDBOX_REPLY_TEXT });
+  });
+
+  test("+15550001001 fails the send for good; +15550001100 stays at sent", async () => {
+    const failing = await sendTemplate("+15550001001");
+    const staying = await sendTemplate("+15550001100");
+    expect(await eventually(async () => (await statusOf(failing)) === "failed", 20_000)).toBe(true);
+    expect(await eventually(async () => (await statusOf(staying)) === "sent", 20_000)).toBe(true);
+    await Bun.sleep(500);
+    await nextSecond();
+    expect(await statusOf(staying)).toBe("sent");
   });
 });
