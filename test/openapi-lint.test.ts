@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { rm } from "node:fs/promises";
+import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { createTestEnv, type TestEnv, writeOpenApiDocument } from "./support.ts";
+import { servedOpenApiDocument } from "./support.ts";
 
 /**
  * The served OpenAPI document passes Spectral's `spectral:oas` rules (.spectral.yaml) without a single
@@ -11,18 +10,7 @@ import { createTestEnv, type TestEnv, writeOpenApiDocument } from "./support.ts"
 const ROOT = join(import.meta.dir, "..");
 const SPECTRAL = join(ROOT, "node_modules/@stoplight/spectral-cli/dist/index.js");
 
-let env: TestEnv;
-let document: { dir: string; file: string };
-
-beforeAll(async () => {
-  env = await createTestEnv();
-  document = await writeOpenApiDocument(env);
-});
-
-afterAll(async () => {
-  await env.close();
-  await rm(document.dir, { recursive: true, force: true });
-});
+const openApiDocument = servedOpenApiDocument();
 
 async function spectral(file: string): Promise<{ code: string; message: string; path: string[] }[]> {
   const run = Bun.spawn(
@@ -39,14 +27,14 @@ async function spectral(file: string): Promise<{ code: string; message: string; 
 }
 
 test("Spectral (spectral:oas) finds nothing in the served document", async () => {
-  expect(await spectral(document.file)).toEqual([]);
+  expect(await spectral(openApiDocument().file)).toEqual([]);
 });
 
 test("and it does find what it should: scopes on an http scheme, no contact", async () => {
-  const spoiled = JSON.parse(await Bun.file(document.file).text());
+  const spoiled = JSON.parse(await Bun.file(openApiDocument().file).text());
   delete spoiled.info.contact;
   spoiled.paths["/senders"].get.security = [{ bearerAuth: ["messaging:read"] }];
-  const file = join(document.dir, "spoiled.json");
+  const file = join(openApiDocument().dir, "spoiled.json");
   await Bun.write(file, JSON.stringify(spoiled));
   const found = (await spectral(file)).map((result) => result.code).sort();
   expect(found).toEqual(["info-contact", "oas3-operation-security-defined"]);

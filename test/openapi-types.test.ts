@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { rm } from "node:fs/promises";
+import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { createTestEnv, type TestEnv, writeOpenApiDocument } from "./support.ts";
+import { servedOpenApiDocument } from "./support.ts";
 
 /**
  * A client generated from the served document (openapi-typescript, as integrators generate one)
@@ -10,18 +9,7 @@ import { createTestEnv, type TestEnv, writeOpenApiDocument } from "./support.ts"
  */
 const ROOT = join(import.meta.dir, "..");
 
-let env: TestEnv;
-let document: { dir: string; file: string };
-
-beforeAll(async () => {
-  env = await createTestEnv();
-  document = await writeOpenApiDocument(env);
-});
-
-afterAll(async () => {
-  await env.close();
-  await rm(document.dir, { recursive: true, force: true });
-});
+const openApiDocument = servedOpenApiDocument();
 
 /**
  * openapi-typescript prints through the TypeScript compiler API, which TypeScript 7 (the project's tsc,
@@ -79,12 +67,12 @@ async function typecheck(dir: string): Promise<{ code: number; output: string }>
 }
 
 test("openapi-typescript types refuse {to, template, body} and the other wrong pairs", async () => {
-  await Bun.write(join(document.dir, "openapi.ts"), await generateTypes(document.file));
-  await Bun.write(join(document.dir, "probe.ts"), PROBE);
-  expect(await typecheck(document.dir)).toEqual({ code: 0, output: "" });
+  await Bun.write(join(openApiDocument().dir, "openapi.ts"), await generateTypes(openApiDocument().file));
+  await Bun.write(join(openApiDocument().dir, "probe.ts"), PROBE);
+  expect(await typecheck(openApiDocument().dir)).toEqual({ code: 0, output: "" });
   // The probe can fail: without the expectations, the same lines are errors.
-  await Bun.write(join(document.dir, "probe.ts"), PROBE.replaceAll("// @ts-expect-error", "//"));
-  const loose = await typecheck(document.dir);
+  await Bun.write(join(openApiDocument().dir, "probe.ts"), PROBE.replaceAll("// @ts-expect-error", "//"));
+  const loose = await typecheck(openApiDocument().dir);
   expect(loose.code).not.toBe(0);
   expect(loose.output.match(/error TS/g)).toHaveLength(4);
 });
