@@ -79,7 +79,8 @@ carry. Besides those, any path answers 404 \`resource_missing\` when it does not
 
 **Limits.** Per application: ${DEFAULT_LIMITS.read} read and ${DEFAULT_LIMITS.send} send requests per second (fixed one-second windows), plus a daily
 send quota per channel; the token endpoint takes ${DEFAULT_LIMITS.token} per second per client. Every response carries \`Request-Id\`,
-\`RateLimit-*\` and \`X-RateLimit-*\`; a 429 carries \`Retry-After\`.
+\`RateLimit-*\` (with \`RateLimit-Policy\`, e.g. \`${DEFAULT_LIMITS.send};w=1\`) and \`X-RateLimit-*\`; a 429 carries \`Retry-After\`.
+Each sender shows the quota's limit, today's use and when it resets (\`quota\` on \`GET /senders\`).
 
 **Identifiers** are opaque, prefixed and case-sensitive (\`msg_\`, \`ctc_\`, \`snd_\`, \`tpl_\`, \`med_\`, \`req_\`, \`fd_\`).
 Timestamps named \`created\` are Unix epoch seconds.`;
