@@ -14,6 +14,7 @@ import { mediaRoutes } from "./media/routes.ts";
 import { createMessageAcceptor } from "./messages/accept.ts";
 import { createSendAdmission, outboundSending } from "./messages/admission.ts";
 import { messageRoutes } from "./messages/routes.ts";
+import { oauthMetadataRoutes } from "./oauth/metadata.ts";
 import { oauthRoutes } from "./oauth/routes.ts";
 import { OPS_PREFIXES, opsRoutes } from "./ops/routes.ts";
 import { panelErrorResponse } from "./panel/errors.ts";
@@ -78,6 +79,7 @@ export function createApp(deps: AppDeps) {
       ),
     )
     .use(healthRoutes(deps))
+    .use(oauthMetadataRoutes(deps))
     .use(webhookRoutes(deps))
     .use(opsRoutes(deps))
     .use(panelRoutes(deps, sending))

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { COMMANDS, USAGE } from "../src/cli/index.ts";
 import { createDb, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
@@ -82,6 +83,62 @@ describe("operator CLI", () => {
     const revoked = JSON.parse((await cli("app", "revoke", "--client-id", app.client_id)).stdout);
     expect(revoked.revoked).toBe(true);
     expect(revoked.client_secret).toBeUndefined();
+  });
+
+  test("--help prints the commands, <command> --help its flags, without touching the database", async () => {
+    const noDatabase = { ...env, DATABASE_URL: "postgres://postgres@127.0.0.1:9/none" };
+    const help = async (...args: string[]) => {
+      const proc = Bun.spawn(["bun", "src/cli/index.ts", ...args], { env: noDatabase, stdout: "pipe" });
+      const [code, stdout] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
+      return { code, stdout };
+    };
+    const overview = await help("--help");
+    expect(overview.code).toBe(0);
+    expect(overview.stdout).toStartWith("Usage: bun run cli <command>");
+    for (const command of Object.keys(COMMANDS)) expect(overview.stdout).toContain(`  ${command}  `);
+    expect((await help("-h")).stdout).toBe(overview.stdout);
+
+    const create = await help("app", "create", "--help");
+    expect(create.code).toBe(0);
+    expect(create.stdout).toStartWith(
+      "Usage: bun run cli app create --tenant <value> --name <value> [--scopes",
+    );
+    expect(create.stdout).toMatch(/--tenant +\(required\) the tenant's ten_ id/);
+
+    const group = await help("sender", "--help");
+    expect(group.stdout).toContain("sender create");
+    expect(group.stdout).not.toContain("tenant create");
+  });
+
+  test("every command has its usage (its flags are the ones parsed)", () => {
+    expect(Object.keys(USAGE).sort()).toEqual(Object.keys(COMMANDS).sort());
+  });
+
+  test("app list --tenant lists the tenant's applications, revoked ones too, never a secret", async () => {
+    const tenant = JSON.parse((await cli("tenant", "create", "--name", "Lister")).stdout);
+    const first = JSON.parse((await cli("app", "create", "--tenant", tenant.id, "--name", "One")).stdout);
+    const second = JSON.parse((await cli("app", "create", "--tenant", tenant.id, "--name", "Two")).stdout);
+    await cli("app", "revoke", "--client-id", second.client_id);
+    const other = JSON.parse((await cli("tenant", "create", "--name", "Other")).stdout);
+    await cli("app", "create", "--tenant", other.id, "--name", "Not mine");
+
+    const listed = await cli("app", "list", "--tenant", tenant.id);
+    expect(listed.code).toBe(0);
+    const body = JSON.parse(listed.stdout);
+    expect(body.object).toBe("list");
+    expect(
+      body.data.map((a: { client_id: string; revoked: boolean }) => [a.client_id, a.revoked]).sort(),
+    ).toEqual(
+      [
+        [first.client_id, false],
+        [second.client_id, true],
+      ].sort(),
+    );
+    expect(listed.stdout).not.toContain("csec_");
+
+    const unknown = await cli("app", "list", "--tenant", "ten_missing");
+    expect(unknown.code).not.toBe(0);
+    expect(JSON.parse(unknown.stderr).error.code).toBe("tenant_not_found");
   });
 
   test("failures print a JSON error on stderr and exit non-zero", async () => {

@@ -58,6 +58,7 @@ describe("token endpoint: failed client authentications are counted per IP, apar
     expect(right.status).toBe(200);
     // B's bucket counted B's verified request only.
     expect(right.headers.get("ratelimit-limit")).toBe("2");
+    expect(right.headers.get("ratelimit-policy")).toBe("2;w=1");
     expect(right.headers.get("ratelimit-remaining")).toBe("1");
   });
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import * as oidc from "openid-client";
 import { createApp } from "../src/app.ts";
 import { revokeApplication } from "../src/applications/service.ts";
 import { call, createTenantWithApp, createTestEnv, getToken, nextSecond, type TestEnv } from "./support.ts";
@@ -237,6 +238,62 @@ describe("POST /oauth/token", () => {
     for (const row of rows) {
       expect(JSON.stringify(row)).not.toContain(creds.clientSecret);
       expect(row.secret_digest.length).toBe(32);
+    }
+  });
+});
+
+describe("OAuth 2.0 Authorization Server Metadata (RFC 8414)", () => {
+  const issuer = () => env.config.publicBaseUrl;
+
+  test("is served at the well-known path of the issuer {base_url}", async () => {
+    const result = await call(env.app, "GET", "/.well-known/oauth-authorization-server/v2");
+    expect(result.status).toBe(200);
+    expect(result.body).toEqual({
+      issuer: issuer(),
+      token_endpoint: `${issuer()}/oauth/token`,
+      grant_types_supported: ["client_credentials"],
+      token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+      scopes_supported: ["messaging:send", "messaging:read"],
+      response_types_supported: [],
+      service_documentation: `${issuer()}/reference`,
+    });
+    expect(result.headers.get("request-id")).toMatch(/^req_/);
+  });
+
+  test("openid-client discovers the token endpoint and gets a token with either auth method", async () => {
+    // The requests go through the real app; the issuer is the configured base URL (http://localhost/v2).
+    let tokenRequest: Request | undefined;
+    const throughApp: oidc.CustomFetch = async (url, init) => {
+      const request = new Request(url, init as RequestInit);
+      if (request.method === "POST") tokenRequest = request.clone();
+      return env.app.handle(request);
+    };
+    for (const [method, auth] of [
+      ["client_secret_basic", oidc.ClientSecretBasic(creds.clientSecret)],
+      ["client_secret_post", oidc.ClientSecretPost(creds.clientSecret)],
+    ] as const) {
+      const config = await oidc.discovery(new URL(issuer()), creds.clientId, undefined, auth, {
+        algorithm: "oauth2",
+        execute: [oidc.allowInsecureRequests],
+        [oidc.customFetch]: throughApp,
+      });
+      config[oidc.customFetch] = throughApp;
+      expect(config.serverMetadata().token_endpoint).toBe(`${issuer()}/oauth/token`);
+      const token = await oidc.clientCredentialsGrant(config, { scope: "messaging:read" });
+      expect({ method, type: token.token_type.toLowerCase(), scope: token.scope }).toEqual({
+        method,
+        type: "bearer",
+        scope: "messaging:read",
+      });
+      // Each method really was used: HTTP Basic, or the secret in the form body.
+      const sent = tokenRequest as Request;
+      const form = new URLSearchParams(await sent.text());
+      expect(sent.headers.get("authorization")?.startsWith("Basic ") ?? false).toBe(
+        method === "client_secret_basic",
+      );
+      expect(form.get("client_secret")).toBe(method === "client_secret_post" ? creds.clientSecret : null);
+      const senders = await call(env.app, "GET", "/v2/senders", { token: token.access_token });
+      expect(senders.status).toBe(200);
     }
   });
 });

@@ -129,9 +129,11 @@ describe("GET /v2/openapi.json", () => {
       expect(Array.isArray(op.security), where).toBe(true);
       const scope = op["x-scope"];
       if (scope) {
-        expect(op.security, where).toEqual([{ bearerAuth: [scope] }, { oauth2: [scope] }]);
+        expect(op.security, where).toEqual([{ bearerAuth: [] }, { oauth2: [scope] }]);
       }
     }
+    expect(doc.info.contact).toMatchObject({ name: expect.any(String), url: expect.any(String) });
+    expect(doc.info.license.name).toBeTruthy();
     const schemes = doc.components.securitySchemes;
     expect(schemes.bearerAuth).toMatchObject({ type: "http", scheme: "bearer", bearerFormat: "JWT" });
     expect(schemes.clientBasic).toMatchObject({ type: "http", scheme: "basic" });
@@ -239,7 +241,12 @@ describe("GET /v2/openapi.json", () => {
     const media = operation("post", "/media").requestBody;
     expect(Object.keys(media.content)).toEqual(["multipart/form-data"]);
     const upload = deref(media.content["multipart/form-data"].schema);
-    expect(upload.properties.file).toMatchObject({ type: "string", format: "binary" });
+    // OpenAPI 3.1 files: a string with a media type, not 3.0's `format: binary`.
+    expect(upload.properties.file).toMatchObject({
+      type: "string",
+      contentMediaType: "application/octet-stream",
+    });
+    expect(upload.properties.file.format).toBeUndefined();
     expect(upload.required).toEqual(["file"]);
 
     const send = operation("post", "/messages");
@@ -248,6 +255,23 @@ describe("GET /v2/openapi.json", () => {
     expect(request.schema).toEqual({ $ref: "#/components/schemas/SendMessageRequest" });
     for (const { value } of Object.values(request.examples as Record<string, Json>)) {
       expect(validate(request.schema, value)).toBeUndefined();
+    }
+    // Exactly one of each pair, as the service demands (it answers each mistake with its own code).
+    const template = { name: "welcome" };
+    for (const wrong of [
+      { to: "+4915123456789", template, body: "Hi" },
+      { to: "+4915123456789" },
+      { to: "+4915123456789", contact: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY", body: "Hi" },
+      { body: "Hi" },
+      { to: "+4915123456789", body: "Hi", colour: "red" },
+    ]) {
+      expect(validate(request.schema, wrong), JSON.stringify(wrong)).toBeDefined();
+    }
+    for (const right of [
+      { to: "+4915123456789", template },
+      { contact: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY", body: "Hi", sender: "snd_7Kp2Qr9sTvWx3yZa5bCdEf" },
+    ]) {
+      expect(validate(request.schema, right), JSON.stringify(right)).toBeUndefined();
     }
     expect(send.parameters).toContainEqual(
       expect.objectContaining({ name: "Idempotency-Key", in: "header", required: false }),
@@ -284,6 +308,8 @@ describe("GET /v2/openapi.json", () => {
     for (const leak of ['"nullable"', '"x-param"', '"format":"integer"', '"default":"File"']) {
       expect(text).not.toContain(leak);
     }
+    // Integrators never see our internal documents: RFC sections only.
+    expect(text.match(/\b(SPEC|DESIGN)\b|[^0-9] §/g)).toBeNull();
   });
 
   test("the main objects have schemas with the SPEC fields and examples that match them", () => {

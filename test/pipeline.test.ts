@@ -35,6 +35,7 @@ function expectEnvelope(result: Awaited<ReturnType<typeof call>>, status: number
 function rateHeaders(result: Awaited<ReturnType<typeof call>>) {
   const h = (name: string) => result.headers.get(name);
   return {
+    policy: h("ratelimit-policy"),
     limit: h("ratelimit-limit"),
     remaining: h("ratelimit-remaining"),
     reset: h("ratelimit-reset"),
@@ -47,6 +48,7 @@ function rateHeaders(result: Awaited<ReturnType<typeof call>>) {
 function expectConsistentRateHeaders(result: Awaited<ReturnType<typeof call>>, limit: number) {
   const r = rateHeaders(result);
   expect(r.limit).toBe(String(limit));
+  expect(r.policy).toBe(`${limit};w=1`);
   expect(r.xLimit).toBe(r.limit);
   expect(r.xRemaining).toBe(r.remaining);
   expect(Number(r.reset)).toBe(1);

@@ -75,17 +75,43 @@ describe("GET /senders", () => {
       url: "/v2/senders",
       has_more: false,
       data: [
-        { object: "sender", id: sender.id, channel: "whatsapp", name: "Shop", phone_number: "+15550100011" },
+        {
+          object: "sender",
+          id: sender.id,
+          channel: "whatsapp",
+          name: "Shop",
+          phone_number: "+15550100011",
+          quota: expect.any(Object),
+        },
         {
           object: "sender",
           id: secondSender.id,
           channel: "whatsapp",
           name: null,
           phone_number: "+15550100012",
+          quota: expect.any(Object),
         },
       ],
     });
     expect(result.headers.get("request-id")).toMatch(/^req_/);
+  });
+
+  test("each sender shows its channel's daily quota: the limit, today's use, the next 00:00 UTC", async () => {
+    const now = env.clock.now();
+    const midnight = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1));
+    const quotaNow = async () => (await call(env.app, "GET", "/v2/senders", { token })).body.data[0].quota;
+    const before = await quotaNow();
+    expect(before).toEqual({
+      limit: env.config.dailySendQuota,
+      used: expect.any(Number),
+      resets_at: midnight.toISOString(),
+    });
+    const sent = await call(env.app, "POST", "/v2/messages", {
+      token,
+      body: { sender: sender.id, to: "+15550100999", template: { name: "welcome" } },
+    });
+    expect(sent.status).toBe(201);
+    expect(await quotaNow()).toEqual({ ...before, used: before.used + 1 });
   });
 
   test("needs a token with messaging:read", async () => {
@@ -112,6 +138,8 @@ const APPROVED_TEMPLATES = [
     category: "utility",
     variables: { body: ["1", "2"], header: ["1"], buttons: ["0"] },
     preview: "See you on {{1}} at {{2}}.",
+    header: { format: "text" },
+    buttons: [{ type: "url", text: "Manage appointment", url: "https://example.com/a/{{1}}" }],
   },
   {
     name: "delivery_video",
@@ -119,6 +147,8 @@ const APPROVED_TEMPLATES = [
     category: "utility",
     variables: { body: ["1"], header: [], buttons: [] },
     preview: "Watch how we packed order {{1}}.",
+    header: { format: "video" },
+    buttons: [],
   },
   {
     name: "invoice_ready",
@@ -126,6 +156,8 @@ const APPROVED_TEMPLATES = [
     category: "utility",
     variables: { body: ["1"], header: [], buttons: [] },
     preview: "Your invoice {{1}} is ready.",
+    header: { format: "document" },
+    buttons: [],
   },
   {
     name: "order_shipped",
@@ -133,6 +165,8 @@ const APPROVED_TEMPLATES = [
     category: "utility",
     variables: { body: ["1", "2"], header: [], buttons: [] },
     preview: "Hallo {{1}}, deine Bestellung {{2}} wurde versandt.",
+    header: { format: "none" },
+    buttons: [],
   },
   {
     name: "order_shipped",
@@ -140,6 +174,8 @@ const APPROVED_TEMPLATES = [
     category: "utility",
     variables: { body: ["1", "2"], header: [], buttons: [] },
     preview: "Hi {{1}}, your order {{2}} has shipped.",
+    header: { format: "none" },
+    buttons: [],
   },
   {
     name: "welcome",
@@ -147,6 +183,8 @@ const APPROVED_TEMPLATES = [
     category: "marketing",
     variables: { body: [], header: [], buttons: [] },
     preview: "Welcome to our service!",
+    header: { format: "none" },
+    buttons: [],
   },
 ];
 
@@ -361,6 +399,8 @@ describe("operator CLI: senders and templates", () => {
       category: "utility",
       variables: { body: ["1", "2"], header: ["1"], buttons: ["0"] },
       preview: "See you on {{1}} at {{2}}.",
+      header: { format: "text" },
+      buttons: [{ type: "url", text: "Manage appointment", url: "https://example.com/a/{{1}}" }],
       status: "approved",
     });
     const unreachable = await cli(["templates", "sync", "--sender", created.body.id], {

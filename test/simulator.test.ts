@@ -1,6 +1,8 @@
-import { afterAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { normalizeProviderError } from "../src/channel/provider.ts";
 import { SIGNATURE_HEADER, verifySignature } from "../src/channel/signature.ts";
 import type { StatusUpdate, WebhookBody } from "../src/channel/webhook-payloads.ts";
+import { runCli } from "../src/cli/index.ts";
 import {
   createSimulator,
   type SentRecord,
@@ -8,6 +10,17 @@ import {
   SIMULATOR_WABA_ID,
   webhookRetryDelayMs,
 } from "../src/simulator/app.ts";
+import { SANDBOX_RECIPIENTS, SANDBOX_REPLY_TEXT } from "../src/simulator/sandbox.ts";
+import {
+  call,
+  createTestEnv,
+  eventually,
+  getToken,
+  nextSecond,
+  spawnWorker,
+  type TestEnv,
+  type WorkerProcess,
+} from "./support.ts";
 
 const APP_SECRET = "simulator-test-secret";
 const STATUS_DELAY_MS = 15;
@@ -904,5 +917,161 @@ describe("control API", () => {
 
   test("health", async () => {
     expect(await (await fetch(`${base}/_sim/health`)).json()).toEqual({ status: "ok" });
+  });
+});
+
+describe("sandbox recipients", () => {
+  const text = (to: string) => ({ messaging_product: "whatsapp", to, type: "text", text: { body: "Hello" } });
+  const failing = Object.entries(SANDBOX_RECIPIENTS).flatMap(([waId, behaviour]) =>
+    behaviour.kind === "fail" ? [[waId, behaviour.graphCode, behaviour.gatewayCode] as const] : [],
+  );
+
+  test("there is a failing number for every failure the gateway normalizes to", () => {
+    expect(new Set(failing.map(([, , gatewayCode]) => gatewayCode))).toEqual(
+      new Set([
+        "provider_rate_limited",
+        "provider_unavailable",
+        "recipient_invalid",
+        "template_mismatch",
+        "template_not_found",
+        "reengagement_required",
+        "parameter_invalid",
+        "provider_auth_failed",
+        "provider_error",
+      ]),
+    );
+  });
+
+  test.each(failing)(
+    "+%s fails every send with Graph error %d, which the gateway calls %s",
+    async (waId, graphCode, gatewayCode) => {
+      const { status, error } = await graphError(await send(text(`+${waId}`)));
+      expect(error.code).toBe(graphCode);
+      expect(normalizeProviderError(graphCode, String(error.message), status).code).toBe(gatewayCode);
+      expect(await sentRecords()).toEqual([]);
+      await Bun.sleep(STATUS_DELAY_MS * 4);
+      expect(received).toEqual([]);
+    },
+  );
+
+  test("+15550001100 stays at sent", async () => {
+    const { messages } = (await (await send(text("+15550001100"))).json()) as { messages: { id: string }[] };
+    const wamid = messages[0]?.id ?? "";
+    await waitFor(() => (statusesOf(wamid).length > 0 ? true : undefined));
+    await Bun.sleep(STATUS_DELAY_MS * 6);
+    expect(statusesOf(wamid).map((status) => status.status)).toEqual(["sent"]);
+  });
+
+  test("+15550001101 is read within a second, even when statuses are slow", async () => {
+    // `quiet` posts its statuses after a minute; this number does not wait.
+    const started = performance.now();
+    const answer = await send(text("15550001101"), AUTH, quietUrl);
+    const { messages } = (await answer.json()) as { messages: { id: string }[] };
+    const wamid = messages[0]?.id ?? "";
+    await waitFor(() => (statusesOf(wamid).some((s) => s.status === "read") ? true : undefined), 1_000);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(statusesOf(wamid).map((status) => status.status)).toEqual(["sent", "delivered", "read"]);
+  });
+
+  test("+15550001102 answers after its statuses, so the 24-hour window opens", async () => {
+    await send({ ...template("welcome"), to: "15550001102" });
+    const reply = await waitFor(() =>
+      received
+        .flatMap((webhook) => webhook.body.entry[0]?.changes[0]?.value.messages ?? [])
+        .find((message) => message.from === "15550001102"),
+    );
+    expect(reply).toMatchObject({ type: "text", text: { body: SANDBOX_REPLY_TEXT } });
+    const statuses = received.filter((webhook) => webhook.body.entry[0]?.changes[0]?.value.statuses);
+    expect(statuses).toHaveLength(3);
+    expect(received.at(-1)?.signed).toBe(true);
+    expect(received.at(-1)?.body.entry[0]?.changes[0]?.value.metadata.phone_number_id).toBe(PHONE_NUMBER_ID);
+  });
+});
+
+describe("against the gateway", () => {
+  let env: TestEnv;
+  let token: string;
+  const workers: WorkerProcess[] = [];
+
+  beforeAll(async () => {
+    env = await createTestEnv({ simulator: true, statusDelayMs: 50 });
+    const seeded = await runCli(["seed"], {
+      ...process.env,
+      NODE_ENV: "development",
+      DATABASE_URL: env.config.databaseUrl,
+      WHATSAPP_GRAPH_URL: env.simulatorUrl,
+      LOG_LEVEL: "silent",
+    });
+    const { application } = JSON.parse(seeded.out);
+    token = await getToken(env.app, application.client_id, application.client_secret);
+    workers.push(spawnWorker(env, "send"), spawnWorker(env, "finalize"), spawnWorker(env, "status"));
+  });
+
+  afterAll(async () => {
+    await Promise.all(workers.map((worker) => worker.stop()));
+    await env.close();
+  });
+
+  const inbound = (phoneNumberId: string) =>
+    post(
+      "/_sim/inbound",
+      { phone_number_id: phoneNumberId, from: "+14155550123", type: "text", text: "hi" },
+      {},
+      env.simulatorUrl,
+    );
+
+  test("a control call for a phone_number_id the gateway does not know is a 404 that says so", async () => {
+    const unknown = await inbound("109876543210001");
+    expect(unknown.status).toBe(404);
+    const { error } = (await unknown.json()) as { error: { message: string } };
+    expect(error.message).toContain("phone_number_id 109876543210001 is not a sender of the service");
+    // The seed's number is known.
+    const known = await inbound("100000000000001");
+    expect(known.status).toBe(200);
+    expect(await known.json()).toMatchObject({ webhook_status: 200 });
+  });
+
+  async function sendTemplate(to: string) {
+    const sent = await call(env.app, "POST", "/v2/messages", {
+      token,
+      body: { to, template: { name: "welcome", language: "en" } },
+    });
+    expect(sent.status).toBe(201);
+    return sent.body as { id: string; to: { id: string } };
+  }
+
+  /** A read of the seed's application, whose limit is 5 per second: a 429 is "not yet". */
+  async function read(path: string) {
+    const result = await call(env.app, "GET", path, { token });
+    return result.status === 200 ? result.body : undefined;
+  }
+
+  async function statusOf(message: { id: string; to: { id: string } }) {
+    const history = await read(`/v2/contacts/${message.to.id}/messages`);
+    return (history?.data as { id: string; status: string | null }[] | undefined)?.find(
+      (m) => m.id === message.id,
+    )?.status;
+  }
+
+  test("+15550001102 answers a template, and its window opens", async () => {
+    const message = await sendTemplate("+15550001102");
+    const contact = await eventually(async () => {
+      const found = await read(`/v2/contacts/${message.to.id}`);
+      return found?.messaging.sendable === true && found;
+    }, 20_000);
+    expect(contact.messaging.within_window).toBe(true);
+    await nextSecond();
+    const history = await read(`/v2/contacts/${message.to.id}/messages`);
+    expect(history.data.at(-1)).toMatchObject({ direction: "inbound", text: SANDBOX_REPLY_TEXT });
+  });
+
+  test("+15550001001 fails the send for good; +15550001100 stays at sent", async () => {
+    const failing = await sendTemplate("+15550001001");
+    const staying = await sendTemplate("+15550001100");
+    expect(await eventually(async () => (await statusOf(failing)) === "failed", 20_000)).toBe(true);
+    expect(await eventually(async () => (await statusOf(staying)) === "sent", 20_000)).toBe(true);
+    await Bun.sleep(500);
+    await nextSecond();
+    expect(await statusOf(staying)).toBe("sent");
   });
 });

@@ -1,3 +1,7 @@
+import { afterAll, beforeAll } from "bun:test";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { type App, createApp } from "../src/app.ts";
 import type { AppDeps } from "../src/app-deps.ts";
 import { createApplication } from "../src/applications/service.ts";
@@ -280,4 +284,29 @@ export async function deliverOne(
     throw report.reasons.get(messageId) ?? new SendNotYetPossible("the message is not due yet");
   }
   return outcome === "held" ? "skipped" : outcome;
+}
+
+/**
+ * For tools that read files: the document GET /v2/openapi.json serves, written to a new temp folder
+ * in beforeAll (with a test env of its own) and removed in afterAll. Call at a test file's top level.
+ */
+export function servedOpenApiDocument(): () => { dir: string; file: string } {
+  let env: TestEnv | undefined;
+  let written: { dir: string; file: string } | undefined;
+  beforeAll(async () => {
+    env = await createTestEnv();
+    const served = await call(env.app, "GET", "/v2/openapi.json");
+    if (served.status !== 200) throw new Error(`GET /v2/openapi.json: ${served.status}`);
+    const dir = await mkdtemp(join(tmpdir(), "openapi-"));
+    written = { dir, file: join(dir, "openapi.json") };
+    await Bun.write(written.file, served.text);
+  });
+  afterAll(async () => {
+    await env?.close();
+    if (written) await rm(written.dir, { recursive: true, force: true });
+  });
+  return () => {
+    if (!written) throw new Error("the OpenAPI document is written in beforeAll");
+    return written;
+  };
 }

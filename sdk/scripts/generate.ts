@@ -45,11 +45,12 @@ export async function serverOpenApiDocument(): Promise<Record<string, unknown>> 
 }
 
 /**
- * openapi-typescript prints through the TypeScript compiler API, which TypeScript 7 (the project's
- * tsc, a native binary) no longer ships; `typescript5` (an npm alias of TypeScript 5) stands in for
- * it, for openapi-typescript only.
+ * openapi-typescript, loaded so that it prints through TypeScript 5: it needs the TypeScript
+ * compiler API, which TypeScript 7 (the project's tsc, a native binary) no longer ships;
+ * `typescript5` (an npm alias of TypeScript 5) stands in for it, for openapi-typescript only.
+ * The type test (test/openapi-types.test.ts) loads it the same way.
  */
-function loadTypeScript5ForOpenApiTypescript(): void {
+export async function loadOpenApiTypescript() {
   const typescript5 = Bun.resolveSync("typescript5", import.meta.dir);
   Bun.plugin({
     name: "typescript5-for-openapi-typescript",
@@ -60,11 +61,11 @@ function loadTypeScript5ForOpenApiTypescript(): void {
       }));
     },
   });
+  return import("openapi-typescript");
 }
 
 export async function generatedSource(): Promise<string> {
-  loadTypeScript5ForOpenApiTypescript();
-  const { default: openapiTS, astToString } = await import("openapi-typescript");
+  const { default: openapiTS, astToString } = await loadOpenApiTypescript();
   const document = await serverOpenApiDocument();
   // biome-ignore lint/suspicious/noExplicitAny: openapi-typescript takes its own OpenAPI3 type
   const ast = await openapiTS(document as any, { alphabetize: true });

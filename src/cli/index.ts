@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import type { ApplicationRecord } from "../applications/repository.ts";
+import { type ApplicationRecord, listTenantApplications } from "../applications/repository.ts";
 import {
   createApplication,
   parseScopes,
@@ -13,6 +13,7 @@ import { toE164 } from "../contacts/phone.ts";
 import { createDb, type Db, ensureDatabase } from "../db/connect.ts";
 import { migrate } from "../db/migrate.ts";
 import { bumpFeedEpoch } from "../feed/repository.ts";
+import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import { randomBase62 } from "../ids.ts";
 import { createRedis, type RedisClient, type RedisKeys, redisKeys } from "../redis/connect.ts";
 import { presentSenderForOperator } from "../senders/presenter.ts";
@@ -30,7 +31,7 @@ import {
 } from "../senders/service.ts";
 import { presentTemplateWithStatus } from "../templates/presenter.ts";
 import { findTenant, insertTenant } from "../tenants/repository.ts";
-import { createPanelUser, UserInputError } from "../users/service.ts";
+import { createPanelUser, PASSWORD_MIN_LENGTH, UserInputError } from "../users/service.ts";
 
 /**
  * Operator CLI (DESIGN §5): `bun run cli <group> <action> [--flags]`. Prints exactly one JSON object
@@ -172,6 +173,12 @@ export const COMMANDS: Record<string, CliCommand> = {
     return presentApplication(application, clientSecret);
   },
 
+  "app list": async ({ db }, flags) => {
+    const tenant = await requireTenant(db, required(flags, "tenant"));
+    const applications = await listTenantApplications(db, tenant.id);
+    return { object: "list", data: applications.map((application) => presentApplication(application)) };
+  },
+
   "app revoke": async ({ db }, flags) => {
     const application = await revokeApplication(db, required(flags, "client-id"), systemClock);
     if (!application) throw new CliError("application_not_found", `No application ${flags["client-id"]}`);
@@ -301,23 +308,122 @@ COMMANDS.seed = async (ctx) => {
 // After a restore or failover (DESIGN §6): every older feed cursor restarts at 0.
 COMMANDS["feed bump-epoch"] = async ({ db }) => ({ object: "feed_epoch", epoch: await bumpFeedEpoch(db) });
 
-const FLAG_NAMES = [
-  "name",
-  "daily-quota",
-  "tenant",
-  "scopes",
-  "read-limit",
-  "send-limit",
-  "client-id",
-  "phone",
-  "phone-number-id",
-  "waba-id",
-  "access-token",
-  "mps",
-  "sender",
-  "email",
-  "password",
-];
+interface Usage {
+  summary: string;
+  /** Flag -> what it takes; a leading "!" marks a required flag. */
+  flags?: Record<string, string>;
+}
+
+/** What `--help` prints; every command has an entry (test/cli.test.ts checks), and its flags are the ones parsed. */
+export const USAGE: Record<string, Usage> = {
+  "db migrate": { summary: "Apply the SQL migrations not applied yet (every other command does it first)." },
+  "tenant create": {
+    summary: "Create a tenant (an account).",
+    flags: {
+      name: "!its name",
+      "daily-quota": "messages per UTC day on each channel (default: DAILY_SEND_QUOTA)",
+    },
+  },
+  "app create": {
+    summary: "Create an API application and print its client_id and client_secret (shown only here).",
+    flags: {
+      tenant: "!the tenant's ten_ id",
+      name: "!its name",
+      scopes: 'space-separated: "messaging:send messaging:read" (default: both)',
+      "read-limit": `read requests per second (default ${DEFAULT_LIMITS.read})`,
+      "send-limit": `send requests per second (default ${DEFAULT_LIMITS.send})`,
+    },
+  },
+  "app list": {
+    summary: "List a tenant's applications, revoked ones too.",
+    flags: { tenant: "!the tenant's ten_ id" },
+  },
+  "app revoke": {
+    summary: "Revoke an application: no new tokens; issued ones work until they expire.",
+    flags: { "client-id": "!its cid_ id" },
+  },
+  "app rotate-secret": {
+    summary: "Give an application a new client_secret; the old one stops working.",
+    flags: { "client-id": "!its cid_ id" },
+  },
+  "sender create": {
+    summary: "Connect a WhatsApp number to a tenant and sync its templates.",
+    flags: {
+      tenant: "!the tenant's ten_ id",
+      phone: "!the number, E.164 (+15550100001)",
+      "phone-number-id": "!the provider's phone number id",
+      "waba-id": "!the provider's business account id",
+      "access-token": "the provider token (default: the simulator's)",
+      name: "its display name",
+      mps: "messages per second the send workers keep to (default 80)",
+    },
+  },
+  "sender deactivate": { summary: "Stop sending from a sender.", flags: { sender: "!its snd_ id" } },
+  "sender encrypt-tokens": {
+    summary: "Encrypt provider tokens stored in plain text (once, after upgrading).",
+  },
+  "templates sync": {
+    summary: "Fetch a sender's templates from the provider now.",
+    flags: { sender: "!its snd_ id" },
+  },
+  "user create": {
+    summary: "Create a panel user.",
+    flags: {
+      tenant: "!the tenant's ten_ id",
+      email: "!the sign-in address",
+      password: `!at least ${PASSWORD_MIN_LENGTH} characters`,
+    },
+  },
+  seed: {
+    summary:
+      "Create the demo tenant, application, sender (phone_number_id 100000000000001) and panel user, once.",
+  },
+  "feed bump-epoch": { summary: "After a restore or failover: every older feed cursor restarts at 0." },
+};
+
+const FLAG_NAMES = [...new Set(Object.values(USAGE).flatMap((usage) => Object.keys(usage.flags ?? {})))];
+
+const PROGRAM = "bun run cli";
+
+function commandUsage(name: string, usage: Usage): string {
+  const flags = Object.entries(usage.flags ?? {});
+  const synopsis = flags
+    .map(([flag, text]) => (text.startsWith("!") ? `--${flag} <value>` : `[--${flag} <value>]`))
+    .join(" ");
+  const width = Math.max(0, ...flags.map(([flag]) => flag.length)) + 4;
+  const lines = flags.map(([flag, text]) => {
+    const isRequired = text.startsWith("!");
+    return `  ${`--${flag}`.padEnd(width)}${isRequired ? "(required) " : ""}${isRequired ? text.slice(1) : text}`;
+  });
+  return [
+    `Usage: ${PROGRAM} ${name}${synopsis ? ` ${synopsis}` : ""}`,
+    "",
+    usage.summary,
+    ...(lines.length > 0 ? ["", "Flags:", ...lines] : []),
+  ].join("\n");
+}
+
+/** `--help` alone, or after a group (`app --help`): the commands; after a command: its flags. */
+export function helpText(positionals: readonly string[]): string {
+  const name = positionals.join(" ");
+  const usage = USAGE[name];
+  if (usage) return commandUsage(name, usage);
+  const names = Object.keys(USAGE).filter((command) => name === "" || command.startsWith(`${name} `));
+  const shown = names.length > 0 ? names : Object.keys(USAGE);
+  const width = Math.max(...shown.map((command) => command.length)) + 2;
+  return [
+    `Usage: ${PROGRAM} <command> [--flag <value> ...]`,
+    "",
+    "Operator commands. Each prints one JSON object on stdout and exits 0; a failure prints",
+    '{"error": {"code", "message"}} on stderr and exits 1. Configuration comes from the environment',
+    "(DATABASE_URL, REDIS_URL, ...; see README.md).",
+    "",
+    "Commands:",
+    ...shown.map((command) => `  ${command.padEnd(width)}${USAGE[command]?.summary ?? ""}`),
+    "",
+    `${PROGRAM} <command> --help shows a command's flags.`,
+  ].join("\n");
+}
 
 export async function runCli(argv: string[], env = process.env): Promise<{ code: number; out: string }> {
   let parsed: ReturnType<typeof parseArgs>;
@@ -326,17 +432,21 @@ export async function runCli(argv: string[], env = process.env): Promise<{ code:
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: Object.fromEntries(FLAG_NAMES.map((name) => [name, { type: "string" as const }])),
+      options: {
+        ...Object.fromEntries(FLAG_NAMES.map((name) => [name, { type: "string" as const }])),
+        help: { type: "boolean", short: "h" },
+      },
     });
   } catch (error) {
-    return fail("invalid_arguments", (error as Error).message);
+    return fail("invalid_arguments", `${(error as Error).message}. See ${PROGRAM} --help.`);
   }
+  if (parsed.values.help) return { code: 0, out: helpText(parsed.positionals) };
   const name = parsed.positionals.join(" ");
   const command = COMMANDS[name];
   if (!command) {
     return fail(
       "unknown_command",
-      `Unknown command "${name}". Commands: ${Object.keys(COMMANDS).join(", ")}`,
+      `Unknown command "${name}". Commands: ${Object.keys(COMMANDS).join(", ")}. See ${PROGRAM} --help.`,
     );
   }
   let config: Config;
@@ -354,7 +464,8 @@ export async function runCli(argv: string[], env = process.env): Promise<{ code:
     if (name !== "db migrate") await migrate(db);
     redis = createRedis(config.redisUrl, { connectionName: "messaging-cli" });
     const context = { config, db, redis, keys: redisKeys(config.redisPrefix) };
-    const result = await command(context, parsed.values as Flags);
+    const { help: _help, ...flags } = parsed.values;
+    const result = await command(context, flags as Flags);
     return { code: 0, out: JSON.stringify(result) };
   } catch (error) {
     if (error instanceof CliError) return fail(error.code, error.message);

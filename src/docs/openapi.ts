@@ -7,6 +7,7 @@ import {
   ErrorResponse,
   OAuthErrorResponse,
 } from "../http/schemas.ts";
+import { METADATA_PATH } from "../oauth/metadata.ts";
 import { TOKEN_LIFETIME_SECONDS } from "../oauth/tokens.ts";
 
 /**
@@ -48,6 +49,9 @@ export interface DocumentOptions {
 
 const OPENAPI_VERSION = "3.1.0";
 
+/** The API is the operator's own service, not open source (an SPDX LicenseRef, as OpenAPI 3.1 allows). */
+const LICENSE = { name: "Proprietary", identifier: "LicenseRef-Proprietary" };
+
 const TAGS = [
   {
     name: "Authentication",
@@ -65,7 +69,8 @@ const DESCRIPTION = `Send notifications to customers over WhatsApp and read thei
 
 **Authentication.** Exchange your application's \`client_id\` and \`client_secret\` for an access token at
 \`POST /oauth/token\` and send it as \`Authorization: Bearer <token>\`. Tokens live ${TOKEN_LIFETIME_SECONDS} seconds; each
-endpoint needs the scope it names (\`messaging:send\` or \`messaging:read\`).
+endpoint needs the scope it names (\`messaging:send\` or \`messaging:read\`). OAuth client libraries can discover the
+token endpoint from the issuer \`{base_url}\` (RFC 8414 metadata at \`${METADATA_PATH}\` of its host).
 
 **Errors.** Every error has the envelope \`{"error": {"type", "code", "message", "param", "request_id", "doc_url"}}\`
 (the token endpoint answers RFC 6749 errors instead). Branch on \`code\`; each response below lists the codes it can
@@ -74,20 +79,28 @@ carry. Besides those, any path answers 404 \`resource_missing\` when it does not
 
 **Limits.** Per application: ${DEFAULT_LIMITS.read} read and ${DEFAULT_LIMITS.send} send requests per second (fixed one-second windows), plus a daily
 send quota per channel; the token endpoint takes ${DEFAULT_LIMITS.token} per second per client. Every response carries \`Request-Id\`,
-\`RateLimit-*\` and \`X-RateLimit-*\`; a 429 carries \`Retry-After\`.
+\`RateLimit-*\` (with \`RateLimit-Policy\`, e.g. \`${DEFAULT_LIMITS.send};w=1\`) and \`X-RateLimit-*\`; a 429 carries \`Retry-After\`.
+Each sender shows the quota's limit, today's use and when it resets (\`quota\` on \`GET /senders\`).
 
 **Identifiers** are opaque, prefixed and case-sensitive (\`msg_\`, \`ctc_\`, \`snd_\`, \`tpl_\`, \`med_\`, \`req_\`, \`fd_\`).
 Timestamps named \`created\` are Unix epoch seconds.`;
 
 /** Both rate-limit header families (src/http/rate-limit.ts), each a component named without dashes. */
 const RATE_LIMIT_HEADERS = [
+  [
+    "RateLimit-Policy",
+    "The limit and its window in seconds, e.g. `3;w=1`: 3 requests per one-second window.",
+    { type: "string", pattern: "^[0-9]+;w=1$" },
+  ],
   ["RateLimit-Limit", "Requests allowed in the current one-second window."],
   ["RateLimit-Remaining", "Requests left in the current window."],
   ["RateLimit-Reset", "Seconds until the window resets."],
   ["X-RateLimit-Limit", "Same as `RateLimit-Limit`."],
   ["X-RateLimit-Remaining", "Same as `RateLimit-Remaining`."],
   ["X-RateLimit-Reset", "Unix epoch second at which the window resets."],
-] as const;
+] as const satisfies readonly (readonly [string, string, Json?])[];
+
+const COUNT_SCHEMA: Json = { type: "integer", minimum: 0 };
 
 const componentOf = (header: string) => header.replaceAll("-", "");
 
@@ -98,9 +111,9 @@ const HEADERS: Record<string, Json> = {
     schema: { type: "string", pattern: "^req_[0-9A-Za-z]+$" },
   },
   ...Object.fromEntries(
-    RATE_LIMIT_HEADERS.map(([name, description]) => [
+    RATE_LIMIT_HEADERS.map(([name, description, schema]) => [
       componentOf(name),
-      { description, schema: { type: "integer", minimum: 0 } },
+      { description, schema: schema ?? COUNT_SCHEMA },
     ]),
   ),
   RetryAfter: {
@@ -177,6 +190,8 @@ export function buildOpenApiDocument(routes: readonly DocumentedRoute[], options
       title: "Messaging Notification API",
       version: options.version,
       description: DESCRIPTION,
+      contact: { name: "API support", url: `${options.baseUrl}/docs` },
+      license: LICENSE,
     },
     servers: [{ url: options.baseUrl, description: "This service." }],
     externalDocs: { description: "Error codes", url: `${options.baseUrl}/docs` },
@@ -276,14 +291,19 @@ function parametersOf(schema: unknown, where: "path" | "query" | "header", schem
   });
 }
 
-/** The route's `detail.requestBody.content` names the media types it reads; the body schema fills each. */
+/**
+ * The route's `detail.requestBody.content` names the media types it reads; the body schema fills each,
+ * or `detail.requestBody.schema`, a documented variant of it (e.g. withExclusivePairs) where the
+ * validating schema cannot say everything a client should know.
+ */
 function requestBodyOf(route: DocumentedRoute, hooks: RouteHooks, skeleton: Json, schemas: Components): Json {
-  const content = skeleton.content as Record<string, Json> | undefined;
+  const { schema: documented, ...rest } = skeleton;
+  const content = rest.content as Record<string, Json> | undefined;
   if (!content) throw new Error(`${route.method} ${route.path} has a body but no detail.requestBody.content`);
-  const schema = schemas.toJson(hooks.body);
+  const schema = schemas.toJson(documented ?? hooks.body);
   return {
-    ...skeleton,
-    required: skeleton.required ?? true,
+    ...rest,
+    required: rest.required ?? true,
     content: Object.fromEntries(Object.entries(content).map(([type, media]) => [type, { schema, ...media }])),
   };
 }
@@ -462,7 +482,12 @@ class Components {
     delete node.nullable;
     delete node["x-param"];
     delete node.elysiaMeta;
-    if (node.format === "binary" && typeof node.default === "string") delete node.default;
+    // A file (t.File's `format: binary`) is, in OpenAPI 3.1, a string of some media type; the
+    // request's `encoding` names the types taken.
+    if (node.format === "binary") {
+      const { format: _format, default: _default, ...rest } = node;
+      node = { ...rest, contentMediaType: "application/octet-stream" };
+    }
 
     // t.Record(t.String(), X): any property name.
     const patterns = node.patternProperties;

@@ -39,11 +39,16 @@ export async function consumeRateLimit(
   return { allowed: allowed === 1, limit: max, remaining, resetMs, resetEpoch };
 }
 
-/** Both header families (SPEC §8): RateLimit-Reset is seconds to go, X-RateLimit-Reset an epoch second. */
+/**
+ * Both header families (SPEC §8): RateLimit-Reset is seconds to go, X-RateLimit-Reset an epoch second.
+ * RateLimit-Policy (`<limit>;w=1`, IETF draft syntax) names the quota so a client can pace itself
+ * before the first 429.
+ */
 export function rateLimitHeaders(outcome: RateLimitOutcome): Record<string, string> {
   const limit = String(outcome.limit);
   const remaining = String(outcome.remaining);
   return {
+    "ratelimit-policy": `${limit};w=1`,
     "ratelimit-limit": limit,
     "ratelimit-remaining": remaining,
     "ratelimit-reset": String(Math.max(1, Math.ceil(outcome.resetMs / 1000))),

@@ -24,7 +24,33 @@ export function listOf<T extends TSchema, E extends TProperties = Record<never, 
   );
 }
 
-/** SPEC §7's envelope; the pipeline renders it (src/http/errors.ts apiErrorBody). */
+/**
+ * The OpenAPI form of an object whose fields come in exclusive pairs ("`to` or `contact`", "`template` or
+ * `body`"): the same object (its own field schemas, title and examples), plus for each pair a `oneOf` of
+ * "first given, second absent" and the reverse. An absent field is the boolean schema `false`, which
+ * generated clients type as `never`, so they refuse both fields, or neither, at compile time.
+ *
+ * Only the document uses it: the request itself is validated by `object`, and the service checks the
+ * pairs so that each mistake gets its own error code and message.
+ */
+export function withExclusivePairs<T extends TObject>(
+  object: T,
+  pairs: readonly (readonly [keyof T["properties"] & string, keyof T["properties"] & string])[],
+): TSchema {
+  // JSON keeps what the document shows and drops TypeBox's symbol-keyed Optional marks.
+  const fields = JSON.parse(JSON.stringify(object.properties)) as Record<string, unknown>;
+  const given = (field: string, absent: string) => ({
+    type: "object",
+    required: [field],
+    properties: { [field]: fields[field], [absent]: false },
+  });
+  return t.Unsafe({
+    ...JSON.parse(JSON.stringify(object)),
+    allOf: pairs.map(([a, b]) => ({ oneOf: [given(a, b), given(b, a)] })),
+  });
+}
+
+/** The error envelope; the pipeline renders it (src/http/errors.ts apiErrorBody). */
 export const ErrorResponse = t.Object(
   {
     error: t.Object(
@@ -50,8 +76,7 @@ export const ErrorResponse = t.Object(
   },
   {
     title: "ErrorResponse",
-    description:
-      "Every API error (SPEC §7). `messaging_state` is present only with `messaging_window_closed`.",
+    description: "Every API error. `messaging_state` is present only with `messaging_window_closed`.",
   },
 );
 

@@ -12,7 +12,8 @@ export const scopeGuard = new Elysia({ name: "scope-guard" }).macro({
     // A bearer token from POST /oauth/token: pasted as is, or fetched by the client credentials flow.
     detail: {
       "x-scope": needed,
-      security: [{ bearerAuth: [needed] }, { oauth2: [needed] }],
+      // Scopes belong to the oauth2 scheme only: an http scheme takes an empty list (OpenAPI 3.1).
+      security: [{ bearerAuth: [] }, { oauth2: [needed] }],
     } as Record<string, unknown>,
     transform({ request }: { request: Request }) {
       authorize(request, needed);

@@ -6,7 +6,7 @@ import { scopeGuard } from "../http/scope.ts";
 import type { OutboundSending } from "./admission.ts";
 import { KEY_FORMAT, parseIdempotencyKey } from "./idempotency.ts";
 import { presentAcceptedMessage } from "./presenter.ts";
-import { MessageSchema, SendMessageRequest } from "./schemas.ts";
+import { MessageSchema, SendMessageRequest, SendMessageRequestDocumented } from "./schemas.ts";
 
 export function messageRoutes(sending: OutboundSending) {
   return new Elysia().use(scopeGuard).post(
@@ -62,6 +62,8 @@ export function messageRoutes(sending: OutboundSending) {
           },
         ],
         requestBody: {
+          // The service checks the exclusive pairs itself, each mistake with its own code.
+          schema: SendMessageRequestDocumented,
           content: {
             "application/json": {
               examples: {

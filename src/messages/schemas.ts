@@ -1,5 +1,6 @@
 import { t } from "elysia";
 import { ContactRefSchema } from "../contacts/schemas.ts";
+import { withExclusivePairs } from "../http/schemas.ts";
 
 const MediaHeader = t.Object(
   {
@@ -82,6 +83,12 @@ export const SendMessageRequest = t.Object(
     ],
   },
 );
+
+/** What the OpenAPI document shows: exactly one of `to`/`contact` and of `template`/`body`. */
+export const SendMessageRequestDocumented = withExclusivePairs(SendMessageRequest, [
+  ["to", "contact"],
+  ["template", "body"],
+]);
 
 export const MessageSchema = t.Object(
   {

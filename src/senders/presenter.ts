@@ -1,13 +1,15 @@
+import type { DailyQuota } from "./quota.ts";
 import type { SenderRow } from "./repository.ts";
 
-/** SPEC §2 Sender. */
-export function presentSender(sender: SenderRow) {
+/** SPEC §2 Sender, plus its channel's daily quota as the panel shows it. */
+export function presentSender(sender: SenderRow, quota: DailyQuota) {
   return {
     object: "sender" as const,
     id: sender.id,
     channel: sender.channel,
     name: sender.name,
     phone_number: sender.phone_number,
+    quota: { limit: quota.limit, used: quota.used, resets_at: quota.resetsAt.toISOString() },
   };
 }
 

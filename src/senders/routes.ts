@@ -6,6 +6,7 @@ import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentTemplate } from "../templates/presenter.ts";
 import { presentSender } from "./presenter.ts";
+import { dailyQuotaToday } from "./quota.ts";
 import { listActiveSenders } from "./repository.ts";
 import { SenderIdParams, SenderList, TemplateList } from "./schemas.ts";
 import { listTemplatesOfSender } from "./service.ts";
@@ -16,8 +17,15 @@ export function senderRoutes(deps: AppDeps) {
     .get(
       "/senders",
       async ({ auth, request }) => {
-        const senders = await listActiveSenders(deps.db, auth.tenantId);
-        return listEnvelope(pathOf(request.url), senders.map(presentSender));
+        const [senders, quota] = await Promise.all([
+          listActiveSenders(deps.db, auth.tenantId),
+          // Every sender is on CHANNEL, so they share the tenant's one quota.
+          dailyQuotaToday(deps, auth.tenantId),
+        ]);
+        return listEnvelope(
+          pathOf(request.url),
+          senders.map((sender) => presentSender(sender, quota)),
+        );
       },
       {
         scope: "messaging:read",
@@ -25,7 +33,8 @@ export function senderRoutes(deps: AppDeps) {
         detail: {
           operationId: "listSenders",
           summary: "List senders",
-          description: "The active connected sender numbers of your account.",
+          description:
+            "The active connected sender numbers of your account, each with the daily send quota of its channel (`quota`: the limit, today's use, and when it resets).",
           tags: ["Senders"],
         },
       },

@@ -13,6 +13,12 @@ import {
   webhookTimestamp,
 } from "../channel/webhook-payloads.ts";
 import { type GraphMessageTemplate, placeholderCount, TEMPLATE_CATALOGUE } from "./catalogue.ts";
+import {
+  FAST_STATUS_DELAY_MS,
+  SANDBOX_REPLY_TEXT,
+  type SandboxBehaviour,
+  sandboxBehaviour,
+} from "./sandbox.ts";
 
 /**
  * The WhatsApp Cloud API sandbox (DESIGN §4): Graph routes that validate sends like the real API and
@@ -184,7 +190,14 @@ function graphErrorResponse(graphCode: number, details?: string): Response {
 }
 
 /** A control API mistake: plain `{error: {message}}`. */
-class ControlError extends Error {}
+class ControlError extends Error {
+  constructor(
+    message: string,
+    readonly status = 400,
+  ) {
+    super(message);
+  }
+}
 
 function controlErrorResponse(message: string, status = 400): Response {
   return Response.json({ error: { message } }, { status });
@@ -411,7 +424,11 @@ export function createSimulator(options: SimulatorOptions) {
     return true;
   }
 
-  async function postWebhook(body: WebhookBody, signal?: AbortSignal): Promise<number> {
+  /** The HTTP status the gateway answered, and the phone number ids it said it does not know. */
+  async function postWebhook(
+    body: WebhookBody,
+    signal?: AbortSignal,
+  ): Promise<{ status: number; unknownNumbers: string[] }> {
     const raw = JSON.stringify(body);
     const timeout = AbortSignal.timeout(WEBHOOK_TIMEOUT_MS);
     const target = typeof options.webhookUrl === "function" ? options.webhookUrl() : options.webhookUrl;
@@ -425,8 +442,14 @@ export function createSimulator(options: SimulatorOptions) {
       body: raw,
       signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
     });
-    await response.arrayBuffer();
-    return response.status;
+    // The gateway takes a webhook for a number it does not know with a 200 (as it must, or the
+    // provider would retry it for days) and names the number in its answer.
+    const answer: unknown = await response.json().catch(() => null);
+    const unknown = (answer as { unknown_phone_number_ids?: unknown } | null)?.unknown_phone_number_ids;
+    return {
+      status: response.status,
+      unknownNumbers: Array.isArray(unknown) ? unknown.filter((n) => typeof n === "string") : [],
+    };
   }
 
   /**
@@ -438,8 +461,11 @@ export function createSimulator(options: SimulatorOptions) {
     for (let attempt = 0; ; attempt++) {
       let outcome: string;
       try {
-        const status = await postWebhook(body, signal);
-        if (status >= 200 && status < 300) return;
+        const { status, unknownNumbers } = await postWebhook(body, signal);
+        if (status >= 200 && status < 300) {
+          if (unknownNumbers.length > 0) log(`webhook ${what}: the service does not know ${unknownNumbers}`);
+          return;
+        }
         outcome = `HTTP ${status}`;
       } catch (error) {
         if (signal.aborted) return;
@@ -455,13 +481,24 @@ export function createSimulator(options: SimulatorOptions) {
     }
   }
 
-  /** For control calls: one attempt, and the caller learns what the service answered. */
-  async function postWebhookOnce(body: WebhookBody) {
+  /**
+   * For control calls: one attempt, and the caller learns what the service answered. A number the
+   * service does not know is the caller's mistake (a typo, the wrong seed): a 404 that says so.
+   */
+  async function postWebhookOnce(body: WebhookBody, phoneNumberId: string) {
+    let answer: Awaited<ReturnType<typeof postWebhook>>;
     try {
-      return { webhook_status: await postWebhook(body) };
+      answer = await postWebhook(body);
     } catch (error) {
       return { webhook_status: null, webhook_error: describeFailure(error) };
     }
+    if (answer.unknownNumbers.includes(phoneNumberId)) {
+      throw new ControlError(
+        `phone_number_id ${phoneNumberId} is not a sender of the service: it answered ${answer.status} and dropped the webhook. Use a connected sender's number (bun run cli sender list; the seed's is 100000000000001).`,
+        404,
+      );
+    }
+    return { webhook_status: answer.status };
   }
 
   function statusUpdate(
@@ -487,20 +524,24 @@ export function createSimulator(options: SimulatorOptions) {
     wamid: string,
     recipientId: string,
     callbackData?: string,
+    sandbox?: SandboxBehaviour,
   ) {
     const account = {
       wabaId: SIMULATOR_WABA_ID,
       phoneNumberId,
       displayPhoneNumber: SIMULATOR_DISPLAY_PHONE_NUMBER,
     };
+    const delayMs = sandbox?.kind === "reads_fast" ? FAST_STATUS_DELAY_MS : options.statusDelayMs;
+    const steps =
+      sandbox?.kind === "stays_sent" ? (["sent"] as const) : (["sent", "delivered", "read"] as const);
     // Timestamps follow the true order even when the webhooks arrive shuffled.
     const start = Date.now();
-    const updates = (["sent", "delivered", "read"] as const).map((status, step) =>
+    const updates = steps.map((status, step) =>
       statusUpdate(
         wamid,
         status,
         recipientId,
-        webhookTimestamp(new Date(start + (step + 1) * options.statusDelayMs)),
+        webhookTimestamp(new Date(start + (step + 1) * delayMs)),
         undefined,
         callbackData,
       ),
@@ -508,12 +549,23 @@ export function createSimulator(options: SimulatorOptions) {
     const signal = statusRuns.signal;
     void (async () => {
       for (const update of options.shuffleStatuses ? shuffled(updates) : updates) {
-        await sleep(options.statusDelayMs, undefined, { signal });
+        await sleep(delayMs, undefined, { signal });
         await postWebhookWithRetries(
           buildWebhook(account, { statuses: [update] }),
           `${update.status} ${wamid}`,
           signal,
         );
+      }
+      if (sandbox?.kind === "replies") {
+        await sleep(delayMs, undefined, { signal });
+        const { webhook, message } = inboundWebhook({
+          phone_number_id: phoneNumberId,
+          from: recipientId,
+          type: "text",
+          text: SANDBOX_REPLY_TEXT,
+          name: "Sandbox Customer",
+        });
+        await postWebhookWithRetries(webhook, `sandbox reply ${message.id} from ${recipientId}`, signal);
       }
     })().catch((error) => {
       if (!signal.aborted) log(`status webhooks for ${wamid} stopped: ${describeFailure(error)}`);
@@ -690,6 +742,11 @@ export function createSimulator(options: SimulatorOptions) {
           log(`send to ${waId} failed with injected error ${failure}`);
           throw new GraphError(failure, "Simulated failure requested with POST /_sim/fail-next.");
         }
+        const sandbox = sandboxBehaviour(waId);
+        if (sandbox?.kind === "fail") {
+          log(`send to sandbox recipient ${waId} failed with ${sandbox.graphCode}`);
+          throw new GraphError(sandbox.graphCode, `Sandbox recipient +${waId} fails every send this way.`);
+        }
         const wamid = newWamid();
         sent.push({
           id: wamid,
@@ -699,7 +756,7 @@ export function createSimulator(options: SimulatorOptions) {
         });
         accepted.set(wamid, { phoneNumberId: params.phoneNumberId, waId });
         log(`accepted ${summary} to ${waId} from ${params.phoneNumberId} as ${wamid}`);
-        scheduleStatuses(params.phoneNumberId, wamid, waId, body.biz_opaque_callback_data);
+        scheduleStatuses(params.phoneNumberId, wamid, waId, body.biz_opaque_callback_data, sandbox);
         return {
           messaging_product: "whatsapp",
           contacts: [{ input: body.to, wa_id: waId }],
@@ -791,6 +848,22 @@ export function createSimulator(options: SimulatorOptions) {
     }
   }
 
+  /** The signed inbound-message webhook of a customer's message (POST /_sim/inbound, sandbox replies). */
+  function inboundWebhook(request: InboundRequest) {
+    const waId = request.from.replace(/^\+/, "");
+    const message = inboundMessage(request, waId);
+    // The provider sends no contact profile with system messages.
+    const contacts =
+      request.type === "system"
+        ? {}
+        : { contacts: [{ profile: { name: request.name ?? "Sim Customer" }, wa_id: waId }] };
+    const webhook = buildWebhook(webhookAccount({ ...request, phoneNumberId: request.phone_number_id }), {
+      ...contacts,
+      messages: [message],
+    });
+    return { webhook, message, waId };
+  }
+
   function webhookAccount(request: {
     phoneNumberId: string;
     waba_id?: string;
@@ -819,7 +892,7 @@ export function createSimulator(options: SimulatorOptions) {
 
   const controlRoutes = new Elysia({ prefix: "/_sim" })
     .onError(({ code, error }) => {
-      if (error instanceof ControlError) return controlErrorResponse(error.message);
+      if (error instanceof ControlError) return controlErrorResponse(error.message, error.status);
       if (code === "VALIDATION") {
         return controlErrorResponse(
           describeValidation(error, (path) => path.replace(/^\//, "").replaceAll("/", ".") || "request body"),
@@ -837,18 +910,8 @@ export function createSimulator(options: SimulatorOptions) {
           (field) => body[field] !== undefined && !INBOUND_FIELDS[body.type].allowed.includes(field),
         );
         if (misplaced) throw new ControlError(`${misplaced} does not apply to type ${body.type}`);
-        const waId = body.from.replace(/^\+/, "");
-        const message = inboundMessage(body, waId);
-        // The provider sends no contact profile with system messages.
-        const contacts =
-          body.type === "system"
-            ? {}
-            : { contacts: [{ profile: { name: body.name ?? "Sim Customer" }, wa_id: waId }] };
-        const webhook = buildWebhook(webhookAccount({ ...body, phoneNumberId: body.phone_number_id }), {
-          ...contacts,
-          messages: [message],
-        });
-        const outcome = await postWebhookOnce(webhook);
+        const { webhook, message, waId } = inboundWebhook(body);
+        const outcome = await postWebhookOnce(webhook, body.phone_number_id);
         log(
           `inbound ${body.type} ${message.id} from ${waId}: webhook answered ${outcome.webhook_status ?? outcome.webhook_error}`,
         );
@@ -871,7 +934,7 @@ export function createSimulator(options: SimulatorOptions) {
         const webhook = buildWebhook(webhookAccount({ ...body, phoneNumberId }), {
           statuses: [statusUpdate(body.wamid, body.status, recipientId, timestamp, errors)],
         });
-        const outcome = await postWebhookOnce(webhook);
+        const outcome = await postWebhookOnce(webhook, phoneNumberId);
         log(
           `status ${body.status} ${body.wamid}: webhook answered ${outcome.webhook_status ?? outcome.webhook_error}`,
         );

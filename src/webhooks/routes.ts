@@ -66,9 +66,11 @@ export function webhookRoutes(deps: AppDeps) {
         const result = await ingest.submit(body);
         deps.metrics.webhookEvents.inc({ kind: "message" }, result.inbound.length);
         deps.metrics.webhookEvents.inc({ kind: "status" }, result.statusEvents);
-        if (result.unknownNumbers.length > 0)
-          deps.metrics.webhookRejected.inc({ reason: "unknown_phone_number" }, result.unknownNumbers.length);
-        return { received: true };
+        if (result.unknownNumbers.length === 0) return { received: true };
+        deps.metrics.webhookRejected.inc({ reason: "unknown_phone_number" }, result.unknownNumbers.length);
+        // Still a 200 (the provider would retry anything else for days), but the sender of a test
+        // webhook (the simulator's control API) learns that its events were dropped.
+        return { received: true, unknown_phone_number_ids: [...new Set(result.unknownNumbers)] };
       },
       { body: t.Unknown(), detail: { hide: true } },
     );

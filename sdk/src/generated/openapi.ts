@@ -191,7 +191,7 @@ export interface paths {
         };
         /**
          * List senders
-         * @description The active connected sender numbers of your account.
+         * @description The active connected sender numbers of your account, each with the daily send quota of its channel (`quota`: the limit, today's use, and when it resets).
          *
          *     Requires the scope `messaging:read`.
          */
@@ -347,7 +347,7 @@ export interface components {
         };
         /**
          * ErrorResponse
-         * @description Every API error (SPEC §7). `messaging_state` is present only with `messaging_window_closed`.
+         * @description Every API error. `messaging_state` is present only with `messaging_window_closed`.
          */
         ErrorResponse: {
             error: {
@@ -650,7 +650,12 @@ export interface components {
          *       "id": "snd_7Kp2Qr9sTvWx3yZa5bCdEf",
          *       "channel": "whatsapp",
          *       "name": "Acme Support",
-         *       "phone_number": "+4930123456789"
+         *       "phone_number": "+4930123456789",
+         *       "quota": {
+         *         "limit": 1000,
+         *         "used": 120,
+         *         "resets_at": "2026-01-02T00:00:00.000Z"
+         *       }
          *     }
          */
         Sender: {
@@ -663,6 +668,7 @@ export interface components {
             object: "sender";
             /** @description E.164. */
             phone_number: string | null;
+            quota: components["schemas"]["SenderQuota"];
         };
         /**
          * SenderList
@@ -676,6 +682,21 @@ export interface components {
             object: "list";
             /** @description The request path. */
             url: string;
+        };
+        /**
+         * SenderQuota
+         * @description The daily send quota of the sender's channel, shared by every sender of the account on it.
+         */
+        SenderQuota: {
+            /** @description Messages the account may send today on this channel. */
+            limit: number;
+            /**
+             * Format: date-time
+             * @description When the count starts again: 00:00 UTC.
+             */
+            resets_at: string;
+            /** @description Messages accepted today; at `limit`, sends get 429 `quota_exceeded`. */
+            used: number;
         };
         /**
          * SendMessageRequest
@@ -711,7 +732,22 @@ export interface components {
             template?: components["schemas"]["SendMessageTemplate"];
             /** @description Recipient phone number, E.164. */
             to?: string;
-        };
+        } & (({
+            contact?: never;
+            /** @description Recipient phone number, E.164. */
+            to: string;
+        } | {
+            /** @description `ctc_` id, instead of `to`. */
+            contact: string;
+            to?: never;
+        }) & ({
+            body?: never;
+            template: components["schemas"]["SendMessageTemplate"];
+        } | {
+            /** @description Free text, 1 to 4096 characters; only inside the 24-hour window. */
+            body: string;
+            template?: never;
+        }));
         /**
          * SendMessageTemplate
          * @description An approved template and the values of its variables.
@@ -753,12 +789,24 @@ export interface components {
          *           "0"
          *         ]
          *       },
-         *       "preview": "Hi {{1}}, your order {{2}} has shipped. Track it with the button below."
+         *       "preview": "Hi {{1}}, your order {{2}} has shipped. Track it with the button below.",
+         *       "header": {
+         *         "format": "none"
+         *       },
+         *       "buttons": [
+         *         {
+         *           "type": "url",
+         *           "text": "Track",
+         *           "url": "https://example.com/track/{{1}}"
+         *         }
+         *       ]
          *     }
          */
         Template: {
+            buttons: components["schemas"]["TemplateButton"][];
             /** @description Lower case, e.g. `utility` or `marketing`. */
             category: string;
+            header: components["schemas"]["TemplateHeader"];
             /** @description `tpl_` id. */
             id: string;
             /** @description Language code, e.g. `en`. */
@@ -770,6 +818,20 @@ export interface components {
             preview: string;
             variables: components["schemas"]["TemplateVariables"];
         };
+        /**
+         * TemplateButton
+         * @description A button of the template, in order; its index is its key in `template.buttons`.
+         */
+        TemplateButton: {
+            /** @description `phone_number` buttons: the number called. */
+            phone_number?: string;
+            /** @description The button's label. */
+            text: string;
+            /** @enum {string} */
+            type: "url" | "quick_reply" | "phone_number";
+            /** @description `url` buttons: the address; a `{{1}}` in it is filled from `template.buttons` on a send, keyed by this button's index. */
+            url?: string;
+        };
         /** TemplateContent */
         TemplateContent: {
             /** @constant */
@@ -778,6 +840,17 @@ export interface components {
             /** @description `tpl_` id. */
             template: string;
             template_name: string;
+        };
+        /**
+         * TemplateHeader
+         * @description The template's header, as `template.header` on a send fills it.
+         */
+        TemplateHeader: {
+            /**
+             * @description `none`: no header. `text`: give `template.header` as a string when `variables.header` names a variable. `image`/`video`/`document`: give `template.header` as `{type, link | media}` (default: the template's sample).
+             * @enum {string}
+             */
+            format: "none" | "text" | "image" | "video" | "document";
         };
         /**
          * TemplateList
@@ -867,10 +940,7 @@ export interface components {
         };
         /** UploadMediaRequest */
         UploadMediaRequest: {
-            /**
-             * Format: binary
-             * @description PDF, JPEG, PNG, MP4 or 3GPP, recognised by its content (not its name or Content-Type). At most 5 MB for images, 16 MB for video and documents.
-             */
+            /** @description PDF, JPEG, PNG, MP4 or 3GPP, recognised by its content (not its name or Content-Type). At most 5 MB for images, 16 MB for video and documents. */
             file: string;
             /** @description Name shown to the recipient, mainly for documents; defaults to the uploaded document's name. */
             filename?: string;
@@ -884,6 +954,8 @@ export interface components {
     headers: {
         /** @description Requests allowed in the current one-second window. */
         RateLimitLimit: number;
+        /** @description The limit and its window in seconds, e.g. `3;w=1`: 3 requests per one-second window. */
+        RateLimitPolicy: string;
         /** @description Requests left in the current window. */
         RateLimitRemaining: number;
         /** @description Seconds until the window resets. */
@@ -921,6 +993,7 @@ export interface operations {
             200: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -941,6 +1014,7 @@ export interface operations {
             400: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -957,6 +1031,7 @@ export interface operations {
             401: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -974,6 +1049,7 @@ export interface operations {
             403: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -991,6 +1067,7 @@ export interface operations {
             404: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1007,6 +1084,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1024,6 +1102,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1065,6 +1144,7 @@ export interface operations {
             200: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1081,6 +1161,7 @@ export interface operations {
             400: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1097,6 +1178,7 @@ export interface operations {
             401: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1114,6 +1196,7 @@ export interface operations {
             403: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1131,6 +1214,7 @@ export interface operations {
             404: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1147,6 +1231,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1164,6 +1249,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1212,6 +1298,7 @@ export interface operations {
             200: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1231,6 +1318,7 @@ export interface operations {
             400: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1247,6 +1335,7 @@ export interface operations {
             401: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1264,6 +1353,7 @@ export interface operations {
             403: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1281,6 +1371,7 @@ export interface operations {
             404: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1297,6 +1388,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1314,6 +1406,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1359,6 +1452,7 @@ export interface operations {
             200: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1378,6 +1472,7 @@ export interface operations {
             400: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1394,6 +1489,7 @@ export interface operations {
             401: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1411,6 +1507,7 @@ export interface operations {
             403: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1428,6 +1525,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1445,6 +1543,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1483,6 +1582,7 @@ export interface operations {
             200: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1499,6 +1599,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1516,6 +1617,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1558,6 +1660,7 @@ export interface operations {
             201: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1581,6 +1684,7 @@ export interface operations {
             400: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1597,6 +1701,7 @@ export interface operations {
             401: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1614,6 +1719,7 @@ export interface operations {
             403: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1631,6 +1737,7 @@ export interface operations {
             404: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1647,6 +1754,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1664,6 +1772,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1707,6 +1816,7 @@ export interface operations {
             200: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1726,6 +1836,7 @@ export interface operations {
             400: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1742,6 +1853,7 @@ export interface operations {
             401: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1759,6 +1871,7 @@ export interface operations {
             403: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1776,6 +1889,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1793,6 +1907,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1840,6 +1955,7 @@ export interface operations {
                     /** @description `true` on a replay. */
                     "Idempotency-Replayed"?: "true";
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1856,6 +1972,7 @@ export interface operations {
             201: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1882,6 +1999,7 @@ export interface operations {
             400: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1898,6 +2016,7 @@ export interface operations {
             401: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1915,6 +2034,7 @@ export interface operations {
             403: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1932,6 +2052,7 @@ export interface operations {
             404: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1951,6 +2072,7 @@ export interface operations {
             409: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1982,6 +2104,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -1999,6 +2122,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2044,6 +2168,7 @@ export interface operations {
                     /** @description `no-store`. */
                     "Cache-Control"?: string;
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2064,6 +2189,7 @@ export interface operations {
             400: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2080,6 +2206,7 @@ export interface operations {
             401: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2107,6 +2234,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2124,6 +2252,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2162,6 +2291,7 @@ export interface operations {
             200: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2178,6 +2308,7 @@ export interface operations {
             401: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2195,6 +2326,7 @@ export interface operations {
             403: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2212,6 +2344,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2229,6 +2362,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2270,6 +2404,7 @@ export interface operations {
             200: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2286,6 +2421,7 @@ export interface operations {
             400: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2302,6 +2438,7 @@ export interface operations {
             401: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2319,6 +2456,7 @@ export interface operations {
             403: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2336,6 +2474,7 @@ export interface operations {
             404: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2352,6 +2491,7 @@ export interface operations {
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
@@ -2369,6 +2509,7 @@ export interface operations {
             500: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
