@@ -23,7 +23,7 @@ export function buildDeps(
 ): AppDeps {
   const clock = overrides.clock ?? systemClock;
   const metrics = createMetrics({ process: "api" });
-  const redis = createRedis(config.redisUrl, { connectionName: "messaging-api" });
+  const redis = createRedis(config, { connectionName: "messaging-api" });
   return {
     config,
     db: createDb(config.databaseUrl, { applicationName: "messaging-api", ...overrides.db }),

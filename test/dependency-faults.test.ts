@@ -86,7 +86,7 @@ describe("isDependencyDown", () => {
     } finally {
       dead.disconnect();
     }
-    const closed = createRedis(env.config.redisUrl);
+    const closed = createRedis(env.config);
     closed.disconnect();
     const error = await closed.get("x").then(
       () => undefined,
@@ -216,7 +216,7 @@ describe("Redis closed", () => {
   });
 
   test("a closed connection on a read route: 503 with Retry-After", async () => {
-    const closed = createRedis(env.config.redisUrl);
+    const closed = createRedis(env.config);
     closed.disconnect();
     const app = createApp({ ...env.deps, redis: closed });
     expectUnavailable(await call(app, "GET", "/v2/conversations", { token: tenant.token }));
