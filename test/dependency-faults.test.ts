@@ -86,7 +86,7 @@ describe("isDependencyDown", () => {
     } finally {
       dead.disconnect();
     }
-    const closed = createRedis(env.config);
+    const closed = createRedis(env.config.redisUrl);
     closed.disconnect();
     const error = await closed.get("x").then(
       () => undefined,
@@ -96,6 +96,23 @@ describe("isDependencyDown", () => {
     expect(isDependencyDown(error)).toBe(true);
     expect(isDependencyDown(new Error("Command timed out"))).toBe(true);
     expect(isDependencyDown(new Error("LOADING Redis is loading the dataset in memory"))).toBe(true);
+  });
+
+  test("a Redis Cluster without a node to talk to: a bounded wait, then a dependency fault", async () => {
+    const unreachable = createRedis({ redisUrl: "", redisClusterNodes: [{ host: "127.0.0.1", port: 1 }] });
+    try {
+      const started = performance.now();
+      const waited = await unreachable.get("x").then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect(performance.now() - started).toBeLessThan(5000);
+      expect(isDependencyDown(waited)).toBe(true);
+    } finally {
+      unreachable.disconnect();
+    }
+    // What a Cluster client says once it gave up on every node it knows.
+    expect(isDependencyDown(new Error("None of startup nodes is available"))).toBe(true);
   });
 });
 

@@ -67,6 +67,21 @@ export interface RedisClientOptions {
   connectionName?: string;
 }
 
+const COMMAND_TIMEOUT_MS = 2000;
+
+/**
+ * A Cluster holds a command while it has no connection to the cluster (at start, or all nodes away)
+ * for as long as that lasts; the nodes' commandTimeout only starts once a node has it. Bound the
+ * whole wait as a single node's commandTimeout does, so the api answers 503 rather than hang.
+ */
+function boundOfflineWait(cluster: Cluster): void {
+  const send = cluster.sendCommand.bind(cluster);
+  cluster.sendCommand = (command, stream, node) => {
+    command.setTimeout(COMMAND_TIMEOUT_MS);
+    return send(command, stream, node);
+  };
+}
+
 /** `target` may be a bare URL: that one node (tests and tools that need a particular server). */
 export function createRedis(target: RedisTarget | string, options: RedisClientOptions = {}): RedisClient {
   const { redisUrl, redisClusterNodes } =
@@ -78,7 +93,7 @@ export function createRedis(target: RedisTarget | string, options: RedisClientOp
     maxRetriesPerRequest: options.forQueues ? null : 1,
     // A Redis that accepts connections but drops them (a restarting server, a proxy) would keep a
     // command waiting through reconnect after reconnect: bound it. Not for BullMQ's blocking reads.
-    ...(options.forQueues ? {} : { commandTimeout: 2000 }),
+    ...(options.forQueues ? {} : { commandTimeout: COMMAND_TIMEOUT_MS }),
     connectTimeout: 3000,
     lazyConnect: false,
   };
@@ -94,6 +109,7 @@ export function createRedis(target: RedisTarget | string, options: RedisClientOp
         })
       : new Redis(redisUrl, { ...settings, retryStrategy })
   ) as RedisClient;
+  if (redis instanceof Cluster && !options.forQueues) boundOfflineWait(redis);
   // Errors surface on the commands that fail; an unhandled 'error' event would kill the process.
   redis.on("error", () => {});
   for (const script of SCRIPTS) {
