@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { localRedisArgs, waitFor } from "./services.ts";
 
 const MASTERS = 3;
 const HOST = "127.0.0.1";
@@ -57,12 +58,8 @@ async function redisCli(port: number, ...args: string[]): Promise<{ code: number
   return { code, out: out + err };
 }
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s`);
-    await Bun.sleep(100);
-  }
+async function until(what: string, check: () => Promise<boolean>): Promise<void> {
+  if (!(await waitFor(check, 20))) throw new Error(`${what}: not within 20 s`);
 }
 
 export interface LocalCluster {
@@ -83,22 +80,13 @@ export async function startRedisCluster(): Promise<LocalCluster> {
     Bun.spawn(
       [
         "redis-server",
-        "--port",
-        String(port),
-        "--bind",
-        HOST,
+        ...localRedisArgs(port, dir),
         "--cluster-enabled",
         "yes",
         "--cluster-config-file",
         join(dir, `nodes-${port}.conf`),
         "--cluster-node-timeout",
         "5000",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        dir,
         "--logfile",
         join(dir, `redis-${port}.log`),
       ],
