@@ -863,7 +863,7 @@ async function main() {
   await deleteRedisPrefix(opts.redisPrefix);
   const db = createDb(DATABASE_URL, { max: 3, applicationName: "bench" });
   const redis = createRedis(REDIS_URL, { connectionName: "bench" });
-  const queue = new Queue("send", { connection: redis, prefix: queuePrefix(opts.redisPrefix) });
+  const queue = new Queue("send", { connection: redis, prefix: queuePrefix(opts.redisPrefix, "send") });
   try {
     await migrate(db);
     if (opts.setupSql) {

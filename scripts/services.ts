@@ -65,6 +65,11 @@ async function ensurePostgres(config: Config, say: (m: string) => void) {
   if (!(await waitFor(() => postgresAnswers(config), 20))) throw new Error("PostgreSQL did not come up");
 }
 
+/** A local redis-server's arguments: on 127.0.0.1, nothing saved (Redis may restart empty). */
+export function localRedisArgs(port: number | string, dir: string): string[] {
+  return ["--bind", "127.0.0.1", "--port", String(port), "--save", "", "--appendonly", "no", "--dir", dir];
+}
+
 async function ensureRedis(config: Config, say: (m: string) => void) {
   if (await redisAnswers(config)) return;
   if (!isLocal(config.redisUrl) || !Bun.which("redis-server")) {
@@ -75,32 +80,16 @@ async function ensureRedis(config: Config, say: (m: string) => void) {
   say("Redis is not running; starting a local redis-server");
   const dir = existsSync("/var/lib/redis") ? "/var/lib/redis" : "/tmp";
   const port = new URL(config.redisUrl).port || "6379";
-  Bun.spawnSync(
-    [
-      "redis-server",
-      "--daemonize",
-      "yes",
-      "--bind",
-      "127.0.0.1",
-      "--port",
-      port,
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      dir,
-    ],
-    {
-      stdio: ["ignore", "inherit", "inherit"],
-    },
-  );
+  Bun.spawnSync(["redis-server", "--daemonize", "yes", ...localRedisArgs(port, dir)], {
+    stdio: ["ignore", "inherit", "inherit"],
+  });
   if (!(await waitFor(() => redisAnswers(config), 10))) throw new Error("Redis did not come up");
 }
 
 export async function ensureServices(config: Config, say: (message: string) => void): Promise<void> {
   await ensurePostgres(config, say);
-  await ensureRedis(config, say);
+  // A Redis Cluster (REDIS_CLUSTER_NODES) is the operator's to run; REDIS_URL is not used then.
+  if (config.redisClusterNodes.length === 0) await ensureRedis(config, say);
 }
 
 /** Where the browser tests find Chromium (Debian's package; playwright-core drives it). */

@@ -27,6 +27,11 @@ export interface Config {
   /** How long an application's reads keep waiting for a replica to pass its last write. */
   readYourWritesSeconds: number;
   redisUrl: string;
+  /**
+   * REDIS_CLUSTER_NODES: seed nodes of a Redis Cluster. When given, every Redis user connects to the
+   * Cluster (src/redis/connect.ts) and REDIS_URL is not used.
+   */
+  redisClusterNodes: RedisNode[];
   redisPrefix: string;
   /** The service's root secret: the keys of tokens, feed cursors and CSRF are derived from it. */
   jwtSecret: string;
@@ -96,6 +101,11 @@ export interface WorkerTuning {
   feedShards: number;
 }
 
+export interface RedisNode {
+  host: string;
+  port: number;
+}
+
 export class ConfigError extends Error {}
 
 type Env = Record<string, string | undefined>;
@@ -121,6 +131,22 @@ function url(env: Env, name: string, fallback: string, protocols: string[]): str
     throw new ConfigError(`${name} must use ${protocols.join(" or ")}, got ${JSON.stringify(raw)}`);
   }
   return raw.replace(/\/+$/, "");
+}
+
+/** REDIS_CLUSTER_NODES: `host:port,host:port,...` (an IPv6 host in brackets); unset or empty: none. */
+function clusterNodes(env: Env): RedisNode[] {
+  const raw = env.REDIS_CLUSTER_NODES ?? "";
+  if (raw.trim() === "") return [];
+  return raw.split(",").map((entry) => {
+    const match = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(entry.trim());
+    const port = Number(match?.[2]);
+    if (!match?.[1] || port < 1 || port > 65535) {
+      throw new ConfigError(
+        `REDIS_CLUSTER_NODES must be comma-separated host:port pairs, got ${JSON.stringify(raw)}`,
+      );
+    }
+    return { host: match[1].replace(/^\[(.*)\]$/, "$1"), port };
+  });
 }
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
@@ -226,6 +252,7 @@ export function loadConfig(env: Env = process.env): Config {
       : undefined,
     readYourWritesSeconds: integer(env, "READ_YOUR_WRITES_SECONDS", 300, 1, 86_400),
     redisUrl: url(env, "REDIS_URL", "redis://127.0.0.1:6379/0", ["redis:", "rediss:"]),
+    redisClusterNodes: clusterNodes(env),
     redisPrefix,
     jwtSecret: jwtSecret || DEV_JWT_SECRET,
     previousSecrets,

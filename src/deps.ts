@@ -25,7 +25,7 @@ export function buildDeps(
 ): AppDeps {
   const clock = overrides.clock ?? systemClock;
   const metrics = createMetrics({ process: "api" });
-  const redis = createRedis(config.redisUrl, { connectionName: "messaging-api" });
+  const redis = createRedis(config, { connectionName: "messaging-api" });
   const db = createDb(config.databaseUrl, { applicationName: "messaging-api", ...overrides.db });
   const keys = redisKeys(config.redisPrefix);
   const logger = overrides.logger ?? createLogger(config.logLevel, "api");

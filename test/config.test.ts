@@ -18,6 +18,7 @@ describe("configuration", () => {
     expect(config.publicBaseUrl).toBe("http://localhost:3000/v2");
     expect(config.databaseUrl).toBe("postgres://postgres@127.0.0.1:5432/messaging");
     expect(config.redisUrl).toBe("redis://127.0.0.1:6379/0");
+    expect(config.redisClusterNodes).toEqual([]);
     expect(config.redisPrefix).toBe("msg");
     expect(config.jwtSecret).toBe(DEV_JWT_SECRET);
     expect(config.useSimulator).toBe(true);
@@ -33,6 +34,18 @@ describe("configuration", () => {
     expect(config.workers.feedShards).toBe(1);
   });
 
+  test("REDIS_CLUSTER_NODES: comma-separated host:port seed nodes", () => {
+    const config = loadConfig({
+      ...DEV,
+      REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-2.internal:7001,[::1]:7002",
+    });
+    expect(config.redisClusterNodes).toEqual([
+      { host: "10.0.0.1", port: 7000 },
+      { host: "redis-2.internal", port: 7001 },
+      { host: "::1", port: 7002 },
+    ]);
+  });
+
   test("a malformed value is refused with a message naming the variable", () => {
     const cases: [Record<string, string>, string][] = [
       [{ PORT: "http" }, "PORT"],
@@ -41,6 +54,10 @@ describe("configuration", () => {
       [{ DATABASE_READ_URL: "replica:5432" }, "DATABASE_READ_URL"],
       [{ READ_YOUR_WRITES_SECONDS: "0" }, "READ_YOUR_WRITES_SECONDS"],
       [{ REDIS_URL: "not a url" }, "REDIS_URL"],
+      [{ REDIS_CLUSTER_NODES: "127.0.0.1" }, "REDIS_CLUSTER_NODES"],
+      [{ REDIS_CLUSTER_NODES: "127.0.0.1:7000,,127.0.0.1:7001" }, "REDIS_CLUSTER_NODES"],
+      [{ REDIS_CLUSTER_NODES: "redis://127.0.0.1:7000" }, "REDIS_CLUSTER_NODES"],
+      [{ REDIS_CLUSTER_NODES: "127.0.0.1:0" }, "REDIS_CLUSTER_NODES"],
       [{ DAILY_SEND_QUOTA: "-1" }, "DAILY_SEND_QUOTA"],
       [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
       [{ REDIS_PREFIX: "has space" }, "REDIS_PREFIX"],

@@ -97,6 +97,23 @@ describe("isDependencyDown", () => {
     expect(isDependencyDown(new Error("Command timed out"))).toBe(true);
     expect(isDependencyDown(new Error("LOADING Redis is loading the dataset in memory"))).toBe(true);
   });
+
+  test("a Redis Cluster without a node to talk to: a bounded wait, then a dependency fault", async () => {
+    const unreachable = createRedis({ redisUrl: "", redisClusterNodes: [{ host: "127.0.0.1", port: 1 }] });
+    try {
+      const started = performance.now();
+      const waited = await unreachable.get("x").then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect(performance.now() - started).toBeLessThan(5000);
+      expect(isDependencyDown(waited)).toBe(true);
+    } finally {
+      unreachable.disconnect();
+    }
+    // What a Cluster client says once it gave up on every node it knows.
+    expect(isDependencyDown(new Error("None of startup nodes is available"))).toBe(true);
+  });
 });
 
 describe("Postgres terminates the connection of a request in flight (57P01)", () => {
@@ -216,7 +233,7 @@ describe("Redis closed", () => {
   });
 
   test("a closed connection on a read route: 503 with Retry-After", async () => {
-    const closed = createRedis(env.config.redisUrl);
+    const closed = createRedis(env.config);
     closed.disconnect();
     const app = createApp({ ...env.deps, redis: closed });
     expectUnavailable(await call(app, "GET", "/v2/conversations", { token: tenant.token }));

@@ -132,7 +132,9 @@ describe("feed head in Redis", () => {
     const atHead = (await poll(env.app, tenant)).body.next_cursor;
 
     // Redis restarted empty: the head and the sync marker are gone.
-    await env.deps.redis.del(env.deps.keys.feedHead(tenant.tenantId), env.deps.keys.feedHeadsSynced());
+    // Two DELs: on a Redis Cluster the keys are in different slots.
+    await env.deps.redis.del(env.deps.keys.feedHead(tenant.tenantId));
+    await env.deps.redis.del(env.deps.keys.feedHeadsSynced());
     expect((await poll(noPostgres, tenant, atHead)).status).toBeGreaterThanOrEqual(500);
     expect((await poll(env.app, tenant, atHead)).body).toMatchObject({ data: [], next_cursor: atHead });
     const later = await send();
@@ -163,7 +165,7 @@ describe("feed head in Redis", () => {
 
   test("readers polling while sequencer loops raise heads see every message once, in order", async () => {
     const { tenant, send } = await tenantWithMessages("Head race", 0, "+4915100090006");
-    const heads = { redisUrl: env.config.redisUrl, redisPrefix: env.config.redisPrefix };
+    const heads = { redis: env.config, redisPrefix: env.config.redisPrefix };
     const loops = [0, 1].map(() => startFeedSequencer(env.deps.db, silent, { intervalMs: 5, heads }));
     const written: string[] = [];
     let writing = true;

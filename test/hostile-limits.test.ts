@@ -219,8 +219,8 @@ describe("operator endpoints", () => {
         throw new Error("provider exploded");
       },
       {
-        connection: createRedis(env.config.redisUrl, { forQueues: true }),
-        prefix: queuePrefix(env.config.redisPrefix),
+        connection: createRedis(env.config, { forQueues: true }),
+        prefix: queuePrefix(env.config.redisPrefix, "finalize"),
       },
     );
     await eventually(async () => (await queue.getJobState(jobId)) === "failed");

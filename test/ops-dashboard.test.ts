@@ -102,8 +102,8 @@ describe("with OPS_USER and OPS_PASSWORD set", () => {
         throw new Error("provider exploded");
       },
       {
-        connection: createRedis(env.config.redisUrl, { forQueues: true }),
-        prefix: queuePrefix(env.config.redisPrefix),
+        connection: createRedis(env.config, { forQueues: true }),
+        prefix: queuePrefix(env.config.redisPrefix, "finalize"),
       },
     );
     await eventually(async () => (await queue.getJobState("in-dashboard-1")) === "failed");

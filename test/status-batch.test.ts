@@ -287,7 +287,7 @@ describe("status events in batches", () => {
   });
 
   test("a nudge that arrives while the drain job is active is kept and runs after it", async () => {
-    const connection = createRedis(env.config.redisUrl, { forQueues: true });
+    const connection = createRedis(env.config, { forQueues: true });
     const started: number[] = [];
     let release: () => void = () => {};
     const blocked = new Promise<void>((resolve) => {
@@ -300,7 +300,7 @@ describe("status events in batches", () => {
         started.push(job.data.nudgedAt);
         if (started.length === 1) await blocked;
       },
-      { connection, prefix: queuePrefix(env.config.redisPrefix), concurrency: 5 },
+      { connection, prefix: queuePrefix(env.config.redisPrefix, "status"), concurrency: 5 },
     );
     try {
       // Whatever earlier tests left waiting runs first.

@@ -14,11 +14,17 @@ import type { Scope } from "../src/http/request-state.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { createLogger } from "../src/logger.ts";
 import { deliverBatch, type SendDeps, SendNotYetPossible } from "../src/outbound/send.ts";
-import { deleteInstanceKeys } from "../src/redis/connect.ts";
+import { deleteInstanceKeys, type RedisTarget } from "../src/redis/connect.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 
 const PG_BASE = process.env.TEST_DATABASE_BASE ?? "postgres://postgres@127.0.0.1:5432";
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379/0";
+/** Set (scripts/redis-cluster.ts): every test, and every process it starts, uses this Redis Cluster. */
+const REDIS_CLUSTER_NODES = process.env.REDIS_CLUSTER_NODES ?? "";
+const REDIS_TARGET: RedisTarget = {
+  redisUrl: REDIS_URL,
+  redisClusterNodes: loadConfig({ NODE_ENV: "development", REDIS_CLUSTER_NODES }).redisClusterNodes,
+};
 
 /** A database and a Redis prefix of their own for one test file, dropped at the end. */
 export interface TestEnv {
@@ -50,6 +56,7 @@ export async function createTestEnv(options: TestEnvOptions = {}): Promise<TestE
     NODE_ENV: "development",
     DATABASE_URL: `${PG_BASE}/test_${suffix}`,
     REDIS_URL,
+    REDIS_CLUSTER_NODES,
     REDIS_PREFIX: `test-${suffix}`,
     PUBLIC_BASE_URL: "http://localhost/v2",
     LOG_LEVEL: "silent",
@@ -134,7 +141,7 @@ export async function eventually<T>(
 }
 
 export function deleteRedisPrefix(prefix: string): Promise<void> {
-  return deleteInstanceKeys(REDIS_URL, prefix);
+  return deleteInstanceKeys(REDIS_TARGET, prefix);
 }
 
 export interface CallOptions {
@@ -246,6 +253,7 @@ export function spawnWorker(
       NODE_ENV: "development",
       DATABASE_URL: env.config.databaseUrl,
       REDIS_URL: env.config.redisUrl,
+      REDIS_CLUSTER_NODES,
       REDIS_PREFIX: env.config.redisPrefix,
       WHATSAPP_GRAPH_URL: env.config.whatsappGraphUrl,
       LOG_LEVEL: process.env.TEST_WORKER_LOG_LEVEL ?? "silent",

@@ -48,7 +48,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   const config = loadConfigOrExit();
   const logger = createLogger(config.logLevel, processName);
   const db = createDb(config.databaseUrl, { applicationName: `messaging-${processName}`, max: 10 });
-  const redis = createRedis(config.redisUrl, { forQueues: true, connectionName: `messaging-${processName}` });
+  const redis = createRedis(config, { forQueues: true, connectionName: `messaging-${processName}` });
   const queues = createQueues(redis, config.redisPrefix);
   const metrics = createMetrics({ process: processName });
   const provider = instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics);
@@ -71,7 +71,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   // Every worker process runs one, so the feed advances while any worker is alive.
   const feedSequencer = startFeedSequencer(db, logger, {
     shards: config.workers.feedShards,
-    heads: { redisUrl: config.redisUrl, redisPrefix: config.redisPrefix },
+    heads: { redis: config, redisPrefix: config.redisPrefix },
     onTick(tick, seconds) {
       metrics.feedTickDuration.observe(seconds);
       metrics.feedBatchSize.observe(tick.taken);
@@ -136,11 +136,11 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
         }
       };
       const worker = new Worker(name, timed, {
-        connection: createRedis(config.redisUrl, {
+        connection: createRedis(config, {
           forQueues: true,
           connectionName: `messaging-${processName}-${name}`,
         }),
-        prefix: queuePrefix(config.redisPrefix),
+        prefix: queuePrefix(config.redisPrefix, name),
         concurrency,
         // A killed worker's job returns to the queue after the lock lapses.
         lockDuration: config.workers.lockMs,

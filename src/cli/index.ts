@@ -462,7 +462,7 @@ export async function runCli(argv: string[], env = process.env): Promise<{ code:
     await ensureDatabase(config.databaseUrl);
     db = createDb(config.databaseUrl, { max: 2, applicationName: "messaging-cli" });
     if (name !== "db migrate") await migrate(db);
-    redis = createRedis(config.redisUrl, { connectionName: "messaging-cli" });
+    redis = createRedis(config, { connectionName: "messaging-cli" });
     const context = { config, db, redis, keys: redisKeys(config.redisPrefix) };
     const { help: _help, ...flags } = parsed.values;
     const result = await command(context, flags as Flags);

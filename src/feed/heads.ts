@@ -1,7 +1,7 @@
 import type { ChainableCommander } from "ioredis";
 import { sql } from "kysely";
 import type { Db } from "../db/connect.ts";
-import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+import { pipelinePerSlot, type RedisClient, type RedisKeys } from "../redis/connect.ts";
 
 /**
  * Each tenant's feed head in Redis (`epoch:last_seq`), so that a poll at the head is answered without
@@ -64,7 +64,7 @@ export function createFeedHeadWriter(redis: RedisClient, keys: RedisKeys): FeedH
 }
 
 /**
- * After a tick's commit: raise the heads it moved, in one pipeline that also reads the sync marker.
+ * After a tick's commit: raise the heads it moved, pipelined with a read of the sync marker.
  * Every head is then raised from feed_heads when this process owes a sync, or when the marker is gone
  * (Redis restarted empty, or it lapsed: a raise lost to a crash waits at most that long) or names
  * another epoch (an operator bumped it: older cursors must reach Postgres, which restarts them at 0).
@@ -82,11 +82,12 @@ export async function publishFeedHeads(
     return;
   }
   try {
-    const pipeline = redis.pipeline() as HeadPipeline;
-    for (const head of heads) pipeline.raiseFeedHead(keys.feedHead(head.tenantId), epoch, head.lastSeq);
-    pipeline.get(keys.feedHeadsSynced());
-    const results = await execOrThrow(pipeline);
-    if (writer.syncDue || results.at(-1) !== String(epoch)) await syncFeedHeads(db, writer);
+    // Sent together: one round trip on a single node.
+    const [, synced] = await Promise.all([
+      raiseHeads(redis, keys, epoch, heads),
+      redis.get(keys.feedHeadsSynced()),
+    ]);
+    if (writer.syncDue || synced !== String(epoch)) await syncFeedHeads(db, writer);
   } catch (error) {
     writer.syncDue = true;
     throw error;
@@ -100,21 +101,26 @@ export async function syncFeedHeads(db: Db, writer: FeedHeadWriter): Promise<voi
   const { rows } = await sql<{ epoch: number; tenant_id: string | null; last_seq: number | null }>`
     SELECT e.epoch, h.tenant_id, h.last_seq FROM feed_epoch e LEFT JOIN feed_heads h ON true`.execute(db);
   const epoch = rows[0]?.epoch ?? 0;
-  for (let at = 0; at < rows.length; at += SYNC_CHUNK) {
-    const pipeline = redis.pipeline() as HeadPipeline;
-    for (const row of rows.slice(at, at + SYNC_CHUNK))
-      if (row.tenant_id !== null && row.last_seq !== null)
-        pipeline.raiseFeedHead(keys.feedHead(row.tenant_id), epoch, row.last_seq);
-    if (pipeline.length > 0) await execOrThrow(pipeline);
-  }
+  const heads = rows.flatMap((row) =>
+    row.tenant_id !== null && row.last_seq !== null
+      ? [{ tenantId: row.tenant_id, lastSeq: row.last_seq }]
+      : [],
+  );
+  for (let at = 0; at < heads.length; at += SYNC_CHUNK)
+    await raiseHeads(redis, keys, epoch, heads.slice(at, at + SYNC_CHUNK));
   await redis.set(keys.feedHeadsSynced(), String(epoch), "EX", FEED_HEADS_SYNC_SECONDS);
   writer.syncDue = false;
 }
 
-/** A pipeline's replies; the first command error is thrown (exec itself resolves with it). */
-async function execOrThrow(pipeline: ChainableCommander): Promise<unknown[]> {
-  const results = (await pipeline.exec()) ?? [];
+/** Raises heads, pipelined (per slot on a Cluster); the first command error is thrown. */
+async function raiseHeads(redis: RedisClient, keys: RedisKeys, epoch: number, heads: TenantHead[]) {
+  const results = await pipelinePerSlot(
+    redis,
+    heads,
+    (head) => keys.feedHead(head.tenantId),
+    (pipeline, head) =>
+      (pipeline as HeadPipeline).raiseFeedHead(keys.feedHead(head.tenantId), epoch, head.lastSeq),
+  );
   const failed = results.find(([error]) => error);
   if (failed?.[0]) throw failed[0];
-  return results.map(([, value]) => value);
 }

@@ -4,7 +4,7 @@ import type { Db } from "../db/connect.ts";
 import { ADVISORY_LOCKS } from "../db/locks.ts";
 import { SYSTEM_TYPE_PATTERN } from "../history/repository.ts";
 import type { Logger } from "../logger.ts";
-import { createRedis, redisKeys } from "../redis/connect.ts";
+import { createRedis, type RedisTarget, redisKeys } from "../redis/connect.ts";
 import { createFeedHeadWriter, type FeedHeadWriter, publishFeedHeads, type TenantHead } from "./heads.ts";
 
 /**
@@ -182,7 +182,7 @@ export function startFeedSequencer(
      * Raise the tenants' feed heads in this Redis after each tick. The loop opens a connection of its
      * own: a queue connection's commands wait forever while Redis is away, and numbering must not.
      */
-    heads?: { redisUrl: string; redisPrefix: string };
+    heads?: { redis: RedisTarget; redisPrefix: string };
     /**
      * FEED_SHARDS: the shard count to raise Postgres' to before the first tick (never lowered). The
      * loop numbers every shard in force either way.
@@ -193,7 +193,7 @@ export function startFeedSequencer(
   const intervalMs = options.intervalMs ?? FEED_TICK_INTERVAL_MS;
   const batchSize = options.batchSize ?? FEED_BATCH_SIZE;
   const headsRedis =
-    options.heads && createRedis(options.heads.redisUrl, { connectionName: "messaging-feed-heads" });
+    options.heads && createRedis(options.heads.redis, { connectionName: "messaging-feed-heads" });
   const heads =
     options.heads && headsRedis && createFeedHeadWriter(headsRedis, redisKeys(options.heads.redisPrefix));
   const kickGapMs = options.kickGapMs ?? FEED_KICK_GAP_MS;

@@ -27,10 +27,11 @@ const DOWN_CODES = new Set([
 
 /**
  * What pg, ioredis and the pool say when a connection broke or could not be had. The Redis replies
- * are a server that is loading its data or failing over.
+ * are a server that is loading its data or failing over; the last two, a Redis Cluster client with
+ * no node to talk to.
  */
 const DOWN_MESSAGE =
-  /Connection terminated|timeout exceeded when trying to connect|is not queryable|Query read timeout|Connection is closed|Command aborted due to connection close|Stream isn't writeable|Command timed out|Socket timeout|connect ECONNREFUSED|connect ETIMEDOUT|^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY) /;
+  /Connection terminated|timeout exceeded when trying to connect|is not queryable|Query read timeout|Connection is closed|Command aborted due to connection close|Stream isn't writeable|Command timed out|Socket timeout|connect ECONNREFUSED|connect ETIMEDOUT|^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY) |None of startup nodes is available|Cluster isn't ready/;
 
 /** ioredis gives up on a command after `maxRetriesPerRequest` reconnects (src/redis/connect.ts). */
 const DOWN_NAMES = new Set(["MaxRetriesPerRequestError", "ClusterAllFailedError"]);

@@ -3,7 +3,7 @@ import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
 import { randomBase62 } from "../ids.ts";
-import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+import { pipelinePerSlot, type RedisClient, type RedisKeys } from "../redis/connect.ts";
 
 /**
  * Idempotency-Key (DESIGN §3, after Stripe and draft-ietf-httpapi-idempotency-key-header):
@@ -160,16 +160,19 @@ export async function releaseIdempotencyMarker(redis: RedisClient, redisKey: str
   if (owner === token) await redis.del(redisKey).catch(() => {});
 }
 
-/** One pipeline for a whole batch's done markers (accept-batch.ts, after its commit). */
+/** A whole batch's done markers pipelined (accept-batch.ts, after its commit). */
 export async function writeDoneMarkers(
   redis: RedisClient,
   done: readonly { target: IdempotencyMarkerTarget; messageId: string }[],
 ): Promise<void> {
   if (done.length === 0) return;
-  const pipeline = redis.pipeline();
-  for (const { target, messageId } of done)
-    pipeline.set(target.redisKey, doneMarker(target.hash, messageId), "PX", IDEMPOTENCY_RETENTION_MS);
-  await pipeline.exec();
+  await pipelinePerSlot(
+    redis,
+    done,
+    ({ target }) => target.redisKey,
+    (pipeline, { target, messageId }) =>
+      pipeline.set(target.redisKey, doneMarker(target.hash, messageId), "PX", IDEMPOTENCY_RETENTION_MS),
+  );
 }
 
 function newClaim(

@@ -22,9 +22,13 @@ export interface JobData {
 
 export type Queues = { [N in QueueName]: Queue<JobData[N]> } & { close(): Promise<void> };
 
-/** The hash tag keeps every key of every queue in one Redis Cluster slot, as BullMQ requires. */
-export function queuePrefix(redisPrefix: string): string {
-  return `{${redisPrefix}}`;
+/**
+ * A queue's key prefix, `{<prefix>:<queue>}`: the hash tag keeps every key of the queue in one Redis
+ * Cluster slot, as BullMQ's scripts require, and a tag per queue lets the queues sit on different
+ * shards.
+ */
+export function queuePrefix(redisPrefix: string, queue: QueueName): string {
+  return `{${redisPrefix}:${queue}}`;
 }
 
 export const DEFAULT_JOB_OPTIONS: JobsOptions = {
@@ -35,9 +39,12 @@ export const DEFAULT_JOB_OPTIONS: JobsOptions = {
 
 /** Producers share the caller's connection (one per process, not one per queue). */
 export function createQueues(connection: RedisClient, redisPrefix: string): Queues {
-  const prefix = queuePrefix(redisPrefix);
   const make = <N extends QueueName>(name: N) =>
-    new Queue<JobData[N]>(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS });
+    new Queue<JobData[N]>(name, {
+      connection,
+      prefix: queuePrefix(redisPrefix, name),
+      defaultJobOptions: DEFAULT_JOB_OPTIONS,
+    });
   const queues = {
     send: make("send"),
     finalize: make("finalize"),

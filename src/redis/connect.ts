@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { Redis, type RedisOptions } from "ioredis";
+import { type ChainableCommander, Cluster, Redis, type RedisOptions } from "ioredis";
+import type { Config } from "../config.ts";
+import { QUEUE_NAMES, queuePrefix } from "../queues/index.ts";
 
 /** Our Lua commands, registered with defineCommand on every connection we create. */
 export interface ScriptCommands {
@@ -38,7 +40,11 @@ export interface ScriptCommands {
   ): Promise<[number, number]>;
 }
 
-export type RedisClient = Redis & ScriptCommands;
+/** One node, or a Redis Cluster (REDIS_CLUSTER_NODES): the code is the same for both. */
+export type RedisClient = (Redis | Cluster) & ScriptCommands;
+
+/** Where Redis is: the Cluster of `redisClusterNodes` when any, else the one node at `redisUrl`. */
+export type RedisTarget = Pick<Config, "redisUrl" | "redisClusterNodes">;
 
 const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
   { name: "rateLimit", file: "rate_limit.lua", keys: 1 },
@@ -61,7 +67,25 @@ export interface RedisClientOptions {
   connectionName?: string;
 }
 
-export function createRedis(redisUrl: string, options: RedisClientOptions = {}): RedisClient {
+const COMMAND_TIMEOUT_MS = 2000;
+
+/**
+ * A Cluster holds a command while it has no connection to the cluster (at start, or all nodes away)
+ * for as long as that lasts; the nodes' commandTimeout only starts once a node has it. Bound the
+ * whole wait as a single node's commandTimeout does, so the api answers 503 rather than hang.
+ */
+function boundOfflineWait(cluster: Cluster): void {
+  const send = cluster.sendCommand.bind(cluster);
+  cluster.sendCommand = (command, stream, node) => {
+    command.setTimeout(COMMAND_TIMEOUT_MS);
+    return send(command, stream, node);
+  };
+}
+
+/** `target` may be a bare URL: that one node (tests and tools that need a particular server). */
+export function createRedis(target: RedisTarget | string, options: RedisClientOptions = {}): RedisClient {
+  const { redisUrl, redisClusterNodes } =
+    typeof target === "string" ? { redisUrl: target, redisClusterNodes: [] } : target;
   const settings: RedisOptions = {
     connectionName: options.connectionName,
     // While Redis is away a command waits for one reconnect attempt, then fails (the api answers
@@ -69,18 +93,68 @@ export function createRedis(redisUrl: string, options: RedisClientOptions = {}):
     maxRetriesPerRequest: options.forQueues ? null : 1,
     // A Redis that accepts connections but drops them (a restarting server, a proxy) would keep a
     // command waiting through reconnect after reconnect: bound it. Not for BullMQ's blocking reads.
-    ...(options.forQueues ? {} : { commandTimeout: 2000 }),
+    ...(options.forQueues ? {} : { commandTimeout: COMMAND_TIMEOUT_MS }),
     connectTimeout: 3000,
-    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
     lazyConnect: false,
   };
-  const redis = new Redis(redisUrl, settings) as RedisClient;
+  const retryStrategy = (attempt: number) => Math.min(attempt * 200, 2000);
+  const redis = (
+    redisClusterNodes.length > 0
+      ? new Cluster(redisClusterNodes, {
+          redisOptions: settings,
+          clusterRetryStrategy: retryStrategy,
+          // A node that restarts keeps its slots: reconnect to it rather than wait for a MOVED.
+          clusterNodeRetryStrategy: retryStrategy,
+          slotsRefreshTimeout: 3000,
+        })
+      : new Redis(redisUrl, { ...settings, retryStrategy })
+  ) as RedisClient;
+  if (redis instanceof Cluster && !options.forQueues) boundOfflineWait(redis);
   // Errors surface on the commands that fail; an unhandled 'error' event would kill the process.
   redis.on("error", () => {});
   for (const script of SCRIPTS) {
     redis.defineCommand(script.name, { numberOfKeys: script.keys, lua: scriptSource.get(script.name) ?? "" });
   }
   return redis;
+}
+
+/** The part of a key Redis Cluster hashes to a slot: its first non-empty {hash tag}, else all of it. */
+function hashTag(key: string): string {
+  const open = key.indexOf("{");
+  const close = open < 0 ? -1 : key.indexOf("}", open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : key;
+}
+
+/**
+ * Pipelines one command per item and returns the replies in item order (as `pipeline.exec()` does,
+ * [error, value] each). On one node that is one pipeline; a Cluster refuses a pipeline whose keys
+ * are not all in one place, so there the items go in one pipeline per hash tag, sent together.
+ */
+export async function pipelinePerSlot<T>(
+  redis: RedisClient,
+  items: readonly T[],
+  keyOf: (item: T) => string,
+  add: (pipeline: ChainableCommander, item: T) => void,
+): Promise<[Error | null, unknown][]> {
+  const groups = new Map<string, number[]>();
+  items.forEach((item, i) => {
+    const tag = redis.isCluster ? hashTag(keyOf(item)) : "";
+    const group = groups.get(tag);
+    if (group) group.push(i);
+    else groups.set(tag, [i]);
+  });
+  const replies: [Error | null, unknown][] = new Array(items.length);
+  await Promise.all(
+    [...groups.values()].map(async (indexes) => {
+      const pipeline = redis.pipeline();
+      for (const i of indexes) add(pipeline, items[i] as T);
+      const results = (await pipeline.exec()) ?? [];
+      indexes.forEach((itemIndex, at) => {
+        replies[itemIndex] = results[at] ?? [new Error("no reply"), null];
+      });
+    }),
+  );
+  return replies;
 }
 
 /**
@@ -144,20 +218,43 @@ export type RedisKeys = ReturnType<typeof redisKeys>;
 
 /**
  * Deletes every key of one instance (tests, benchmarks): ours are `prefix:...`, BullMQ's
- * `{prefix}:...` (the hash-tagged queue prefix, src/queues).
+ * `{prefix:<queue>}:...` (each queue's hash-tagged prefix, src/queues). A Cluster's keys are spread
+ * over its masters, each scanned; a key is deleted on its own (one DEL of keys in several slots is
+ * refused by a Cluster).
  */
-export async function deleteInstanceKeys(redisUrl: string, prefix: string): Promise<void> {
-  const redis = createRedis(redisUrl);
+export async function deleteInstanceKeys(target: RedisTarget | string, prefix: string): Promise<void> {
+  const redis = createRedis(target);
+  const patterns = [`${prefix}:*`, ...QUEUE_NAMES.map((name) => `${queuePrefix(prefix, name)}:*`)];
   try {
-    for (const pattern of [`${prefix}:*`, `{${prefix}}:*`]) {
-      let cursor = "0";
-      do {
-        const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
-        cursor = next;
-        if (keys.length > 0) await redis.del(...keys);
-      } while (cursor !== "0");
+    if (redis instanceof Cluster) await clusterReady(redis);
+    const nodes = redis instanceof Cluster ? redis.nodes("master") : [redis];
+    for (const node of nodes) {
+      for (const pattern of patterns) {
+        let cursor = "0";
+        do {
+          const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+          cursor = next;
+          if (keys.length > 0) {
+            const pipeline = node.pipeline();
+            for (const key of keys) pipeline.unlink(key);
+            await pipeline.exec();
+          }
+        } while (cursor !== "0");
+      }
     }
   } finally {
     redis.disconnect();
   }
+}
+
+/** A Cluster knows its masters once it is ready (their list is empty before). */
+function clusterReady(cluster: Cluster): Promise<void> {
+  if (cluster.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("Redis Cluster not ready within 10 s")), 10_000);
+    cluster.once("ready", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
