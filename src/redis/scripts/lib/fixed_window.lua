@@ -6,10 +6,12 @@ local function take_fixed_window(key, limit)
   local now = redis.call('TIME')
   local second = tonumber(now[1])
   local reset_ms = 1000 - math.floor(tonumber(now[2]) / 1000)
-  local window = tonumber(redis.call('HGET', key, 'w'))
+  -- One read of both fields (a command fewer on every request than two HGETs).
+  local stored = redis.call('HMGET', key, 'w', 'n')
+  local window = tonumber(stored[1])
   local count = 0
   if window == second then
-    count = tonumber(redis.call('HGET', key, 'n')) or 0
+    count = tonumber(stored[2]) or 0
   end
   if count >= limit then
     return false, 0, reset_ms, second + 1
