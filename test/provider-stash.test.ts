@@ -190,12 +190,12 @@ describe("provider accepted, Postgres cannot record the id", () => {
       status: "delivered",
       provider_message_id: "wamid.DOUBT4",
     });
+    // Applied, so no longer kept.
     const events = await env.deps.db
       .selectFrom("status_events")
-      .select("applied_at")
+      .select("id")
       .where("provider_message_id", "=", "wamid.DOUBT4")
       .execute();
-    expect(events).toHaveLength(1);
-    expect(events[0]!.applied_at).not.toBeNull();
+    expect(events).toHaveLength(0);
   });
 });

@@ -131,7 +131,6 @@ async function unappliedOf(prefix: string): Promise<number> {
     .selectFrom("status_events")
     .select((eb) => eb.fn.countAll<number>().as("n"))
     .where("provider_message_id", "like", `${prefix}-%`)
-    .where("applied_at", "is", null)
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }

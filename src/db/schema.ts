@@ -155,7 +155,6 @@ export interface StatusEventsTable {
   /** The sender of the webhook's phone_number_id; null on events stored before 006. */
   sender_id: string | null;
   received_at: CreatedAt;
-  applied_at: Date | null;
 }
 
 export interface MediaTable {

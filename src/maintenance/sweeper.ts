@@ -111,7 +111,6 @@ export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepRe
   const unapplied = await deps.db
     .selectFrom("status_events")
     .select("status_events.provider_message_id")
-    .where("status_events.applied_at", "is", null)
     .where("status_events.received_at", "<", cutoff)
     .where(({ exists, selectFrom }) =>
       exists(

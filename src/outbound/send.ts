@@ -619,7 +619,6 @@ async function applyOvertakingStatuses(deps: AdoptDeps, providerMessageIds: stri
       .select("provider_message_id")
       .distinct()
       .where("provider_message_id", "in", providerMessageIds)
-      .where("applied_at", "is", null)
       .execute();
     // One transaction for the chunk's overtaken messages, not one each.
     await applyStatusEvents(

@@ -58,7 +58,7 @@ interface ClaimedEvent {
 export interface StatusBatch {
   /** Events taken (locked) by this batch. */
   claimed: number;
-  /** Events settled (marked applied): with effect, ignored as out of order, or of another sender. */
+  /** Events settled (applied, then deleted): with effect, ignored as out of order, or of another sender. */
   applied: number;
   /** Messages whose status changed. */
   messages: number;
@@ -96,7 +96,6 @@ export async function applyStatusEvents(
       .selectFrom("status_events")
       .select(["id", "provider_message_id", "status", "errors", "sender_id", "provider_timestamp"])
       .where("provider_message_id", "in", ids)
-      .where("applied_at", "is", null)
       .orderBy("id")
       .forUpdate()
       .execute();
@@ -154,11 +153,10 @@ export async function applyPendingStatusEvents(
     const { rows: events } = await sql<ClaimedEvent>`
       SELECT e.id, e.provider_message_id, e.status, e.errors, e.sender_id, e.provider_timestamp
       FROM status_events e
-      WHERE e.applied_at IS NULL
-        -- A scalar subquery, not EXISTS: it stays one index probe per unapplied event. As a semi
-        -- join the planner may hash every outbound message instead, a cost that grows with the
-        -- table, not the backlog (provider ids are unique, so it returns one row at most).
-        AND (SELECT m.direction FROM messages m
+      -- A scalar subquery, not EXISTS: it stays one index probe per unapplied event. As a semi
+      -- join the planner may hash every outbound message instead, a cost that grows with the
+      -- table, not the backlog (provider ids are unique, so it returns one row at most).
+      WHERE (SELECT m.direction FROM messages m
              WHERE m.provider_message_id = e.provider_message_id) = 'outbound'
       ORDER BY e.id
       LIMIT ${limit}
@@ -200,11 +198,8 @@ async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
       WHERE ${unsent("m")} AND m.status = 'accepted'
     ), echo AS MATERIALIZED (
       -- Their events, by client_reference alone: an array, so that its index is used (a join on
-      -- m.id would compare in m.id's collation, "C", which that index is not in). applied_at is
-      -- checked on these few rows, not through the unapplied index, which also holds an entry for
-      -- every event applied since the table's last vacuum.
-      SELECT e.id, e.client_reference COLLATE "C" AS client_reference, e.provider_message_id, e.sender_id,
-        e.applied_at
+      -- m.id would compare in m.id's collation, "C", which that index is not in).
+      SELECT e.id, e.client_reference COLLATE "C" AS client_reference, e.provider_message_id, e.sender_id
       FROM status_events e
       WHERE e.client_reference IS NOT NULL
         AND e.client_reference = ANY(ARRAY(SELECT id COLLATE "default" FROM unsent))
@@ -213,8 +208,7 @@ async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
       SELECT DISTINCT ON (m.id) m.id, e.provider_message_id
       FROM echo e
       JOIN messages m ON m.id = e.client_reference
-      WHERE e.applied_at IS NULL
-        AND (e.sender_id IS NULL OR e.sender_id = m.sender_id)
+      WHERE (e.sender_id IS NULL OR e.sender_id = m.sender_id)
         AND NOT EXISTS (SELECT 1 FROM messages k WHERE k.provider_message_id = e.provider_message_id)
       ORDER BY m.id, e.id
     ), adoption AS (
@@ -240,8 +234,8 @@ async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
 /**
  * Applies events the caller has locked: locks their messages (in seq order, so concurrent batches
  * lock alike), folds each message's events oldest first through `nextStatus`, writes the changed
- * messages in one statement and marks the events applied in another. Events of a message not
- * known by its provider id are left as they are.
+ * messages in one statement and deletes the events in another (applied events are not kept: sql/011).
+ * Events of a message not known by its provider id are left as they are.
  */
 async function applyClaimed(
   trx: Db,
@@ -304,7 +298,7 @@ async function applyClaimed(
       WHERE m.seq = v.seq`.execute(trx);
   }
   if (settled.length > 0) {
-    await sql`UPDATE status_events SET applied_at = ${now} WHERE id = ANY(${settled}::bigint[])`.execute(trx);
+    await sql`DELETE FROM status_events WHERE id = ANY(${settled}::bigint[])`.execute(trx);
   }
   return { applied: settled.length, messages: changed.length };
 }
