@@ -237,6 +237,27 @@ describe("limits before work", () => {
     expect(statuses).not.toContain(500);
   });
 
+  test("a trailing slash is the same path to every limit (Elysia routes /x/ to /x)", async () => {
+    const strict = createApp({ ...env.deps, limits: { ...env.deps.limits, tokenPerIp: 3 } });
+    await nextSecond();
+    const tokens: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const result = await call(strict, "POST", "/v2/oauth/token/", {
+        rawBody: `grant_type=client_credentials&client_id=cid_${i}&client_secret=x`,
+        headers: { "content-type": "application/x-www-form-urlencoded", "x-forwarded-for": "10.2.2.3" },
+      });
+      tokens.push(result.status);
+      // Still the token endpoint's own error shape.
+      if (result.status === 401) expect(result.body.error).toBe("invalid_client");
+    }
+    expect(tokens.slice(3)).toEqual([429, 429]);
+    // The upload is a send: the send limit's headers, not the read limit's.
+    const media = await call(env.app, "POST", "/v2/media/", { token, rawBody: "", headers: {} });
+    const direct = await call(env.app, "POST", "/v2/media", { token, rawBody: "", headers: {} });
+    expect(media.headers.get("ratelimit-limit")).toBe(direct.headers.get("ratelimit-limit"));
+    expect(media.status).toBe(direct.status);
+  });
+
   test("the panel and the operator endpoints are limited per IP", async () => {
     const strict = createApp({ ...env.deps, limits: { ...env.deps.limits, panelPerIp: 5, opsPerIp: 5 } });
     await nextSecond();

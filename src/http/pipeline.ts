@@ -138,9 +138,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
           Object.assign(state, auth.ok ? { auth: auth.auth } : { authProblem: auth.problem });
         }
 
-        // Elysia routes a trailing slash to the same handler (strictPath off): so must the admission.
-        const sendPath = path === MESSAGES_PATH || path === `${MESSAGES_PATH}/`;
-        if (auth?.ok === true && sendPath && request.method === "POST") {
+        if (auth?.ok === true && path === MESSAGES_PATH && request.method === "POST") {
           // The Idempotency-Key is claimed in the same Redis call; a malformed one is the route's 400.
           const key = request.headers.get("idempotency-key");
           const admission = await deps.admitSend(
@@ -258,7 +256,8 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
           failure = new ApiError("internal_error", "An internal error occurred. It has been logged.");
         }
 
-        if (path === TOKEN_PATH && failure instanceof ApiError) failure = toOAuthError(failure);
+        if (pathOf(request.url) === TOKEN_PATH && failure instanceof ApiError)
+          failure = toOAuthError(failure);
         if (state) state.status = failure.status;
         const pages = deps.pageErrors;
         if (pages && (path === pages.prefix || path.startsWith(`${pages.prefix}/`)))
@@ -332,7 +331,10 @@ export function pathOf(url: string): string {
   const start = url.indexOf("/", url.indexOf("//") + 2);
   if (start < 0) return "/";
   const end = url.search(/[?#]/);
-  return end < 0 ? url.slice(start) : url.slice(start, end);
+  const path = end < 0 ? url.slice(start) : url.slice(start, end);
+  // Elysia routes `/x/` to `/x` (strictPath off), so every policy keyed by path (the send
+  // admission, the token and media limits, body caps) must see them as one path.
+  return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
 }
 
 /**
