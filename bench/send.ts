@@ -330,8 +330,10 @@ function mainThreadWindow(pid: number) {
 
 /** Postgres server processes serving our database (the rest of the server is counted apart). */
 async function benchBackends(db: Db): Promise<number[]> {
+  // Not this script's own connections ("bench"): its samplers' queries are not the service's cost.
   const rows = await sql<{ pid: number }>`
-    SELECT pid FROM pg_stat_activity WHERE datname = current_database()`.execute(db);
+    SELECT pid FROM pg_stat_activity
+    WHERE datname = current_database() AND application_name IS DISTINCT FROM 'bench'`.execute(db);
   return rows.rows.map((r) => r.pid);
 }
 
