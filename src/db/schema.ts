@@ -184,7 +184,7 @@ export interface FeedPendingTable {
   message_id: string;
   tenant_id: string;
   queued_at: CreatedAt;
-  /** Set on insert by a trigger from the tenant and feed_shards (sql/010_feed_shards.sql). */
+  /** Named by the insert of messages/store.ts, or else set by a trigger (sql/010, sql/013). */
   shard: Generated<number>;
 }
 

@@ -94,8 +94,11 @@ const MESSAGE_COLUMNS = [
   "createdAt",
 ] as const satisfies readonly (keyof NewMessage)[];
 
+// The shard count is read once for the statement (sql/013), not by a trigger for every row.
 const INSERT_FEED_PENDING = `
-INSERT INTO feed_pending (message_id, tenant_id) SELECT * FROM unnest($1::text[], $2::text[])`;
+INSERT INTO feed_pending (message_id, tenant_id, shard)
+SELECT v.message_id, v.tenant_id, feed_shard_of(v.tenant_id, (SELECT shards FROM feed_shards))
+FROM unnest($1::text[], $2::text[]) AS v(message_id, tenant_id)`;
 
 /** One precompiled statement's rows, with this batch's parameters. */
 export async function run<Row>(trx: Db, text: string, parameters: unknown[]): Promise<Row[]> {

@@ -668,11 +668,10 @@ const STASH_TIMEOUT_MESSAGE = "Command timed out (provider-id stash)";
 export function providerIdStash(deps: { redis: RedisClient; config: { redisPrefix: string } }) {
   const key = redisKeys(deps.config.redisPrefix).providerIdStash();
   return {
-    /** Best effort: with Redis away too, the Postgres record (retried while we live) still follows. */
-    async put(messageId: string, providerMessageId: string, logger: Logger): Promise<void> {
-      await this.putMany([[messageId, providerMessageId]], logger);
-    },
-    /** One HSET for a whole chunk. */
+    /**
+     * One HSET for a whole chunk. Best effort: with Redis away too, the Postgres record (retried
+     * while we live) still follows.
+     */
     async putMany(pairs: [messageId: string, providerMessageId: string][], logger: Logger): Promise<void> {
       if (pairs.length === 0) return;
       await withTimeout(

@@ -2,9 +2,11 @@ import { sql } from "kysely";
 import { parseWebhook, type WebhookChange } from "../channel/webhook-events.ts";
 import type { Db } from "../db/connect.ts";
 import { createGroupCommit, type GroupCommit } from "../db/group-commit.ts";
+import { ttlCache } from "../lib/ttl-cache.ts";
 import type { Logger } from "../logger.ts";
 import { nudgeDrain } from "../queues/drain-nudge.ts";
 import type { Queues } from "../queues/index.ts";
+import { findSenderByProviderPhoneNumberId } from "../senders/repository.ts";
 
 /**
  * Stores what provider webhooks carry (as src/channel/webhook-events.ts reads them), durably and
@@ -89,33 +91,32 @@ const byKey =
 /** How long a phone_number_id's sender is remembered: a number names one sender for good. */
 const SENDER_CACHE_MS = 10_000;
 
+/** Thrown by the cache's load so that a number not found is not remembered. */
+class UnknownNumber extends Error {}
+
 /**
- * Senders by phone_number_id, remembered for a while: under load every webhook batch names the
- * same few numbers, and the lookup was a round trip of every batch. A number not found is not
- * remembered, so a sender created a moment ago is seen at once.
+ * Senders by phone_number_id, remembered for a while (the project's ttlCache over the senders
+ * repository's lookup): under load every webhook batch names the same few numbers, and the lookup
+ * was a round trip of every batch. A number not found is not remembered (a failed load is
+ * forgotten), so a sender created a moment ago is seen at once.
  */
-export function createSenderLookup(db: Db, now: () => number = Date.now) {
-  const known = new Map<string, { sender: SenderRef; at: number }>();
+export function createSenderLookup(db: Db) {
+  const byNumber = ttlCache<SenderRef>(SENDER_CACHE_MS, async (numberId) => {
+    const sender = await findSenderByProviderPhoneNumberId(db, numberId);
+    if (!sender) throw new UnknownNumber(numberId);
+    return { id: sender.id, tenant_id: sender.tenant_id };
+  });
   return async (numberIds: string[]): Promise<Map<string, SenderRef>> => {
     const found = new Map<string, SenderRef>();
-    const missing: string[] = [];
-    const at = now();
-    for (const id of numberIds) {
-      const hit = known.get(id);
-      if (hit && at - hit.at < SENDER_CACHE_MS) found.set(id, hit.sender);
-      else missing.push(id);
-    }
-    if (missing.length === 0) return found;
-    const rows = await db
-      .selectFrom("senders")
-      .select(["id", "tenant_id", "provider_phone_number_id"])
-      .where("provider_phone_number_id", "in", missing)
-      .execute();
-    for (const row of rows) {
-      const sender = { id: row.id, tenant_id: row.tenant_id };
-      known.set(row.provider_phone_number_id, { sender, at });
-      found.set(row.provider_phone_number_id, sender);
-    }
+    await Promise.all(
+      numberIds.map(async (numberId) => {
+        const sender = await byNumber.get(numberId).catch((error: unknown) => {
+          if (error instanceof UnknownNumber) return undefined;
+          throw error;
+        });
+        if (sender) found.set(numberId, sender);
+      }),
+    );
     return found;
   };
 }
@@ -130,7 +131,7 @@ type SenderLookup = ReturnType<typeof createSenderLookup>;
  * and cannot deadlock. Answers one result per body, in order.
  */
 export async function commitWebhooks(
-  deps: { db: Db; logger: Logger; senders?: SenderLookup },
+  deps: { logger: Logger; db: Db; senders: SenderLookup },
   bodies: unknown[],
 ): Promise<IngestResult[]> {
   const changes = bodies.map(parseWebhook);
@@ -145,7 +146,7 @@ export async function commitWebhooks(
   const empty = (): IngestResult => ({ inbound: [], statuses: [], statusEvents: 0, unknownNumbers: [] });
   if (numberIds.length === 0) return bodies.map(empty);
 
-  const senderByNumber = await (deps.senders ?? createSenderLookup(deps.db))(numberIds);
+  const senderByNumber = await deps.senders(numberIds);
   const perBody = changes.map((values) => rowsOf(values, senderByNumber));
   const inbound = perBody.flatMap((b) => b.inboundRows).sort(byKey((r) => r.provider_message_id));
   const statuses = perBody
