@@ -109,6 +109,26 @@ async function rows(ids: string[]) {
 }
 
 describe("a batch", () => {
+  test("a message that waits for its sender's tokens past the in-doubt window is not sent twice", async () => {
+    const owner = await shop(5);
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++) ids.push(await accept(owner, freshPhone(), `#w${i}`));
+    // A short in-doubt window: messages still waiting for tokens in the first worker look, to a
+    // second worker, like attempts that never reached the provider.
+    const deps = {
+      ...env.deps,
+      clock: systemClock,
+      config: { ...env.deps.config, workers: { ...env.deps.config.workers, sendInDoubtMs: 1000 } },
+    };
+    const first = deliverBatch(deps, ids);
+    await Bun.sleep(1500);
+    const second = deliverBatch(deps, ids);
+    await Promise.all([first, second]);
+    const sent = (await sentBy(owner.sender)).map((s) => s.messageId);
+    expect(sent.length).toBe(new Set(sent).size);
+    expect(new Set(sent)).toEqual(new Set(ids));
+  });
+
   test("one permanent and one retryable provider failure among successes: each its own outcome", async () => {
     const owner = await shop();
     const ids: string[] = [];

@@ -539,7 +539,7 @@ async function deliverForSender(deps: SendDeps, claimed: Claimed[], report: Batc
           await Bun.sleep(waitMs);
           continue;
         }
-        const chunk = sendable.splice(0, granted);
+        const chunk = await stillClaimed(deps, sendable.splice(0, granted), report);
         const done = await sendChunk(deps, credentials, chunk, report);
         // A successor (same sender) joins the next round: its own in-doubt check and tokens.
         queue.push(...(await claimSuccessors(deps, done, report)));
@@ -559,6 +559,38 @@ function credentialsOf(deps: SendDeps, row: Claimed): SenderCredentials | Provid
     if (error instanceof ProviderError) return error;
     throw error;
   }
+}
+
+/**
+ * The claim's stamp (send_started_at) is also the in-doubt clock: a row that waited for its
+ * sender's tokens longer than `sendInDoubtMs` looks, to another worker or the sweeper, like an
+ * attempt that never reached the provider, and is claimed and sent again. So a row claimed more
+ * than a quarter of that window ago is stamped again just before its provider call, on condition
+ * that the stamp is still ours; a row another worker has claimed since is left to it (skipped).
+ */
+async function stillClaimed(deps: SendDeps, rows: Claimed[], report: BatchReport): Promise<Claimed[]> {
+  const now = deps.clock.now();
+  const staleBefore = now.getTime() - deps.config.workers.sendInDoubtMs / 4;
+  const stale = rows.filter((r) => r.claimed_at.getTime() < staleBefore);
+  if (stale.length === 0) return rows;
+  const { rows: kept } = await sql<{ id: string }>`
+    UPDATE messages m SET send_started_at = ${now}
+    FROM unnest(
+      ${stale.map((r) => r.id)}::text[],
+      ${stale.map((r) => r.claimed_at.toISOString())}::timestamptz[]
+    ) AS v(id, claimed_at)
+    WHERE m.id = v.id AND m.send_started_at = v.claimed_at AND m.provider_message_id IS NULL
+    RETURNING m.id`.execute(deps.db);
+  const ours = new Set(kept.map((r) => r.id));
+  return rows.filter((row) => {
+    if (!stale.includes(row)) return true;
+    if (!ours.has(row.id)) {
+      report.outcomes.set(row.id, "skipped");
+      return false;
+    }
+    row.claimed_at = now;
+    return true;
+  });
 }
 
 /** One chunk: the provider calls side by side, then the stash and the record of them all. */
