@@ -496,6 +496,9 @@ async function loadPhase<S = undefined>(
     warmup = await runWrk(`${label}-warmup`, url, opts.warmup, tokensFile);
     say(`${label}: warm-up done: ${fmt(warmup.createdPerSecond)} created/s`);
   }
+  // The database was created empty a few seconds ago: its planner statistics say so until
+  // autovacuum's first round (a minute or more). A service that has run a while has had it.
+  await sql`ANALYZE`.execute(db);
   if (unexpectedExit) throw new Error(unexpectedExit);
   say(`${label}: measuring, ${opts.duration} s`);
   const stopSampling = await during?.();

@@ -160,11 +160,13 @@ async function claim(deps: SendDeps, selector: ReturnType<typeof sql>, now: Date
         AND ${unsent("m")} AND m.status = 'accepted'
         AND (m.send_not_before IS NULL OR m.send_not_before <= ${now})
         AND (m.send_started_at IS NULL OR m.send_started_at <= ${doubtCutoff})
-        AND NOT EXISTS (
-          SELECT 1 FROM messages e
-          WHERE e.sender_id = m.sender_id AND e.contact_id = m.contact_id
-            AND ${unsent("e")} AND e.seq < m.seq
-        )
+        -- A scalar subquery, not NOT EXISTS: it stays one probe of the pair index per message. As
+        -- an anti-join the planner may walk the whole unsent index for each message instead
+        -- (cheap by its statistics, not with the index's dead entries of messages just sent).
+        AND (SELECT 1 FROM messages e
+             WHERE e.sender_id = m.sender_id AND e.contact_id = m.contact_id
+               AND ${unsent("e")} AND e.seq < m.seq
+             LIMIT 1) IS NULL
       ORDER BY m.seq
       FOR UPDATE OF m SKIP LOCKED
     )
