@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type Job, Worker } from "bullmq";
+import { sql } from "kysely";
 import { signPayload } from "../src/channel/signature.ts";
 import { applyStatusEvents, drainStatusEvents, recordProviderMessageId } from "../src/outbound/status.ts";
 import { nudgeDrain } from "../src/queues/drain-nudge.ts";
@@ -117,6 +118,15 @@ async function outbound(prefix: string, count: number, withProviderId = true) {
   return rows.map((r, i) => ({ id: r.id, wamid: `${prefix}-${i}` }));
 }
 
+/** The send worker learns the provider ids of messages created without one (see `outbound`). */
+async function learnIds(messages: readonly { id: string; wamid: string }[]) {
+  await sql`
+    UPDATE messages m SET provider_message_id = v.wamid, status = 'sent'
+    FROM unnest(${messages.map((m) => m.id)}::text[], ${messages.map((m) => m.wamid)}::text[])
+      AS v(id, wamid)
+    WHERE m.id = v.id`.execute(env.deps.db);
+}
+
 async function statusesOf(prefix: string) {
   const rows = await env.deps.db
     .selectFrom("messages")
@@ -124,6 +134,11 @@ async function statusesOf(prefix: string) {
     .where("provider_message_id", "like", `${prefix}-%`)
     .execute();
   return new Map(rows.map((r) => [r.provider_message_id!, r]));
+}
+
+async function statusNudges(): Promise<number> {
+  const counts = await env.deps.queues.status.getJobCounts("waiting", "active", "delayed");
+  return (counts.waiting ?? 0) + (counts.active ?? 0) + (counts.delayed ?? 0);
 }
 
 async function unappliedOf(prefix: string): Promise<number> {
@@ -181,13 +196,36 @@ function eventsFor(messages: { wamid: string }[]) {
 }
 
 describe("status events in batches", () => {
+  test("statuses of 500 known messages are applied by the webhook store itself, out of order, never backwards", async () => {
+    const messages = await outbound("wamid.ingest", 500);
+    const { first, late, expected } = eventsFor(messages);
+    const nudgesBefore = await statusNudges();
+    await postStatuses(shuffled(first), 25);
+    // Nothing waits for a drain, and no drain is nudged.
+    expect(await unappliedOf("wamid.ingest")).toBe(0);
+    expect(await statusNudges()).toBe(nudgesBefore);
+    let now = await statusesOf("wamid.ingest");
+    for (const [wamid, status] of expected) expect(now.get(wamid)?.status).toBe(status);
+    for (const [wamid, row] of now) {
+      if (row.status === "failed") expect(row.failure?.code).toBe("recipient_invalid");
+      else expect(row.failure, wamid).toBeNull();
+    }
+    // The oldest events arrive last: nothing moves backwards.
+    await postStatuses(shuffled(late, 11), 50);
+    now = await statusesOf("wamid.ingest");
+    for (const [wamid, status] of expected) expect(now.get(wamid)?.status).toBe(status);
+    expect(await unappliedOf("wamid.ingest")).toBe(0);
+  });
+
   test("status events for 500 messages are applied in one drain, out of order, never backwards", async () => {
-    const messages = await outbound("wamid.bulk", 500);
+    // Statuses that overtook their sends: they wait until the provider ids are known.
+    const messages = await outbound("wamid.bulk", 500, false);
     const { first, late, expected } = eventsFor(messages);
     expect(first.length).toBeGreaterThan(500);
     // Shuffled across messages, and each message's events newest first within the shuffle's ties.
     await postStatuses(shuffled(first), 25);
     expect(await unappliedOf("wamid.bulk")).toBe(first.length);
+    await learnIds(messages);
 
     const drained = await drainStatusEvents(env.deps.db, env.clock);
     // One batch is one transaction: everything in one.
@@ -199,17 +237,15 @@ describe("status events in batches", () => {
       else expect(row.failure, wamid).toBeNull();
     }
 
-    // The oldest events arrive last: settled, nothing moves backwards.
+    // The oldest events arrive last, once the messages are known: settled, nothing moves backwards.
     await postStatuses(shuffled(late, 11), 50);
-    const again = await drainStatusEvents(env.deps.db, env.clock);
-    expect(again).toEqual({ applied: late.length, messages: 0, adopted: 0, batches: 1 });
     now = await statusesOf("wamid.bulk");
     for (const [wamid, status] of expected) expect(now.get(wamid)?.status).toBe(status);
     expect(await unappliedOf("wamid.bulk")).toBe(0);
   });
 
   test("50 concurrent webhooks are committed in far fewer than 50 transactions, with one nudge", async () => {
-    const messages = await outbound("wamid.group", 50);
+    const messages = await outbound("wamid.group", 50, false);
     await postStatuses(
       messages.map(({ wamid }) => ({ wamid, status: "delivered" as const, at: T0 + 2 })),
       1,
@@ -222,16 +258,16 @@ describe("status events in batches", () => {
       .executeTakeFirstOrThrow();
     expect(await unappliedOf("wamid.group")).toBe(50);
     expect(Number(transactions.n)).toBeLessThanOrEqual(10);
-    // Every webhook of this file nudged the status queue; no worker ran: one job waits.
-    const counts = await env.deps.queues.status.getJobCounts("waiting", "active", "delayed");
-    expect((counts.waiting ?? 0) + (counts.active ?? 0) + (counts.delayed ?? 0)).toBe(1);
+    // Every webhook of this file that stored a status nudged the queue; no worker ran: one job waits.
+    expect(await statusNudges()).toBe(1);
+    await learnIds(messages);
     const drained = await drainStatusEvents(env.deps.db, env.clock);
     expect(drained.applied).toBe(50);
     expect(drained.batches).toBe(1);
   });
 
   test("two drains in parallel apply each event once and never move a message backwards", async () => {
-    const messages = await outbound("wamid.twin", 300);
+    const messages = await outbound("wamid.twin", 300, false);
     const events: StatusEvent[] = messages.flatMap(({ wamid }) => [
       { wamid, status: "read", at: T0 + 3 },
       { wamid, status: "delivered", at: T0 + 2 },
@@ -239,6 +275,7 @@ describe("status events in batches", () => {
     ]);
     // Shuffled, so one message's events land in different batches of different drains.
     await postStatuses(shuffled(events, 3), 30);
+    await learnIds(messages);
     const [a, b] = await Promise.all([
       drainStatusEvents(env.deps.db, env.clock, 40),
       drainStatusEvents(env.deps.db, env.clock, 40),
@@ -323,7 +360,7 @@ describe("status events in batches", () => {
   });
 
   test("the status worker applies what webhooks stored (real process)", async () => {
-    const messages = await outbound("wamid.worker", 40);
+    const messages = await outbound("wamid.worker", 40, false);
     const worker = spawnWorker(env, "status");
     try {
       await postStatuses(
@@ -335,6 +372,10 @@ describe("status events in batches", () => {
         ),
         8,
       );
+      expect(await unappliedOf("wamid.worker")).toBe(80);
+      // The ids are learned (as the send worker would, which then applies them itself): a nudge.
+      await learnIds(messages);
+      await nudgeDrain(env.deps.queues.status, { nudgedAt: Date.now() });
       await eventually(async () => (await unappliedOf("wamid.worker")) === 0);
       for (const row of (await statusesOf("wamid.worker")).values()) expect(row.status).toBe("read");
     } finally {
@@ -343,11 +384,12 @@ describe("status events in batches", () => {
   });
 
   test("Redis flushed: the sweeper nudges one drain for every pending event", async () => {
-    const messages = await outbound("wamid.swept", 20);
+    const messages = await outbound("wamid.swept", 20, false);
     await postStatuses(
       messages.map(({ wamid }) => ({ wamid, status: "delivered" as const, at: T0 + 2 })),
       5,
     );
+    await learnIds(messages);
     await deleteRedisPrefix(env.config.redisPrefix);
     const { sweep } = await import("../src/maintenance/sweeper.ts");
     env.clock.advance(60);

@@ -7,17 +7,78 @@ import { unsent } from "./unsent.ts";
 /**
  * Message status moves forward only (DESIGN §3): accepted -> sent -> delivered -> read, skips
  * allowed; failed only from accepted or sent; a later delivered/read supersedes failed; anything
- * else (out-of-order webhooks) is ignored.
+ * else (out-of-order webhooks) is ignored. The rule is defined once, in SQL
+ * (`message_status_after` and `message_status_fold`, sql/014), and applied by `statusStatement`
+ * below, for the webhook store and the drain alike.
  */
-const RANK: Record<string, number> = { accepted: 0, sent: 1, delivered: 2, read: 3 };
 
-export function nextStatus(current: string, event: string): string | undefined {
-  if (event === "failed") return current === "accepted" || current === "sent" ? "failed" : undefined;
-  const eventRank = RANK[event];
-  if (eventRank === undefined) return undefined;
-  if (current === "failed") return event === "delivered" || event === "read" ? event : undefined;
-  const currentRank = RANK[current];
-  return currentRank !== undefined && eventRank > currentRank ? event : undefined;
+/** A status event as `statusStatement` takes it, from a webhook or from the backlog. */
+export interface StatusEventInput {
+  providerMessageId: string;
+  status: string;
+  at: Date;
+  /** The wire's `errors`, as JSON text (kept with an event that waits; a failure is read from it). */
+  errors: string | null;
+  clientReference: string | null;
+  /** The sender whose phone_number_id the webhook named (null: stored before events carried one). */
+  senderId: string | null;
+  /** Tie-break after `at`: arrival order (a stored event's id). */
+  order: number;
+}
+
+/**
+ * The common head of the statements that apply statuses: `ev` (the events), `known` (their
+ * messages known by provider id, locked in seq order, the one lock order of every status writer),
+ * and `changed` (ONE multi-row update of the messages the events move, folded oldest first through
+ * the rule). An event of another sender than its message's is settled without effect: a webhook for
+ * number B cannot move number A's messages. The caller adds what becomes of the events.
+ */
+export function statusStatementHead(events: readonly StatusEventInput[], now: Date) {
+  const failureOf = (e: StatusEventInput) =>
+    e.status === "failed"
+      ? JSON.stringify(statusFailure(e.errors === null ? null : JSON.parse(e.errors)))
+      : null;
+  const providerIds = [...new Set(events.map((e) => e.providerMessageId))];
+  return sql`
+    ev AS (
+      SELECT * FROM unnest(
+        ${events.map((e) => e.providerMessageId)}::text[],
+        ${events.map((e) => e.status)}::text[],
+        ${events.map((e) => e.at)}::timestamptz[],
+        ${events.map((e) => e.errors)}::jsonb[],
+        ${events.map(failureOf)}::jsonb[],
+        ${events.map((e) => e.clientReference)}::text[],
+        ${events.map((e) => e.senderId)}::text[],
+        ${events.map((e) => e.order)}::bigint[]
+      ) AS v(pid, status, at, errors, failure, client_reference, sender_id, ord)
+    ), target AS MATERIALIZED (
+      -- By provider id alone (unique), outbound checked after: with direction in this WHERE the
+      -- planner may AND in the index of every outbound message, a scan that grows with the table.
+      SELECT m.seq, m.provider_message_id, m.sender_id, m.status, m.failure, m.direction
+      FROM messages m
+      WHERE m.provider_message_id = ANY(${providerIds}::text[])
+      ORDER BY m.seq
+      FOR UPDATE
+    ), known AS (
+      SELECT * FROM target WHERE direction = 'outbound'
+    ), folded AS (
+      SELECT g.seq, g.status AS was, f.status, f.failure
+      FROM (
+        SELECT k.seq, k.status, k.failure,
+               array_agg(e.status ORDER BY e.at, e.ord) AS statuses,
+               array_agg(e.failure ORDER BY e.at, e.ord) AS failures
+        FROM known k
+        JOIN ev e ON e.pid = k.provider_message_id
+                 AND (e.sender_id IS NULL OR e.sender_id = k.sender_id)
+        GROUP BY k.seq, k.status, k.failure
+      ) g,
+      LATERAL message_status_fold(g.status, g.failure, g.statuses, g.failures) f
+    ), changed AS (
+      UPDATE messages m SET status = f.status, failure = f.failure, updated_at = ${now}
+      FROM folded f
+      WHERE m.seq = f.seq AND f.status IS DISTINCT FROM f.was
+      RETURNING 1
+    )`;
 }
 
 /** Records the provider's id; `sent` unless a status webhook got further already. */
@@ -232,9 +293,8 @@ async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
 }
 
 /**
- * Applies events the caller has locked: locks their messages (in seq order, so concurrent batches
- * lock alike), folds each message's events oldest first through `nextStatus`, writes the changed
- * messages in one statement and deletes the events in another (applied events are not kept: sql/011).
+ * Applies events the caller has locked, one statement: their messages are moved (statusStatementHead)
+ * and the events of known messages deleted, applied or not (applied events are not kept: sql/011).
  * Events of a message not known by its provider id are left as they are.
  */
 async function applyClaimed(
@@ -243,62 +303,23 @@ async function applyClaimed(
   events: readonly ClaimedEvent[],
 ): Promise<{ applied: number; messages: number }> {
   if (events.length === 0) return { applied: 0, messages: 0 };
-  const providerIds = [...new Set(events.map((e) => e.provider_message_id))];
-  // By provider id alone (unique), outbound checked here: with `direction` in the query the planner
-  // may AND in the index of every outbound message, a scan that grows with the table.
-  const messages = await trx
-    .selectFrom("messages")
-    .select(["seq", "status", "failure", "sender_id", "provider_message_id", "direction"])
-    .where(sql<boolean>`provider_message_id = ANY(${providerIds}::text[])`)
-    .orderBy("seq")
-    .forUpdate()
-    .execute();
-  const messageOf = new Map(
-    messages.filter((m) => m.direction === "outbound").map((m) => [m.provider_message_id, m]),
-  );
-
-  const byMessage = new Map<string, ClaimedEvent[]>();
-  for (const event of events) {
-    const list = byMessage.get(event.provider_message_id);
-    if (list) list.push(event);
-    else byMessage.set(event.provider_message_id, [event]);
-  }
-
-  const settled: number[] = [];
-  const changed: { seq: number; status: string; failure: string | null }[] = [];
-  const now = clock.now();
-  for (const [providerMessageId, list] of byMessage) {
-    const message = messageOf.get(providerMessageId);
-    if (!message?.status) continue;
-    list.sort(
-      (a, b) =>
-        a.provider_timestamp.getTime() - b.provider_timestamp.getTime() || Number(a.id) - Number(b.id),
-    );
-    let status = message.status;
-    let failure = message.failure;
-    for (const event of list) {
-      settled.push(event.id);
-      if (event.sender_id !== null && event.sender_id !== message.sender_id) continue;
-      const next = nextStatus(status, event.status);
-      if (!next) continue;
-      status = next;
-      failure = next === "failed" ? statusFailure(event.errors) : null;
-    }
-    if (status !== message.status)
-      changed.push({ seq: message.seq, status, failure: failure ? JSON.stringify(failure) : null });
-  }
-
-  if (changed.length > 0) {
-    await sql`
-      UPDATE messages AS m
-      SET status = v.status, failure = v.failure::jsonb, updated_at = ${now}
-      FROM unnest(${changed.map((c) => c.seq)}::bigint[],
-                  ${changed.map((c) => c.status)}::text[],
-                  ${changed.map((c) => c.failure)}::text[]) AS v(seq, status, failure)
-      WHERE m.seq = v.seq`.execute(trx);
-  }
-  if (settled.length > 0) {
-    await sql`DELETE FROM status_events WHERE id = ANY(${settled}::bigint[])`.execute(trx);
-  }
-  return { applied: settled.length, messages: changed.length };
+  const input: StatusEventInput[] = events.map((e) => ({
+    providerMessageId: e.provider_message_id,
+    status: e.status,
+    at: e.provider_timestamp,
+    errors: e.errors === null ? null : JSON.stringify(e.errors),
+    clientReference: null,
+    senderId: e.sender_id,
+    order: Number(e.id),
+  }));
+  const { rows } = await sql<{ applied: number; messages: number }>`
+    WITH ${statusStatementHead(input, clock.now())}, settled AS (
+      DELETE FROM status_events s
+      WHERE s.id = ANY(${events.map((e) => e.id)}::bigint[])
+        AND EXISTS (SELECT 1 FROM known k WHERE k.provider_message_id = s.provider_message_id)
+      RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM settled)::int AS applied,
+           (SELECT count(*) FROM changed)::int AS messages`.execute(trx);
+  return rows[0] ?? { applied: 0, messages: 0 };
 }

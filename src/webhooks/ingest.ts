@@ -1,19 +1,22 @@
 import { sql } from "kysely";
 import { parseWebhook, type WebhookChange } from "../channel/webhook-events.ts";
+import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { createGroupCommit, type GroupCommit } from "../db/group-commit.ts";
 import { ttlCache } from "../lib/ttl-cache.ts";
 import type { Logger } from "../logger.ts";
+import { statusStatementHead } from "../outbound/status.ts";
 import { nudgeDrain } from "../queues/drain-nudge.ts";
 import type { Queues } from "../queues/index.ts";
 import { findSenderByProviderPhoneNumberId } from "../senders/repository.ts";
 
 /**
  * Stores what provider webhooks carry (as src/channel/webhook-events.ts reads them), durably and
- * deduplicated by the provider's ids, BEFORE they are acknowledged; the work itself happens in the
- * finalize and status workers. Concurrent
- * webhooks are committed together (group commit): one transaction, one multi-row insert per
- * table, and one coalesced nudge per worker queue for the whole batch.
+ * deduplicated by the provider's ids, BEFORE they are acknowledged. Inbound messages are finalized
+ * by the finalize worker; statuses of known messages are applied here, in the same statement, and
+ * the rest wait for the status worker. Concurrent webhooks are committed together (group commit):
+ * one statement, one multi-row write per table, and one coalesced nudge per worker queue for the
+ * whole batch.
  */
 
 export interface IngestResult {
@@ -22,6 +25,8 @@ export interface IngestResult {
   /** Status events carried (one message may have several: sent, delivered, ...). */
   statusEvents: number;
   unknownNumbers: string[];
+  /** Some statuses of this body's batch wait in status_events for their message: a drain is due. */
+  statusesWaiting: boolean;
 }
 
 interface InboundRow {
@@ -44,7 +49,13 @@ type SenderRef = { id: string; tenant_id: string };
 
 /** One webhook's rows, given the senders of the batch by phone_number_id. */
 function rowsOf(changes: WebhookChange[], senderByNumber: Map<string, SenderRef>) {
-  const result: IngestResult = { inbound: [], statuses: [], statusEvents: 0, unknownNumbers: [] };
+  const result: IngestResult = {
+    inbound: [],
+    statuses: [],
+    statusEvents: 0,
+    unknownNumbers: [],
+    statusesWaiting: false,
+  };
   const inboundRows: InboundRow[] = [];
   const statusRows: StatusRow[] = [];
   for (const change of changes) {
@@ -125,13 +136,13 @@ type SenderLookup = ReturnType<typeof createSenderLookup>;
 
 /**
  * Stores the events of many webhook bodies in ONE statement (atomic on its own, so one round trip:
- * no BEGIN and COMMIT): one insert per table, both in one statement when a batch has both kinds
- * (unnest: one parameter per column, whatever the count). Rows go in key order, so concurrent
- * batches carrying the same events (a provider's retry) take their unique-index locks in one order
- * and cannot deadlock. Answers one result per body, in order.
+ * no BEGIN and COMMIT): inbound messages in one insert, statuses applied to their messages or
+ * stored to wait, all in one statement (unnest: one parameter per column, whatever the count).
+ * Messages are locked in seq order and waiting rows go in key order, so concurrent batches (a
+ * provider's retry among them) take their locks in one order. Answers one result per body, in order.
  */
 export async function commitWebhooks(
-  deps: { logger: Logger; db: Db; senders: SenderLookup },
+  deps: { logger: Logger; db: Db; clock: Clock; senders: SenderLookup },
   bodies: unknown[],
 ): Promise<IngestResult[]> {
   const changes = bodies.map(parseWebhook);
@@ -143,7 +154,13 @@ export async function commitWebhooks(
         .filter((id) => id !== ""),
     ),
   ];
-  const empty = (): IngestResult => ({ inbound: [], statuses: [], statusEvents: 0, unknownNumbers: [] });
+  const empty = (): IngestResult => ({
+    inbound: [],
+    statuses: [],
+    statusEvents: 0,
+    unknownNumbers: [],
+    statusesWaiting: false,
+  });
   if (numberIds.length === 0) return bodies.map(empty);
 
   const senderByNumber = await deps.senders(numberIds);
@@ -160,26 +177,43 @@ export async function commitWebhooks(
                 ${inbound.map((r) => r.sender_id)}::text[],
                 ${inbound.map((r) => r.payload)}::text[]) AS v(id, tenant_id, sender_id, payload)
     ON CONFLICT (provider_message_id) DO NOTHING`;
-  const insertStatuses = sql`
-    INSERT INTO status_events
-      (provider_message_id, status, provider_timestamp, errors, client_reference, sender_id)
-    SELECT v.id, v.status, v.at, v.errors::jsonb, v.client_reference, v.sender_id
-    FROM unnest(${statuses.map((r) => r.provider_message_id)}::text[],
-                ${statuses.map((r) => r.status)}::text[],
-                ${statuses.map((r) => r.provider_timestamp)}::timestamptz[],
-                ${statuses.map((r) => r.errors)}::text[],
-                ${statuses.map((r) => r.client_reference)}::text[],
-                ${statuses.map((r) => r.sender_id)}::text[])
-      AS v(id, status, at, errors, client_reference, sender_id)
-    ON CONFLICT (provider_message_id, status, sender_id) DO NOTHING`;
-  if (inbound.length > 0 && statuses.length > 0) {
-    await sql`WITH stored_inbound AS (${insertInbound}) ${insertStatuses}`.execute(deps.db);
+  // Statuses of messages known by their provider id are applied here, in this statement (the
+  // status rule in SQL, src/outbound/status.ts); only the rest is stored, to wait in status_events
+  // for the send's answer or an echo of our id (a status can overtake the send's response).
+  const statusHead = statusStatementHead(
+    statuses.map((r, order) => ({
+      providerMessageId: r.provider_message_id,
+      status: r.status,
+      at: r.provider_timestamp,
+      errors: r.errors,
+      clientReference: r.client_reference,
+      senderId: r.sender_id,
+      order,
+    })),
+    deps.clock.now(),
+  );
+  const storeWaiting = sql`
+    waiting AS (
+      INSERT INTO status_events
+        (provider_message_id, status, provider_timestamp, errors, client_reference, sender_id)
+      SELECT e.pid, e.status, e.at, e.errors, e.client_reference, e.sender_id
+      FROM ev e
+      WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.provider_message_id = e.pid)
+      ORDER BY e.pid, e.status, e.sender_id
+      ON CONFLICT (provider_message_id, status, sender_id) DO NOTHING
+      RETURNING 1
+    )`;
+  let waiting = 0;
+  if (statuses.length > 0) {
+    const { rows } = await sql<{ waiting: number }>`
+      WITH ${inbound.length > 0 ? sql`stored_inbound AS (${insertInbound}),` : sql``}
+        ${statusHead}, ${storeWaiting}
+      SELECT (SELECT count(*) FROM waiting)::int AS waiting`.execute(deps.db);
+    waiting = rows[0]?.waiting ?? 0;
   } else if (inbound.length > 0) {
     await insertInbound.execute(deps.db);
-  } else if (statuses.length > 0) {
-    await insertStatuses.execute(deps.db);
   }
-  const results = perBody.map((b) => b.result);
+  const results = perBody.map((b) => ({ ...b.result, statusesWaiting: waiting > 0 }));
 
   const unknownNumbers = [...new Set(results.flatMap((r) => r.unknownNumbers))];
   if (unknownNumbers.length > 0) {
@@ -198,12 +232,12 @@ export async function commitWebhooks(
  */
 async function enqueueIngested(queues: Queues, results: IngestResult[], logger: Logger): Promise<void> {
   const firstInbound = results.find((r) => r.inbound.length > 0)?.inbound[0];
-  const anyStatus = results.some((r) => r.statusEvents > 0);
+  const anyStatusWaits = results.some((r) => r.statusesWaiting);
   try {
     await Promise.all([
       // The finalize worker drains every unfinalized event, then makes sure the one named is done.
       firstInbound !== undefined && nudgeDrain(queues.finalize, { providerMessageId: firstInbound }),
-      anyStatus && nudgeDrain(queues.status, { nudgedAt: Date.now() }),
+      anyStatusWaits && nudgeDrain(queues.status, { nudgedAt: Date.now() }),
     ]);
   } catch (error) {
     logger.warn(
@@ -216,6 +250,7 @@ async function enqueueIngested(queues: Queues, results: IngestResult[], logger: 
 /** The api's webhook store: concurrent webhook requests share a transaction and a nudge. */
 export function createWebhookIngest(deps: {
   db: Db;
+  clock: Clock;
   logger: Logger;
   queues: Queues;
 }): GroupCommit<unknown, IngestResult> {
