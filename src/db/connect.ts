@@ -34,6 +34,7 @@ export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Poo
   // pool discards the broken client on release (it is no longer queryable), so the next query gets
   // a fresh connection.
   pool.on("connect", (client) => {
+    prepareRepeatedStatements(client);
     client.on("error", () => {});
     // A FATAL error answers the query in flight and the server closes the connection right after:
     // released before the close arrives, the client would go back to the pool for the next query.
@@ -49,6 +50,43 @@ export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Poo
   });
   pool.on("error", () => {});
   return pool;
+}
+
+/** Texts (with parameters) seen this often are prepared: named, parsed and planned once per connection. */
+const PREPARE_AFTER = 3;
+/** At most this many prepared texts per process: texts that vary (IN lists) never fill a connection. */
+const MAX_PREPARED = 400;
+const seenTimes = new Map<string, number>();
+const preparedNames = new Map<string, string>();
+
+/**
+ * Kysely sends every query as an unnamed statement, so Postgres parses, analyzes and plans the text
+ * of each execution again: for the hot statements (the webhook store, the send claim, the accept
+ * batch) that was much of their cost. A text repeated PREPARE_AFTER times gets a name, and pg then
+ * sends its Parse once per connection and only Bind/Execute after (the protocol's prepared
+ * statements; Postgres keeps a plan per statement and replans after DDL). Statements without
+ * parameters (BEGIN, COMMIT, migrations) stay unnamed.
+ */
+function prepareRepeatedStatements(client: pg.PoolClient): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    const [text, values] = args;
+    if (typeof text !== "string" || !Array.isArray(values) || values.length === 0 || args.length > 2)
+      return query(...args);
+    let name = preparedNames.get(text);
+    if (name === undefined && preparedNames.size < MAX_PREPARED) {
+      const seen = (seenTimes.get(text) ?? 0) + 1;
+      if (seen >= PREPARE_AFTER) {
+        name = `k${preparedNames.size + 1}`;
+        preparedNames.set(text, name);
+        seenTimes.delete(text);
+      } else {
+        if (seenTimes.size >= 10 * MAX_PREPARED) seenTimes.clear();
+        seenTimes.set(text, seen);
+      }
+    }
+    return name === undefined ? query(text, values) : query({ name, text, values });
+  };
 }
 
 export function createDb(databaseUrl: string, options: DbOptions = {}): Db {

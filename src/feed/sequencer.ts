@@ -113,11 +113,14 @@ async function numberFeed(
     // (which keeps its positions in order) instead of deadlocking.
     const result = await sql<{ taken: number; numbered: number; epoch: number; heads: [string, number][] }>`
       WITH taken AS (
+        -- The batch's ids as one array (read once), deleted by primary key. As an IN (subquery) the
+        -- planner may make it a semi-join that walks every pending row and reads the shard's
+        -- oldest rows again for each.
         DELETE FROM feed_pending
-        WHERE message_id IN (
+        WHERE message_id = ANY(ARRAY(
           SELECT message_id FROM feed_pending WHERE shard = ${shard}::int
           ORDER BY queued_at, message_id LIMIT ${batchSize}
-        )
+        ))
         RETURNING message_id
       ),
       fresh AS (
