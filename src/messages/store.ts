@@ -1,13 +1,12 @@
 import { CompiledQuery } from "kysely";
-import { touchConversations } from "../conversations/summary.ts";
 import type { Db } from "../db/connect.ts";
 import { newId } from "../ids.ts";
 
 /**
  * The one writer of new messages: accepted sends (accept-batch.ts) and received messages
- * (inbound/finalize.ts) alike. Given a batch inside the caller's transaction, it upserts the
+ * (inbound/finalize.ts) alike. Given a batch, it records the sends' Idempotency-Keys, upserts the
  * contacts it names by phone, inserts the messages, updates the conversation summaries and hands
- * the messages to the feed, with one multi-row statement each, and returns the rows it wrote.
+ * the messages to the feed, all in one statement, and returns the rows it wrote.
  */
 
 export interface NewMessage {
@@ -36,6 +35,8 @@ export interface NewMessage {
   createdAt: Date;
   /** In the conversation summary and the feed; system messages are history only. */
   visible: boolean;
+  /** A send's Idempotency-Key: the message is written only if its record is (accept-batch.ts). */
+  idempotency?: { key: string; fingerprint: Buffer };
 }
 
 export interface StoredMessage {
@@ -45,140 +46,148 @@ export interface StoredMessage {
   tenantId: string;
 }
 
-// Each statement takes one array per column (unnest), so its text is the same for every batch size
-// and nothing is built per batch. Insert order follows the arrays (WITH ORDINALITY): contacts are
-// locked in sorted order, and messages get their seq in the batch's order.
-
-// Known already (or created a moment ago by a twin): name it if it has no name, and move its window
-// (GREATEST ignores NULL: a send, or a system message, leaves the window where it was).
-const UPSERT_CONTACTS = `
-INSERT INTO contacts (id, tenant_id, phone, name, last_inbound_at)
-SELECT id, tenant_id, phone, name, last_inbound_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
-  WITH ORDINALITY AS r(id, tenant_id, phone, name, last_inbound_at, n)
-ORDER BY n
-ON CONFLICT (tenant_id, channel, phone) DO UPDATE SET
-  name = COALESCE(contacts.name, excluded.name),
-  last_inbound_at = GREATEST(contacts.last_inbound_at, excluded.last_inbound_at)
-RETURNING id, tenant_id, phone`;
-
-const INSERT_MESSAGES = `
-INSERT INTO messages (id, tenant_id, contact_id, sender_id, direction, type, preview, text, media_type,
-  media_filename, status, application_id, content, provider_message_id, created_at)
-SELECT id, tenant_id, contact_id, sender_id, direction, type, preview, text, media_type,
-  media_filename, status, application_id, content::jsonb, provider_message_id, created_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-  $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-  $15::timestamptz[])
-  WITH ORDINALITY AS r(id, tenant_id, contact_id, sender_id, direction, type, preview, text, media_type,
-    media_filename, status, application_id, content, provider_message_id, created_at, n)
-ORDER BY n
-RETURNING id, seq, contact_id, tenant_id`;
-
-/** INSERT_MESSAGES's parameters, in order. */
-const MESSAGE_COLUMNS = [
-  "id",
-  "tenantId",
-  "contactId",
-  "senderId",
-  "direction",
-  "type",
-  "preview",
-  "text",
-  "mediaType",
-  "mediaFilename",
-  "status",
-  "applicationId",
-  "content",
-  "providerMessageId",
-  "createdAt",
-] as const satisfies readonly (keyof NewMessage)[];
-
-// The shard count is read once for the statement (sql/013), not by a trigger for every row.
-const INSERT_FEED_PENDING = `
-INSERT INTO feed_pending (message_id, tenant_id, shard)
-SELECT v.message_id, v.tenant_id, feed_shard_of(v.tenant_id, (SELECT shards FROM feed_shards))
-FROM unnest($1::text[], $2::text[]) AS v(message_id, tenant_id)`;
+// ONE statement writes a batch (atomic on its own: no BEGIN/COMMIT round trips when the caller has no
+// transaction of its own). It takes one array per column (unnest), so its text is the same for every
+// batch size and it is prepared once per connection (src/db/connect.ts). Rows are written in the
+// arrays' order (WITH ORDINALITY): messages get their seq in the batch's order; idempotency keys,
+// contacts and conversations are written sorted, so concurrent batches lock rows in one order.
+//
+// - idem: the Idempotency-Keys of the batch's sends (a key taken by a live record keeps its message
+//   out of every table; a record past its 24 hours may be taken over);
+// - contact: one row per (tenant, phone) without a contact id: created, or named if it has no name,
+//   its 24-hour window moved (GREATEST ignores NULL: a send or a system message leaves it);
+// - inserted: the messages; conversation: the summary per contact (the newest message wins
+//   whatever order rows arrive in; an outbound message resets `unread`, DESIGN §3, an inbound one
+//   newer than our last outbound message and the panel's last look adds to it); feed: the feed
+//   hand-off, each row stamped with its shard (the count read once, sql/013).
+const STORE_MESSAGES = `
+WITH batch AS MATERIALIZED (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+    $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
+    $14::text[], $15::text[], $16::text[], $17::timestamptz[], $18::timestamptz[], $19::bool[],
+    $20::text[], $21::bytea[], $22::text[])
+    WITH ORDINALITY AS r(id, tenant_id, contact_id, new_contact_id, phone, contact_name, sender_id,
+      direction, type, preview, text, media_type, media_filename, status, application_id, content,
+      created_at, window_from, visible, idempotency_key, request_hash, provider_message_id, n)
+), idem AS (
+  INSERT INTO idempotency_keys (application_id, key, tenant_id, request_hash, message_id, created_at)
+  SELECT application_id, idempotency_key, tenant_id, request_hash, id, created_at
+  FROM batch WHERE idempotency_key IS NOT NULL
+  ORDER BY application_id, idempotency_key
+  ON CONFLICT (application_id, key) DO UPDATE SET
+    request_hash = excluded.request_hash, message_id = excluded.message_id,
+    created_at = excluded.created_at, tenant_id = excluded.tenant_id
+    WHERE idempotency_keys.created_at < $23
+  RETURNING message_id
+), live AS MATERIALIZED (
+  SELECT * FROM batch
+  WHERE idempotency_key IS NULL OR id IN (SELECT message_id FROM idem)
+), contact AS (
+  INSERT INTO contacts (id, tenant_id, phone, name, last_inbound_at)
+  SELECT (array_agg(new_contact_id ORDER BY n))[1], tenant_id, phone,
+    (array_agg(contact_name ORDER BY n) FILTER (WHERE contact_name IS NOT NULL))[1], max(window_from)
+  FROM live WHERE contact_id IS NULL
+  GROUP BY tenant_id, phone
+  ORDER BY tenant_id, phone
+  ON CONFLICT (tenant_id, channel, phone) DO UPDATE SET
+    name = COALESCE(contacts.name, excluded.name),
+    last_inbound_at = GREATEST(contacts.last_inbound_at, excluded.last_inbound_at)
+  RETURNING id, tenant_id, phone
+), inserted AS (
+  INSERT INTO messages (id, tenant_id, contact_id, sender_id, direction, type, preview, text, media_type,
+    media_filename, status, application_id, content, provider_message_id, created_at)
+  SELECT l.id, l.tenant_id, COALESCE(l.contact_id, c.id), l.sender_id, l.direction, l.type, l.preview,
+    l.text, l.media_type, l.media_filename, l.status, l.application_id, l.content::jsonb,
+    l.provider_message_id, l.created_at
+  FROM live l
+  LEFT JOIN contact c ON l.contact_id IS NULL AND c.tenant_id = l.tenant_id AND c.phone = l.phone
+  ORDER BY l.n
+  RETURNING id, seq, contact_id, tenant_id, created_at, direction
+), visible AS (
+  SELECT i.* FROM inserted i JOIN live l ON l.id = i.id WHERE l.visible
+), conversation AS (
+  INSERT INTO conversations AS c
+    (contact_id, tenant_id, last_message_seq, last_message_at, last_outbound_at, unread)
+  SELECT DISTINCT ON (contact_id) contact_id, tenant_id, seq, created_at, outbound_at,
+    CASE WHEN outbound_at IS NOT NULL THEN 0 ELSE inbound END
+  FROM (SELECT v.*,
+          max(created_at) FILTER (WHERE direction = 'outbound') OVER (PARTITION BY contact_id) AS outbound_at,
+          count(*) FILTER (WHERE direction = 'inbound') OVER (PARTITION BY contact_id) AS inbound
+        FROM visible v) per_contact
+  ORDER BY contact_id, created_at DESC, seq DESC
+  ON CONFLICT (contact_id) DO UPDATE SET
+    last_message_seq = CASE WHEN (excluded.last_message_at, excluded.last_message_seq)
+      > (c.last_message_at, c.last_message_seq) THEN excluded.last_message_seq ELSE c.last_message_seq END,
+    last_message_at = GREATEST(c.last_message_at, excluded.last_message_at),
+    last_outbound_at = GREATEST(c.last_outbound_at, excluded.last_outbound_at),
+    unread = CASE WHEN excluded.last_outbound_at IS NOT NULL THEN 0
+      WHEN excluded.last_message_at > COALESCE(GREATEST(c.last_outbound_at, c.panel_read_at), '-infinity')
+        THEN c.unread + excluded.unread
+      ELSE c.unread END
+), feed AS (
+  INSERT INTO feed_pending (message_id, tenant_id, shard)
+  SELECT id, tenant_id, feed_shard_of(tenant_id, (SELECT shards FROM feed_shards)) FROM visible
+)
+SELECT id, seq, contact_id, tenant_id FROM inserted`;
 
 /** One precompiled statement's rows, with this batch's parameters. */
-export async function run<Row>(trx: Db, text: string, parameters: unknown[]): Promise<Row[]> {
-  return (await trx.executeQuery<Row>(CompiledQuery.raw(text, parameters))).rows;
+export async function run<Row>(db: Db, text: string, parameters: unknown[]): Promise<Row[]> {
+  return (await db.executeQuery<Row>(CompiledQuery.raw(text, parameters))).rows;
 }
 
-const keyOf = (tenantId: string, phone: string) => `${tenantId}\u0000${phone}`;
+export interface StoreOptions {
+  /** An Idempotency-Key record older than this may be taken over by a message of the batch. */
+  idempotencyExpiredBefore?: Date;
+}
 
-/** Writes the batch in `trx` (the caller's transaction); the rows come back in the batch's order. */
-export async function storeMessages(trx: Db, batch: readonly NewMessage[]): Promise<StoredMessage[]> {
+/**
+ * Writes the batch in ONE statement, in `db` or the caller's transaction. The rows come back in the
+ * batch's order; undefined for a message that was not written because its Idempotency-Key is held
+ * by a live record (the batch must not carry one key twice).
+ */
+export async function storeMessages(
+  db: Db,
+  batch: readonly NewMessage[],
+  options: StoreOptions = {},
+): Promise<(StoredMessage | undefined)[]> {
   if (batch.length === 0) return [];
-
-  // One row per (tenant, phone): a statement may not update a row twice.
-  const wanted = new Map<
-    string,
-    { tenantId: string; phone: string; name: string | null; windowFrom: Date | null }
-  >();
-  for (const message of batch) {
-    if (message.contactId) continue;
-    const key = keyOf(message.tenantId, message.phone);
-    const row = wanted.get(key) ?? {
-      tenantId: message.tenantId,
-      phone: message.phone,
-      name: null,
-      windowFrom: null,
-    };
-    row.name ??= message.contactName;
-    if (message.windowFrom && (!row.windowFrom || message.windowFrom > row.windowFrom))
-      row.windowFrom = message.windowFrom;
-    wanted.set(key, row);
-  }
-  const contactIds = new Map<string, string>();
-  if (wanted.size > 0) {
-    // Sorted, so concurrent batches lock contact rows in one order.
-    const fresh = [...wanted.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, c]) => c);
-    const contacts = await run<{ id: string; tenant_id: string; phone: string }>(trx, UPSERT_CONTACTS, [
-      fresh.map(() => newId("ctc")),
-      fresh.map((c) => c.tenantId),
-      fresh.map((c) => c.phone),
-      fresh.map((c) => c.name),
-      fresh.map((c) => c.windowFrom),
-    ]);
-    for (const c of contacts) contactIds.set(keyOf(c.tenant_id, c.phone), c.id);
-  }
-  const contactOf = (message: NewMessage) => {
-    const id = message.contactId ?? contactIds.get(keyOf(message.tenantId, message.phone));
-    if (!id) throw new Error("storeMessages: the contact upsert returned no row");
-    return id;
-  };
-
-  const inserted = await run<{ id: string; seq: number; contact_id: string; tenant_id: string }>(
-    trx,
-    INSERT_MESSAGES,
-    MESSAGE_COLUMNS.map((column) =>
-      column === "contactId" ? batch.map(contactOf) : batch.map((message) => message[column]),
-    ),
+  const column = <T>(read: (message: NewMessage) => T) => batch.map(read);
+  const rows = await run<{ id: string; seq: number; contact_id: string; tenant_id: string }>(
+    db,
+    STORE_MESSAGES,
+    [
+      column((m) => m.id),
+      column((m) => m.tenantId),
+      column((m) => m.contactId ?? null),
+      column((m) => (m.contactId ? null : newId("ctc"))),
+      column((m) => m.phone),
+      column((m) => m.contactName),
+      column((m) => m.senderId),
+      column((m) => m.direction),
+      column((m) => m.type),
+      column((m) => m.preview),
+      column((m) => m.text),
+      column((m) => m.mediaType),
+      column((m) => m.mediaFilename),
+      column((m) => m.status),
+      column((m) => m.applicationId),
+      column((m) => m.content),
+      column((m) => m.createdAt),
+      column((m) => m.windowFrom),
+      column((m) => m.visible),
+      column((m) => m.idempotency?.key ?? null),
+      column((m) => m.idempotency?.fingerprint ?? null),
+      column((m) => m.providerMessageId),
+      options.idempotencyExpiredBefore ?? new Date(0),
+    ],
   );
-  const byId = new Map(inserted.map((row) => [row.id, row]));
-  const stored = batch.map((message) => {
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return batch.map((message) => {
     const row = byId.get(message.id);
-    if (!row) throw new Error("storeMessages: the message insert returned no row");
+    if (!row) {
+      if (message.idempotency) return undefined;
+      throw new Error("storeMessages: the message insert returned no row");
+    }
     return { id: row.id, seq: Number(row.seq), contactId: row.contact_id, tenantId: row.tenant_id };
   });
-
-  const visible = stored.flatMap((row, i) => (batch[i]!.visible ? [{ row, message: batch[i]! }] : []));
-  if (visible.length > 0) {
-    await touchConversations(
-      trx,
-      visible.map(({ row, message }) => ({
-        contactId: row.contactId,
-        tenantId: row.tenantId,
-        messageSeq: row.seq,
-        messageAt: message.createdAt,
-        direction: message.direction,
-      })),
-    );
-    await run(trx, INSERT_FEED_PENDING, [
-      visible.map(({ row }) => row.id),
-      visible.map(({ row }) => row.tenantId),
-    ]);
-  }
-  return stored;
 }

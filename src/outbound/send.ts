@@ -215,10 +215,10 @@ const pairOf = (row: Claimed) => ({ id: row.id, senderId: row.sender_id, contact
  * (`failed` with `failure`), and retries (send_not_before; the attempt settled unless the provider
  * never answered). Returns the ids it changed.
  */
-async function record(deps: SendDeps, settled: readonly Settled[]): Promise<Set<string>> {
-  if (settled.length === 0) return new Set();
+async function record(deps: SendDeps, settled: readonly Settled[]): Promise<Recorded> {
+  if (settled.length === 0) return { ids: new Set(), statusesWaiting: [] };
   const now = deps.clock.now();
-  const { rows } = await sql<{ id: string }>`
+  const { rows } = await sql<{ id: string; pid: string | null; statuses_waiting: boolean }>`
     UPDATE messages m SET
       provider_message_id = v.pid,
       status = CASE
@@ -242,12 +242,27 @@ async function record(deps: SendDeps, settled: readonly Settled[]): Promise<Set<
       ${settled.map((s) => (s.throttled ? 1 : 0))}::int[]
     ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled)
     WHERE m.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
-    RETURNING m.id`.execute(deps.db);
-  return new Set(rows.map((r) => r.id));
+    -- Statuses that overtook the send wait for this id (a status stored after this statement's
+    -- snapshot nudged a drain when it was stored).
+    RETURNING m.id, v.pid, v.pid IS NOT NULL AND EXISTS (
+      SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid) AS statuses_waiting`.execute(
+    deps.db,
+  );
+  return {
+    ids: new Set(rows.map((r) => r.id)),
+    statusesWaiting: rows.flatMap((r) => (r.statuses_waiting && r.pid ? [r.pid] : [])),
+  };
+}
+
+interface Recorded {
+  /** The messages the record changed. */
+  ids: Set<string>;
+  /** Provider ids just recorded for which status events wait. */
+  statusesWaiting: string[];
 }
 
 /** Postgres must learn the provider ids of messages the provider accepted: retried while we live. */
-async function recordUntilStored(deps: SendDeps, settled: readonly Settled[]): Promise<Set<string>> {
+async function recordUntilStored(deps: SendDeps, settled: readonly Settled[]): Promise<Recorded> {
   for (let attempt = 0; ; attempt++) {
     try {
       const recorded = await record(deps, settled);
@@ -628,7 +643,7 @@ async function sendChunk(
  * that overtook a send and clears the stash of what is recorded.
  */
 async function settle(deps: SendDeps, settled: Settled[], report: BatchReport): Promise<void> {
-  await recordUntilStored(deps, settled);
+  const { statusesWaiting } = await recordUntilStored(deps, settled);
   const withIds = settled.filter((s) => s.providerMessageId);
   for (const s of settled) {
     report.outcomes.set(s.id, s.outcome);
@@ -638,28 +653,17 @@ async function settle(deps: SendDeps, settled: Settled[], report: BatchReport): 
     }
   }
   if (withIds.length === 0) return;
-  await applyOvertakingStatuses(
-    deps,
-    withIds.map((s) => s.providerMessageId!),
-  );
+  await applyOvertakingStatuses(deps, statusesWaiting);
   await providerIdStash(deps).dropMany(withIds.map((s) => s.id));
 }
 
-/** Status webhooks that arrived before the send's answer wait in status_events for the id. */
+/**
+ * Status webhooks that arrived before the send's answer wait in status_events for the id: applied
+ * in one transaction for the chunk's overtaken messages, not one each.
+ */
 async function applyOvertakingStatuses(deps: AdoptDeps, providerMessageIds: string[]): Promise<void> {
   try {
-    const waiting = await deps.db
-      .selectFrom("status_events")
-      .select("provider_message_id")
-      .distinct()
-      .where("provider_message_id", "in", providerMessageIds)
-      .execute();
-    // One transaction for the chunk's overtaken messages, not one each.
-    await applyStatusEvents(
-      deps.db,
-      deps.clock,
-      waiting.map((w) => w.provider_message_id),
-    );
+    await applyStatusEvents(deps.db, deps.clock, providerMessageIds);
   } catch (error) {
     if (!isDependencyDown(error)) throw error;
     // The sweeper applies them later (the messages have their ids now).
