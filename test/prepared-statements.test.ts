@@ -18,9 +18,9 @@ afterAll(async () => {
 
 const preparedCount = async (text: string) =>
   (
-    await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = ${text}`.execute(
-      db,
-    )
+    await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = ${text}`.execute(db)
   ).rows[0]!.n;
 
 describe("hot statements are prepared (src/db/connect.ts)", () => {

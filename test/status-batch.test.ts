@@ -136,6 +136,16 @@ async function statusesOf(prefix: string) {
   return new Map(rows.map((r) => [r.provider_message_id!, r]));
 }
 
+/** Every message of `prefix` has its expected status, and a failure exactly when it failed. */
+async function expectStatuses(prefix: string, expected: Map<string, string>) {
+  const now = await statusesOf(prefix);
+  for (const [wamid, status] of expected) expect(now.get(wamid)?.status).toBe(status);
+  for (const [wamid, row] of now) {
+    if (row.status === "failed") expect(row.failure?.code).toBe("recipient_invalid");
+    else expect(row.failure, wamid).toBeNull();
+  }
+}
+
 async function statusNudges(): Promise<number> {
   const counts = await env.deps.queues.status.getJobCounts("waiting", "active", "delayed");
   return (counts.waiting ?? 0) + (counts.active ?? 0) + (counts.delayed ?? 0);
@@ -204,16 +214,10 @@ describe("status events in batches", () => {
     // Nothing waits for a drain, and no drain is nudged.
     expect(await unappliedOf("wamid.ingest")).toBe(0);
     expect(await statusNudges()).toBe(nudgesBefore);
-    let now = await statusesOf("wamid.ingest");
-    for (const [wamid, status] of expected) expect(now.get(wamid)?.status).toBe(status);
-    for (const [wamid, row] of now) {
-      if (row.status === "failed") expect(row.failure?.code).toBe("recipient_invalid");
-      else expect(row.failure, wamid).toBeNull();
-    }
+    await expectStatuses("wamid.ingest", expected);
     // The oldest events arrive last: nothing moves backwards.
     await postStatuses(shuffled(late, 11), 50);
-    now = await statusesOf("wamid.ingest");
-    for (const [wamid, status] of expected) expect(now.get(wamid)?.status).toBe(status);
+    await expectStatuses("wamid.ingest", expected);
     expect(await unappliedOf("wamid.ingest")).toBe(0);
   });
 
@@ -230,17 +234,11 @@ describe("status events in batches", () => {
     const drained = await drainStatusEvents(env.deps.db, env.clock);
     // One batch is one transaction: everything in one.
     expect(drained).toEqual({ applied: first.length, messages: 500, adopted: 0, batches: 1 });
-    let now = await statusesOf("wamid.bulk");
-    for (const [wamid, status] of expected) expect(now.get(wamid)?.status).toBe(status);
-    for (const [wamid, row] of now) {
-      if (row.status === "failed") expect(row.failure?.code).toBe("recipient_invalid");
-      else expect(row.failure, wamid).toBeNull();
-    }
+    await expectStatuses("wamid.bulk", expected);
 
     // The oldest events arrive last, once the messages are known: settled, nothing moves backwards.
     await postStatuses(shuffled(late, 11), 50);
-    now = await statusesOf("wamid.bulk");
-    for (const [wamid, status] of expected) expect(now.get(wamid)?.status).toBe(status);
+    await expectStatuses("wamid.bulk", expected);
     expect(await unappliedOf("wamid.bulk")).toBe(0);
   });
 
