@@ -54,4 +54,18 @@ describe("hot statements are prepared (src/db/connect.ts)", () => {
     const { rows } = await db.executeQuery<{ answer: number }>(CompiledQuery.raw(text, [1]));
     expect(rows[0]!.answer).toBe(1);
   });
+
+  test("a migration that changes what a prepared SELECT * returns fails one query, then the text runs unnamed", async () => {
+    await sql`CREATE TABLE prepared_probe (id int PRIMARY KEY, a text)`.execute(db);
+    await sql`INSERT INTO prepared_probe VALUES (1, 'one')`.execute(db);
+    const text = "SELECT * FROM prepared_probe WHERE id = $1";
+    for (let i = 0; i < 3; i++) await db.executeQuery(CompiledQuery.raw(text, [1]));
+    expect(await preparedCount(text)).toBe(1);
+    await sql`ALTER TABLE prepared_probe ADD COLUMN b text DEFAULT 'two'`.execute(db);
+    await expect(db.executeQuery(CompiledQuery.raw(text, [1]))).rejects.toThrow(
+      /cached plan must not change result type/,
+    );
+    const { rows } = await db.executeQuery(CompiledQuery.raw(text, [1]));
+    expect(rows).toEqual([{ id: 1, a: "one", b: "two" }]);
+  });
 });

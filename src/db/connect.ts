@@ -58,6 +58,9 @@ const PREPARE_AFTER = 3;
 const MAX_PREPARED = 400;
 const seenTimes = new Map<string, number>();
 const preparedNames = new Map<string, string>();
+/** Texts whose result columns changed under a prepared statement (DDL): never named again. */
+const unpreparable = new Set<string>();
+let lastName = 0;
 
 /**
  * Kysely sends every query as an unnamed statement, so Postgres parses, analyzes and plans the text
@@ -74,10 +77,10 @@ function prepareRepeatedStatements(client: pg.PoolClient): void {
     if (typeof text !== "string" || !Array.isArray(values) || values.length === 0 || args.length > 2)
       return query(...args);
     let name = preparedNames.get(text);
-    if (name === undefined && preparedNames.size < MAX_PREPARED) {
+    if (name === undefined && preparedNames.size < MAX_PREPARED && !unpreparable.has(text)) {
       const seen = (seenTimes.get(text) ?? 0) + 1;
       if (seen >= PREPARE_AFTER) {
-        name = `k${preparedNames.size + 1}`;
+        name = `k${++lastName}`;
         preparedNames.set(text, name);
         seenTimes.delete(text);
       } else {
@@ -85,7 +88,18 @@ function prepareRepeatedStatements(client: pg.PoolClient): void {
         seenTimes.set(text, seen);
       }
     }
-    return name === undefined ? query(text, values) : query({ name, text, values });
+    if (name === undefined) return query(text, values);
+    return (query({ name, text, values }) as Promise<unknown>).catch(
+      (error: { code?: string; message?: string }) => {
+        // A migration changed the columns a `SELECT *` returns: Postgres refuses the prepared
+        // statement from now on (0A000). This query fails once; the text runs unnamed after.
+        if (error.code === "0A000" && /cached plan must not change result type/.test(error.message ?? "")) {
+          unpreparable.add(text);
+          preparedNames.delete(text);
+        }
+        throw error;
+      },
+    );
   };
 }
 
