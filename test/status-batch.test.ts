@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type Job, Worker } from "bullmq";
 import { sql } from "kysely";
 import { signPayload } from "../src/channel/signature.ts";
-import { applyStatusEvents, drainStatusEvents, recordProviderMessageId } from "../src/outbound/status.ts";
+import { adoptProviderIds, applyStatusEvents, drainStatusEvents } from "../src/outbound/status.ts";
 import { nudgeDrain } from "../src/queues/drain-nudge.ts";
 import { queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
@@ -315,7 +315,11 @@ describe("status events in batches", () => {
       batches: 1,
     });
     // The send worker learns the id: the event applies (its path, and the drain's, alike).
-    expect(await recordProviderMessageId(env.deps.db, env.clock, doubt!.id, "wamid.doubt-x")).toBe(true);
+    expect(
+      await adoptProviderIds(env.deps.db, env.clock, [
+        { messageId: doubt!.id, providerMessageId: "wamid.doubt-x" },
+      ]),
+    ).toBe(1);
     expect(await applyStatusEvents(env.deps.db, env.clock, "wamid.doubt-x")).toBe(1);
     expect((await statusesOf("wamid.doubt")).get("wamid.doubt-x")?.status).toBe("delivered");
   });

@@ -7,7 +7,6 @@ import {
 } from "../channel/provider.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
-import type { MessageFailure } from "../db/schema.ts";
 import { isDependencyDown } from "../http/dependency-faults.ts";
 import { withTimeout } from "../lib/with-timeout.ts";
 import type { Logger } from "../logger.ts";
@@ -15,7 +14,8 @@ import type { StoredContent } from "../messages/presenter.ts";
 import { SEND_ATTEMPTS } from "../queues/index.ts";
 import { type RedisClient, redisKeys } from "../redis/connect.ts";
 import { senderCredentials } from "../senders/repository.ts";
-import { applyStatusEvents, recordProviderMessageId } from "./status.ts";
+import { type Recorded, recordOutcomes, type Settled } from "./record.ts";
+import { adoptProviderIds, applyStatusEvents } from "./status.ts";
 import { unsent } from "./unsent.ts";
 
 /**
@@ -113,25 +113,6 @@ interface Claimed {
   claimed_at: Date;
 }
 
-/** One row of the record statement. */
-interface Settled {
-  id: string;
-  /** The message's (sender, contact) pair: its next message may go once this one is finished. */
-  senderId: string;
-  contactId: string;
-  outcome: "sent" | "adopted" | "failed" | "retry";
-  providerMessageId?: string;
-  failure?: MessageFailure;
-  /** When a retry is due (epoch ms). */
-  notBefore?: number;
-  /** The attempt stays in doubt (no answer from the provider). */
-  keepStarted?: boolean;
-  /** The claim counted an attempt that never reached the provider. */
-  refund?: boolean;
-  throttled?: boolean;
-  reason?: Error;
-}
-
 export function outboundPayload(content: StoredContent, to: string, messageId: string): OutboundPayload {
   if (content.kind === "text") return { kind: "text", to, body: content.body, callbackData: messageId };
   return {
@@ -210,62 +191,11 @@ async function release(deps: SendDeps, rows: readonly Claimed[]): Promise<void> 
 
 const pairOf = (row: Claimed) => ({ id: row.id, senderId: row.sender_id, contactId: row.contact_id });
 
-/**
- * The record of a batch, one statement: provider ids (`sent`, unless a status got further), failures
- * (`failed` with `failure`), and retries (send_not_before; the attempt settled unless the provider
- * never answered). Returns the ids it changed.
- */
-async function record(deps: SendDeps, settled: readonly Settled[]): Promise<Recorded> {
-  if (settled.length === 0) return { ids: new Set(), statusesWaiting: [] };
-  const now = deps.clock.now();
-  const { rows } = await sql<{ id: string; pid: string | null; statuses_waiting: boolean }>`
-    UPDATE messages m SET
-      provider_message_id = v.pid,
-      status = CASE
-        WHEN v.pid IS NOT NULL AND m.status = 'accepted' THEN 'sent'
-        WHEN v.failure IS NOT NULL AND m.status = 'accepted' THEN 'failed'
-        ELSE m.status END,
-      failure = CASE WHEN v.failure IS NOT NULL THEN v.failure::jsonb ELSE m.failure END,
-      send_started_at = CASE WHEN v.keep_started THEN m.send_started_at ELSE NULL END,
-      send_not_before = CASE WHEN v.not_before_ms IS NULL THEN NULL
-        ELSE to_timestamp(v.not_before_ms / 1000.0) END,
-      send_attempts = m.send_attempts - v.refund,
-      send_throttled = m.send_throttled + v.throttled,
-      updated_at = ${now}
-    FROM unnest(
-      ${settled.map((s) => s.id)}::text[],
-      ${settled.map((s) => s.providerMessageId ?? null)}::text[],
-      ${settled.map((s) => (s.failure ? JSON.stringify(s.failure) : null))}::text[],
-      ${settled.map((s) => s.notBefore ?? null)}::float8[],
-      ${settled.map((s) => s.keepStarted === true)}::bool[],
-      ${settled.map((s) => (s.refund ? 1 : 0))}::int[],
-      ${settled.map((s) => (s.throttled ? 1 : 0))}::int[]
-    ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled)
-    WHERE m.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
-    -- Statuses that overtook the send wait for this id (a status stored after this statement's
-    -- snapshot nudged a drain when it was stored).
-    RETURNING m.id, v.pid, v.pid IS NOT NULL AND EXISTS (
-      SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid) AS statuses_waiting`.execute(
-    deps.db,
-  );
-  return {
-    ids: new Set(rows.map((r) => r.id)),
-    statusesWaiting: rows.flatMap((r) => (r.statuses_waiting && r.pid ? [r.pid] : [])),
-  };
-}
-
-interface Recorded {
-  /** The messages the record changed. */
-  ids: Set<string>;
-  /** Provider ids just recorded for which status events wait. */
-  statusesWaiting: string[];
-}
-
 /** Postgres must learn the provider ids of messages the provider accepted: retried while we live. */
 async function recordUntilStored(deps: SendDeps, settled: readonly Settled[]): Promise<Recorded> {
   for (let attempt = 0; ; attempt++) {
     try {
-      const recorded = await record(deps, settled);
+      const recorded = await recordOutcomes(deps.db, deps.clock, settled);
       if (attempt > 0)
         deps.logger.info(
           { messages: settled.length, attempts: attempt + 1 },
@@ -769,7 +699,7 @@ export async function adoptProviderId(
   messageId: string,
   providerMessageId: string,
 ): Promise<boolean> {
-  const adopted = await recordProviderMessageId(deps.db, deps.clock, messageId, providerMessageId);
+  const adopted = (await adoptProviderIds(deps.db, deps.clock, [{ messageId, providerMessageId }])) > 0;
   await applyOvertakingStatuses(deps, [providerMessageId]);
   await providerIdStash(deps).drop(messageId);
   return adopted;

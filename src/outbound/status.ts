@@ -2,6 +2,7 @@ import { sql } from "kysely";
 import { statusFailure } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
+import { recordOutcomes } from "./record.ts";
 import { unsent } from "./unsent.ts";
 
 /**
@@ -81,26 +82,22 @@ export function statusStatementHead(events: readonly StatusEventInput[], now: Da
     )`;
 }
 
-/** Records the provider's id; `sent` unless a status webhook got further already. */
-export async function recordProviderMessageId(
+/**
+ * Provider ids learned after the send (from the stash, or a status webhook echoing our id): recorded
+ * by the one writer of send outcomes (record.ts), `sent` unless a status got further already; a
+ * message that has an id already is left alone. Returns how many were recorded.
+ */
+export async function adoptProviderIds(
   db: Db,
   clock: Clock,
-  messageId: string,
-  providerMessageId: string,
-): Promise<boolean> {
-  const result = await db
-    .updateTable("messages")
-    .set({
-      provider_message_id: providerMessageId,
-      status: sql`CASE WHEN status = 'accepted' THEN 'sent' ELSE status END`,
-      send_started_at: null,
-      updated_at: clock.now(),
-    })
-    .where("id", "=", messageId)
-    .where("direction", "=", "outbound")
-    .where("provider_message_id", "is", null)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) > 0;
+  adoptions: readonly { messageId: string; providerMessageId: string }[],
+): Promise<number> {
+  const { ids } = await recordOutcomes(
+    db,
+    clock,
+    adoptions.map((a) => ({ id: a.messageId, providerMessageId: a.providerMessageId })),
+  );
+  return ids.size;
 }
 
 /** Events one status transaction takes at most: 500 messages' sent, delivered and read, and more. */
@@ -194,7 +191,7 @@ async function adoptEchoOf(trx: Db, clock: Clock, providerMessageId: string): Pr
     .limit(1)
     .executeTakeFirst();
   if (!echo?.client_reference) return false;
-  return recordProviderMessageId(trx, clock, echo.client_reference, providerMessageId);
+  return (await adoptProviderIds(trx, clock, [{ messageId: echo.client_reference, providerMessageId }])) > 0;
 }
 
 /**
@@ -246,11 +243,12 @@ export async function drainStatusEvents(
 
 /**
  * The batch form of adoptEchoOf: every message still without a provider id for which an unapplied
- * event (of its own sender) echoes our id gets that event's provider id, one statement. A message
- * another transaction holds is skipped (the send worker recording it, another drain adopting it).
+ * event (of its own sender) echoes our id gets that event's provider id (found and locked by one
+ * statement, recorded by another). A message another transaction holds is skipped (the send worker
+ * recording it, another drain adopting it).
  */
 async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
-  const result = await sql`
+  const { rows } = await sql<{ id: string; provider_message_id: string }>`
     WITH unsent AS MATERIALIZED (
       -- Driven from the messages not yet sent (few, through the partial index of unsent
       -- messages), not from every unapplied event, which under load is most of the recent
@@ -276,20 +274,18 @@ async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
       -- A provider id names one message (unique index): the first message claiming it.
       SELECT DISTINCT ON (provider_message_id) id, provider_message_id
       FROM candidate ORDER BY provider_message_id, id
-    ), locked AS (
-      SELECT m.id FROM messages m JOIN adoption a ON a.id = m.id
-      WHERE m.provider_message_id IS NULL
-      ORDER BY m.id
-      FOR UPDATE OF m SKIP LOCKED
     )
-    UPDATE messages AS m
-    SET provider_message_id = a.provider_message_id,
-        status = CASE WHEN m.status = 'accepted' THEN 'sent' ELSE m.status END,
-        send_started_at = NULL,
-        updated_at = ${clock.now()}
-    FROM adoption a JOIN locked l ON l.id = a.id
-    WHERE m.id = a.id AND m.provider_message_id IS NULL`.execute(trx);
-  return Number(result.numAffectedRows ?? 0);
+    -- Locked here (SKIP LOCKED: the send worker recording it, another drain adopting it), then
+    -- recorded by the one writer of provider ids.
+    SELECT m.id, a.provider_message_id FROM messages m JOIN adoption a ON a.id = m.id
+    WHERE m.provider_message_id IS NULL
+    ORDER BY m.id
+    FOR UPDATE OF m SKIP LOCKED`.execute(trx);
+  return adoptProviderIds(
+    trx,
+    clock,
+    rows.map((r) => ({ messageId: r.id, providerMessageId: r.provider_message_id })),
+  );
 }
 
 /**

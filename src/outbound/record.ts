@@ -1,0 +1,81 @@
+import { sql } from "kysely";
+import type { Clock } from "../clock.ts";
+import type { Db } from "../db/connect.ts";
+import type { MessageFailure } from "../db/schema.ts";
+
+/**
+ * The one writer of what became of a send: a provider id (the send's answer, one adopted from the
+ * stash or from a status webhook echoing our id), a failure, or a retry. The send worker records a
+ * chunk at once; an adoption is a batch of one or many.
+ */
+
+/** What became of one message's attempt: one row of the record statement. */
+export interface Outcome {
+  id: string;
+  providerMessageId?: string;
+  failure?: MessageFailure;
+  /** When a retry is due (epoch ms). */
+  notBefore?: number;
+  /** The attempt stays in doubt (no answer from the provider). */
+  keepStarted?: boolean;
+  /** The claim counted an attempt that never reached the provider. */
+  refund?: boolean;
+  throttled?: boolean;
+}
+
+/** A send worker's settled message: its outcome, and its pair (the next message may go after it). */
+export interface Settled extends Outcome {
+  senderId: string;
+  contactId: string;
+  outcome: "sent" | "adopted" | "failed" | "retry";
+  reason?: Error;
+}
+
+/**
+ * The record of a batch, one statement: provider ids (`sent`, unless a status got further), failures
+ * (`failed` with `failure`), and retries (send_not_before; the attempt settled unless the provider
+ * never answered). Only a message without a provider id is changed. Returns the ids it changed.
+ */
+export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Outcome[]): Promise<Recorded> {
+  if (settled.length === 0) return { ids: new Set(), statusesWaiting: [] };
+  const now = clock.now();
+  const { rows } = await sql<{ id: string; pid: string | null; statuses_waiting: boolean }>`
+    UPDATE messages m SET
+      provider_message_id = v.pid,
+      status = CASE
+        WHEN v.pid IS NOT NULL AND m.status = 'accepted' THEN 'sent'
+        WHEN v.failure IS NOT NULL AND m.status = 'accepted' THEN 'failed'
+        ELSE m.status END,
+      failure = CASE WHEN v.failure IS NOT NULL THEN v.failure::jsonb ELSE m.failure END,
+      send_started_at = CASE WHEN v.keep_started THEN m.send_started_at ELSE NULL END,
+      send_not_before = CASE WHEN v.not_before_ms IS NULL THEN NULL
+        ELSE to_timestamp(v.not_before_ms / 1000.0) END,
+      send_attempts = m.send_attempts - v.refund,
+      send_throttled = m.send_throttled + v.throttled,
+      updated_at = ${now}
+    FROM unnest(
+      ${settled.map((s) => s.id)}::text[],
+      ${settled.map((s) => s.providerMessageId ?? null)}::text[],
+      ${settled.map((s) => (s.failure ? JSON.stringify(s.failure) : null))}::text[],
+      ${settled.map((s) => s.notBefore ?? null)}::float8[],
+      ${settled.map((s) => s.keepStarted === true)}::bool[],
+      ${settled.map((s) => (s.refund ? 1 : 0))}::int[],
+      ${settled.map((s) => (s.throttled ? 1 : 0))}::int[]
+    ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled)
+    WHERE m.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
+    -- Statuses that overtook the send wait for this id (a status stored after this statement's
+    -- snapshot nudged a drain when it was stored).
+    RETURNING m.id, v.pid, v.pid IS NOT NULL AND EXISTS (
+      SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid) AS statuses_waiting`.execute(db);
+  return {
+    ids: new Set(rows.map((r) => r.id)),
+    statusesWaiting: rows.flatMap((r) => (r.statuses_waiting && r.pid ? [r.pid] : [])),
+  };
+}
+
+export interface Recorded {
+  /** The messages the record changed. */
+  ids: Set<string>;
+  /** Provider ids just recorded for which status events wait. */
+  statusesWaiting: string[];
+}
