@@ -30,6 +30,7 @@ import { createRedis } from "../src/redis/connect.ts";
 import { insertSender } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/templates/sync.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
+import { accessToken } from "./token.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -329,19 +330,7 @@ async function openShop(db: Db, index: number): Promise<Shop> {
     },
     sender,
   );
-  const token = await until("an access token", 30_000, async () => {
-    const response = await fetch(`${apiUrl}/v2/oauth/token`, {
-      signal: AbortSignal.timeout(10_000),
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        grant_type: "client_credentials",
-        client_id: application.clientId,
-        client_secret: clientSecret,
-      }),
-    });
-    return ((await response.json()) as { access_token?: string }).access_token;
-  });
+  const token = await accessToken(apiUrl, { clientId: application.clientId, clientSecret }, { attempts: 30 });
   return { tenantId: tenant.id, token, phoneNumberId };
 }
 

@@ -35,6 +35,7 @@ import { insertSender } from "../src/senders/repository.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 import { runLostNothing } from "../test/lost-nothing.ts";
 import { deleteRedisPrefix } from "../test/support.ts";
+import { accessToken } from "./token.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -166,17 +167,8 @@ async function benchTenant(db: Db, name: string, phoneNumberId: string): Promise
     readLimit: 1_000_000,
     sendLimit: 1_000,
   });
-  const response = await fetch(`${base}/v2/oauth/token`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      grant_type: "client_credentials",
-      client_id: application.clientId,
-      client_secret: clientSecret,
-    }),
-  });
-  const { access_token } = (await response.json()) as { access_token: string };
-  return { tenantId: tenant.id, senderId: sender.id, phoneNumberId, token: access_token };
+  const token = await accessToken(base, { clientId: application.clientId, clientSecret });
+  return { tenantId: tenant.id, senderId: sender.id, phoneNumberId, token };
 }
 
 interface FeedPage {
@@ -526,19 +518,12 @@ async function lostNothing(db: Db) {
         name: "Lost reader",
         readLimit: 1_000_000,
       });
-      const response = await app.handle(
-        new Request("http://localhost/v2/oauth/token", {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({
-            grant_type: "client_credentials",
-            client_id: application.clientId,
-            client_secret: clientSecret,
-          }),
-        }),
+      const token = await accessToken(
+        "http://localhost",
+        { clientId: application.clientId, clientSecret },
+        { handle: (request) => app.handle(request) },
       );
-      const { access_token } = (await response.json()) as { access_token: string };
-      tenants.push({ tenantId: tenant.id, senderId: sender.id, contactId: contact.id, token: access_token });
+      tenants.push({ tenantId: tenant.id, senderId: sender.id, contactId: contact.id, token });
     }
     const writerDb = createDb(config.databaseUrl, { max: LOST_WRITERS + 6 });
     try {

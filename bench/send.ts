@@ -27,6 +27,7 @@ import { createRedis, deleteInstanceKeys, type RedisClient } from "../src/redis/
 import { insertSender } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/templates/sync.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
+import { accessToken } from "./token.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const LUA = join(ROOT, "bench", "send.lua");
@@ -982,30 +983,7 @@ async function main() {
     if (unexpectedExit) throw new Error(unexpectedExit);
 
     const tokens: string[] = [];
-    for (const app of apps) {
-      for (let attempt = 1; ; attempt++) {
-        const response = await fetch(`${apiUrl}/v2/oauth/token`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({
-            grant_type: "client_credentials",
-            client_id: app.clientId,
-            client_secret: app.clientSecret,
-          }),
-        });
-        const body = (await response.json()) as { access_token?: string };
-        if (response.ok && body.access_token) {
-          tokens.push(body.access_token);
-          break;
-        }
-        // A 429 or a brief 5xx is retried a few times; anything else is a broken setup.
-        if (attempt >= 3 || (response.status !== 429 && response.status < 500)) {
-          throw new Error(`token request failed: ${response.status} ${JSON.stringify(body)}`);
-        }
-        say(`token request answered ${response.status} ${JSON.stringify(body)}; retrying`);
-        await Bun.sleep(1000);
-      }
-    }
+    for (const app of apps) tokens.push(await accessToken(apiUrl, app, { onRetry: say }));
     writeFileSync(tokensFile, `${tokens.join("\n")}\n`);
     const check = await fetch(`${apiUrl}/v2/messages`, {
       method: "POST",
