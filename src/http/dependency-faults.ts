@@ -52,8 +52,8 @@ export function isDependencyDown(error: unknown, depth = 0): boolean {
 export const DEPENDENCY_RETRY_AFTER_SECONDS = 2;
 
 /** The answer to a dependency fault, wherever it is caught. */
-export function serviceUnavailable(retryAfterSeconds = DEPENDENCY_RETRY_AFTER_SECONDS): ApiError {
+export function serviceUnavailable(): ApiError {
   return new ApiError("service_unavailable", "The service is briefly unavailable. Retry shortly.", {
-    headers: { "retry-after": String(retryAfterSeconds) },
+    headers: { "retry-after": String(DEPENDENCY_RETRY_AFTER_SECONDS) },
   });
 }

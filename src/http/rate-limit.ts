@@ -33,7 +33,7 @@ export async function consumeRateLimit(
     reply = await redis.rateLimit(key, limit);
   } catch {
     // Any failure of our own script's call is Redis not answering as it should: never a silent pass.
-    throw serviceUnavailable(1);
+    throw serviceUnavailable();
   }
   const [allowed, max, remaining, resetMs, resetEpoch] = reply;
   return { allowed: allowed === 1, limit: max, remaining, resetMs, resetEpoch };

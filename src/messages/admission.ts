@@ -113,7 +113,7 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
           idempotency ? inFlightMarker(idempotency.token) : "",
         )
         .catch(() => {
-          throw serviceUnavailable(1);
+          throw serviceUnavailable();
         });
 
     let reply = await call(-1);
