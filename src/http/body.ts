@@ -116,18 +116,59 @@ export function jsonDepthExceeds(bytes: Uint8Array, max: number): boolean {
   return false;
 }
 
+/**
+ * What a body's NUL characters (U+0000) become. Postgres stores none in text or jsonb, so one must
+ * not reach a statement: an integrator's request is refused with the field named (`refuse`); what
+ * the provider sends is taken with U+FFFD in their place (`replace`), since refusing it would only
+ * make the provider retry it for days.
+ */
+export type NulPolicy = "refuse" | "replace";
+
+const NUL = "\u0000";
+const REPLACEMENT = "\uFFFD";
+
 /** JSON text to a value, or `invalid_json`; empty text is no body (null). */
-export function parseJsonBytes(bytes: Uint8Array): unknown {
+export function parseJsonBytes(bytes: Uint8Array, nul: NulPolicy = "refuse"): unknown {
   if (jsonDepthExceeds(bytes, MAX_JSON_DEPTH)) {
     throw new ApiError("invalid_json", `The request body is nested deeper than ${MAX_JSON_DEPTH} levels.`);
   }
   const text = new TextDecoder().decode(bytes);
   if (text.trim() === "") return null;
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     throw new ApiError("invalid_json", "The request body is not valid JSON.");
   }
+  // JSON carries a NUL only escaped: the text says \u0000 wherever a string holds one.
+  return text.includes("\\u0000") ? withoutNul(value, nul) : value;
+}
+
+/** The value with its NULs refused (the first one's path named) or replaced, keys included. */
+function withoutNul(value: unknown, nul: NulPolicy, path: string[] = []): unknown {
+  const clean = (s: string, at: string[]) => {
+    if (!s.includes(NUL)) return s;
+    if (nul === "refuse") {
+      const param = at.join(".") || null;
+      throw new ApiError(
+        "parameter_invalid",
+        `${param ?? "The request body"} must not contain NUL characters (U+0000).`,
+        { param },
+      );
+    }
+    return s.replaceAll(NUL, REPLACEMENT);
+  };
+  if (typeof value === "string") return clean(value, path);
+  if (Array.isArray(value)) return value.map((item, i) => withoutNul(item, nul, [...path, String(i)]));
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value)) {
+      const name = clean(key, [...path, key]);
+      out[name] = withoutNul(item, nul, [...path, name]);
+    }
+    return out;
+  }
+  return value;
 }
 
 export function mediaType(header: string | null): string {
@@ -141,7 +182,13 @@ export function isJsonType(type: string): boolean {
 /** JSON or form-urlencoded bytes to the value a route sees; any other type with a body is refused. */
 export function parseBodyBytes(type: string, bytes: Uint8Array): unknown {
   if (isJsonType(type)) return parseJsonBytes(bytes);
-  if (type === "application/x-www-form-urlencoded") return formToObject(new TextDecoder().decode(bytes));
+  if (type === "application/x-www-form-urlencoded") {
+    const form = formToObject(new TextDecoder().decode(bytes));
+    const hasNul = Object.entries(form).some(
+      ([k, v]) => k.includes(NUL) || [v].flat().some((s) => s.includes(NUL)),
+    );
+    return hasNul ? withoutNul(form, "refuse") : form;
+  }
   if (bytes.byteLength === 0) return null;
   throw new ApiError(
     "invalid_content_type",

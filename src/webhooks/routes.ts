@@ -56,7 +56,8 @@ export function webhookRoutes(deps: AppDeps) {
         }
         let body: unknown;
         try {
-          body = parseJsonBytes(raw);
+          // What the provider sends is taken, NULs replaced (refusing it would only be retried).
+          body = parseJsonBytes(raw, "replace");
         } catch (error) {
           deps.metrics.webhookRejected.inc({ reason: "bad_body" });
           throw error;
