@@ -160,14 +160,15 @@ export async function pipelinePerSlot<T>(
 /**
  * Key names. Every key starts with REDIS_PREFIX and carries a {hash tag} naming the owner whose
  * keys must live in one Redis Cluster slot (a tenant's rate-limit and quota counters are touched
- * by one script call, so both are tagged with the tenant).
+ * by one script call, so both are tagged with the tenant). Rate windows are `:window:` counters
+ * (lib/fixed_window.lua); the `:rate:` hashes they replaced are never read again and expire in 2 s.
  */
 export function redisKeys(prefix: string) {
   return {
     applicationRate: (tenantId: string, clientId: string, kind: "read" | "send") =>
-      `${prefix}:{t:${tenantId}}:rate:${clientId}:${kind}`,
-    clientRate: (clientId: string) => `${prefix}:{c:${clientId}}:rate:token`,
-    ipRate: (ip: string, kind: "read" | "token" | "panel" | "ops") => `${prefix}:{ip:${ip}}:rate:${kind}`,
+      `${prefix}:{t:${tenantId}}:window:${clientId}:${kind}`,
+    clientRate: (clientId: string) => `${prefix}:{c:${clientId}}:window:token`,
+    ipRate: (ip: string, kind: "read" | "token" | "panel" | "ops") => `${prefix}:{ip:${ip}}:window:${kind}`,
     /** Accepted sends of one tenant, channel and UTC day (YYYYMMDD). */
     dailyQuota: (tenantId: string, channel: string, day: string) =>
       `${prefix}:{t:${tenantId}}:quota:${channel}:${day}`,

@@ -1,5 +1,5 @@
 -- Fixed one-second window rate limit (SPEC §8); uses lib/fixed_window.lua.
--- KEYS[1]  hash holding {w = window second, n = requests counted in it}
+-- KEYS[1]  the window counter (lib/fixed_window.lua)
 -- ARGV[1]  limit: requests allowed per second
 -- Returns  {allowed (1|0), limit, remaining, reset_ms (until the window ends), reset_epoch_s}
 local limit = tonumber(ARGV[1])

@@ -3,7 +3,7 @@
 -- reserved here and given back by the caller if the request does not end in a newly accepted
 -- message. The same round trip reads the tenant's directory version, which tells the send path
 -- whether its cached senders and templates are still current.
--- KEYS[1]  rate-limit hash of the application's send limit {w = window second, n = count}
+-- KEYS[1]  window counter of the application's send limit (lib/fixed_window.lua)
 -- KEYS[2]  quota counter of the tenant, channel and UTC day (same {tenant} hash tag as KEYS[1])
 -- KEYS[3]  the tenant's directory version (same {tenant} hash tag), set anew by every change
 -- KEYS[4]  the Idempotency-Key's marker (same {tenant} hash tag); any key of the tenant when
