@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { type App, createApp } from "../src/app.ts";
 import type { AppDeps } from "../src/app-deps.ts";
 import { createApplication } from "../src/applications/service.ts";
+import { SIGNATURE_HEADER, signPayload } from "../src/channel/signature.ts";
 import { ManualClock } from "../src/clock.ts";
 import { type Config, loadConfig } from "../src/config.ts";
 import { dropDatabase, ensureDatabase } from "../src/db/connect.ts";
@@ -157,6 +158,15 @@ export interface CallResult {
   // biome-ignore lint/suspicious/noExplicitAny: tests assert on arbitrary JSON shapes
   body: any;
   text: string;
+}
+
+/** `call`'s options for POST /webhooks/whatsapp: the body as the provider sends it, signed. */
+export function signedWebhook(body: unknown, appSecret: string): CallOptions {
+  const raw = JSON.stringify(body);
+  return {
+    rawBody: raw,
+    headers: { "content-type": "application/json", [SIGNATURE_HEADER]: signPayload(raw, appSecret) },
+  };
 }
 
 /** One HTTP request through the real app (routing, hooks, validation), as a client sees it. */

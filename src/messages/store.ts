@@ -131,7 +131,7 @@ WITH batch AS MATERIALIZED (
 SELECT id, seq, contact_id, tenant_id FROM inserted`;
 
 /** One precompiled statement's rows, with this batch's parameters. */
-export async function run<Row>(db: Db, text: string, parameters: unknown[]): Promise<Row[]> {
+async function run<Row>(db: Db, text: string, parameters: unknown[]): Promise<Row[]> {
   return (await db.executeQuery<Row>(CompiledQuery.raw(text, parameters))).rows;
 }
 

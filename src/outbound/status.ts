@@ -9,11 +9,11 @@ import { unsent } from "./unsent.ts";
  * Message status moves forward only (DESIGN §3): accepted -> sent -> delivered -> read, skips
  * allowed; failed only from accepted or sent; a later delivered/read supersedes failed; anything
  * else (out-of-order webhooks) is ignored. The rule is defined once, in SQL
- * (`message_status_after` and `message_status_fold`, sql/014), and applied by `statusStatement`
- * below, for the webhook store and the drain alike.
+ * (`message_status_after` and `message_status_fold`, sql/014), and applied by the statements built
+ * on `statusStatementHead` below, the webhook store's and the drain's alike.
  */
 
-/** A status event as `statusStatement` takes it, from a webhook or from the backlog. */
+/** A status event as `statusStatementHead` takes it, from a webhook or from the backlog. */
 export interface StatusEventInput {
   providerMessageId: string;
   status: string;
@@ -23,7 +23,7 @@ export interface StatusEventInput {
   clientReference: string | null;
   /** The sender whose phone_number_id the webhook named (null: stored before events carried one). */
   senderId: string | null;
-  /** Tie-break after `at`: arrival order (a stored event's id). */
+  /** Tie-break after `at`: arrival order (a webhook batch's own order, or a stored event's id). */
   order: number;
 }
 

@@ -166,9 +166,8 @@ export async function commitWebhooks(
   const senderByNumber = await deps.senders(numberIds);
   const perBody = changes.map((values) => rowsOf(values, senderByNumber));
   const inbound = perBody.flatMap((b) => b.inboundRows).sort(byKey((r) => r.provider_message_id));
-  const statuses = perBody
-    .flatMap((b) => b.statusRows)
-    .sort(byKey((r) => `${r.provider_message_id}\u0000${r.status}\u0000${r.sender_id}`));
+  // In arrival order, the tie-break of equal timestamps; the statement writes waiting rows in key order.
+  const statuses = perBody.flatMap((b) => b.statusRows);
   const insertInbound = sql`
     INSERT INTO inbound_events (provider_message_id, tenant_id, sender_id, payload)
     SELECT v.id, v.tenant_id, v.sender_id, v.payload::jsonb
