@@ -7,10 +7,10 @@ import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { Db } from "./db/connect.ts";
 import type { ReadDatabase } from "./db/read-replica.ts";
+import type { TokenService } from "./http/request-state.ts";
 import type { Logger } from "./logger.ts";
 import type { Metrics } from "./metrics/index.ts";
 import type { MetricsPublisher } from "./metrics/publish.ts";
-import type { TokenService } from "./oauth/tokens.ts";
 import type { Queues } from "./queues/index.ts";
 import type { RedisClient, RedisKeys } from "./redis/connect.ts";
 

@@ -3,23 +3,24 @@ import type { AppDeps } from "./app-deps.ts";
 import { contactRoutes } from "./contacts/routes.ts";
 import { conversationRoutes } from "./conversations/routes.ts";
 import type { DocumentedRoute } from "./docs/openapi.ts";
-import { apiReferenceRoutes, REFERENCE_STATIC_PATHS } from "./docs/reference.ts";
+import { apiReferenceRoutes } from "./docs/reference.ts";
 import { docsRoutes } from "./docs/routes.ts";
 import { feedRoutes } from "./feed/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { historyRoutes } from "./history/routes.ts";
 import { MEDIA_BODY_LIMIT } from "./http/body.ts";
-import { API_PREFIX, requestPipeline } from "./http/pipeline.ts";
+import { API_PREFIX, ROUTER_STANDARD_HOSTNAME } from "./http/paths.ts";
 import { mediaRoutes } from "./media/routes.ts";
 import { createMessageAcceptor } from "./messages/accept.ts";
 import { createSendAdmission, outboundSending } from "./messages/admission.ts";
 import { messageRoutes } from "./messages/routes.ts";
 import { oauthMetadataRoutes } from "./oauth/metadata.ts";
 import { oauthRoutes } from "./oauth/routes.ts";
-import { OPS_PREFIXES, opsRoutes } from "./ops/routes.ts";
+import { opsRoutes } from "./ops/routes.ts";
 import { panelErrorResponse } from "./panel/errors.ts";
 import { PANEL_PREFIX } from "./panel/paths.ts";
 import { panelRoutes } from "./panel/routes.ts";
+import { assertEveryRouteHasPolicy, requestPipeline } from "./pipeline/request-pipeline.ts";
 import { senderRoutes } from "./senders/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
 
@@ -48,6 +49,8 @@ export function createApp(deps: AppDeps) {
   const app = new Elysia({
     // Closed schemas reject unknown fields instead of silently dropping them.
     normalize: false,
+    // The router reads the path right after `http://` whatever the Host (src/http/paths.ts).
+    handler: { standardHostname: ROUTER_STANDARD_HOSTNAME },
     // Each route's cap is the pipeline's (src/http/body.ts), which answers in the envelope; Bun's own
     // cap (a bare 413) sits above the largest so that it never answers first.
     serve: { maxRequestBodySize: MEDIA_BODY_LIMIT * 2 },
@@ -69,10 +72,7 @@ export function createApp(deps: AppDeps) {
             panel: deps.limits.panelPerIp,
             ops: deps.limits.opsPerIp,
           },
-          panelPrefix: PANEL_PREFIX,
-          opsPrefixes: OPS_PREFIXES,
           admitSend: sending.admitSend,
-          staticPaths: REFERENCE_STATIC_PATHS,
           pageErrors: { prefix: PANEL_PREFIX, render: panelErrorResponse },
         },
         routes,
@@ -84,6 +84,7 @@ export function createApp(deps: AppDeps) {
     .use(opsRoutes(deps))
     .use(panelRoutes(deps, sending))
     .use(api);
+  assertEveryRouteHasPolicy(app.routes);
   return app;
 }
 

@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../src/app.ts";
 import { ManualClock } from "../src/clock.ts";
 import { DEV_JWT_SECRET, loadConfig } from "../src/config.ts";
-import { clientIpOf } from "../src/http/pipeline.ts";
 import { createTokenService } from "../src/oauth/tokens.ts";
+import { clientIpOf } from "../src/pipeline/request-pipeline.ts";
 import { createPanelUserWithTenant, PanelClient } from "./panel-support.ts";
 import { call, createTenantWithApp, createTestEnv, getToken, nextSecond, type TestEnv } from "./support.ts";
 

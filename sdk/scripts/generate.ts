@@ -14,7 +14,7 @@ import { loadConfig } from "../../src/config.ts";
 import { buildDeps, closeDeps } from "../../src/deps.ts";
 import { buildOpenApiDocument } from "../../src/docs/openapi.ts";
 import { API_VERSION } from "../../src/docs/reference.ts";
-import { API_PREFIX } from "../../src/http/pipeline.ts";
+import { API_PREFIX } from "../../src/http/paths.ts";
 import { createLogger } from "../../src/logger.ts";
 
 export const GENERATED_FILE = fileURLToPath(new URL("../src/generated/openapi.ts", import.meta.url));

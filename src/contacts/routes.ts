@@ -1,6 +1,7 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { readWith } from "../db/read-replica.ts";
+import { POLICIES, routePolicy } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentContact } from "./presenter.ts";
@@ -9,6 +10,7 @@ import { getContact, getContactByPhone } from "./service.ts";
 
 export function contactRoutes(deps: AppDeps) {
   return new Elysia()
+    .use(routePolicy)
     .use(scopeGuard)
     .get(
       "/contacts/:contact_id",
@@ -19,6 +21,7 @@ export function contactRoutes(deps: AppDeps) {
         return presentContact(contact, messaging);
       },
       {
+        policy: POLICIES.apiRead,
         scope: "messaging:read",
         params: ContactIdParams,
         response: { 200: ContactSchema, ...standardErrors("parameter_invalid", "resource_missing") },
@@ -40,6 +43,7 @@ export function contactRoutes(deps: AppDeps) {
         return presentContact(contact, messaging);
       },
       {
+        policy: POLICIES.apiRead,
         scope: "messaging:read",
         query: ContactPhoneQuery,
         response: {

@@ -1,6 +1,7 @@
 import { JSON_BODY_LIMIT } from "../http/body.ts";
 import { API_ERRORS, type ApiErrorCode, OAUTH_ERRORS, type OAuthErrorCode } from "../http/errors.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
+import { POLICY_DETAIL_KEY } from "../http/route-policy.ts";
 import {
   type DocumentedErrors,
   ERROR_CODES_KEY,
@@ -242,6 +243,8 @@ function buildOperation(
     parameters: extraParameters,
     requestBody: bodySkeleton,
     responses: responseSkeletons,
+    // The pipeline's (src/http/route-policy.ts); the document says it in words.
+    [POLICY_DETAIL_KEY]: _policy,
     ...detail
   } = hooks.detail ?? {};
   if (typeof detail.operationId !== "string") {

@@ -3,7 +3,8 @@ import { dirname, join } from "node:path";
 import { Elysia } from "elysia";
 import swaggerUiPackage from "swagger-ui-dist/package.json" with { type: "json" };
 import type { AppDeps } from "../app-deps.ts";
-import { API_PREFIX } from "../http/pipeline.ts";
+import { API_PREFIX } from "../http/paths.ts";
+import { POLICIES, routePolicy } from "../http/route-policy.ts";
 import { buildOpenApiDocument, type DocumentedRoute } from "./openapi.ts";
 
 /** The API version in the document (SPEC §9). */
@@ -23,11 +24,6 @@ const ASSET_CACHE = "public, max-age=31536000, immutable";
 const PAGE_PATH = "/reference";
 const assetPath = (name: string) => `${PAGE_PATH}/${name}`;
 
-/** The page and its assets as the app serves them (under API_PREFIX): static, served to anyone. */
-export const REFERENCE_STATIC_PATHS: ReadonlySet<string> = new Set(
-  [PAGE_PATH, ...Object.keys(SWAGGER_UI_ASSETS).map(assetPath)].map((path) => `${API_PREFIX}${path}`),
-);
-
 const escapeHtml = (text: string) =>
   text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;");
 
@@ -43,6 +39,7 @@ export function apiReferenceRoutes(deps: Pick<AppDeps, "config">, routes: () => 
   let openApiDocument: unknown;
 
   const app = new Elysia({ name: "api-reference" })
+    .use(routePolicy)
     .get(
       "/openapi.json",
       () =>
@@ -51,7 +48,7 @@ export function apiReferenceRoutes(deps: Pick<AppDeps, "config">, routes: () => 
           prefix: API_PREFIX,
           version: API_VERSION,
         })),
-      { detail: { hide: true } },
+      { policy: POLICIES.apiRead, detail: { hide: true } },
     )
     .get(
       PAGE_PATH,
@@ -61,7 +58,8 @@ export function apiReferenceRoutes(deps: Pick<AppDeps, "config">, routes: () => 
         set.headers["content-security-policy"] = page.csp;
         return page.html;
       },
-      { detail: { hide: true } },
+      // A page load is several requests: static files spend no limit, so the API can still be tried.
+      { policy: POLICIES.public, detail: { hide: true } },
     );
   for (const [name, type] of Object.entries(SWAGGER_UI_ASSETS)) {
     const file = join(SWAGGER_UI_DIR, name);
@@ -69,7 +67,7 @@ export function apiReferenceRoutes(deps: Pick<AppDeps, "config">, routes: () => 
       assetPath(name),
       // A Response of our own: Elysia's file answer would add a Content-Range to a plain 200.
       () => new Response(Bun.file(file), { headers: { "content-type": type, "cache-control": ASSET_CACHE } }),
-      { detail: { hide: true } },
+      { policy: POLICIES.public, detail: { hide: true } },
     );
   }
   return app;

@@ -1,17 +1,19 @@
 import { Elysia, t } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
+import { POLICIES, routePolicy } from "../http/route-policy.ts";
 import { errorResponses } from "../http/schemas.ts";
 import { renderDocsPage } from "./page.ts";
 
 export function docsRoutes(deps: AppDeps) {
   const page = renderDocsPage(deps.config.publicBaseUrl);
-  return new Elysia().get(
+  return new Elysia().use(routePolicy).get(
     "/docs",
     ({ set }) => {
       set.headers["content-type"] = "text/html; charset=utf-8";
       return page;
     },
     {
+      policy: POLICIES.apiRead,
       response: {
         200: t.String(),
         ...errorResponses("rate_limit_exceeded", "internal_error", "service_unavailable"),

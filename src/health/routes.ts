@@ -1,12 +1,14 @@
 import { Elysia } from "elysia";
 import { sql } from "kysely";
 import type { AppDeps } from "../app-deps.ts";
+import { POLICIES, routePolicy } from "../http/route-policy.ts";
 import { withTimeout } from "../lib/with-timeout.ts";
 
 /** /healthz: the process answers. /readyz: Postgres and Redis answer too (503 otherwise). */
 export function healthRoutes(deps: AppDeps) {
   return new Elysia()
-    .get("/healthz", () => ({ status: "ok" }), { detail: { hide: true } })
+    .use(routePolicy)
+    .get("/healthz", () => ({ status: "ok" }), { policy: POLICIES.public, detail: { hide: true } })
     .get(
       "/readyz",
       async ({ set }) => {
@@ -27,6 +29,6 @@ export function healthRoutes(deps: AppDeps) {
         }
         return { status: ready ? "ready" : "unavailable", postgres, redis };
       },
-      { detail: { hide: true } },
+      { policy: POLICIES.public, detail: { hide: true } },
     );
 }

@@ -35,15 +35,9 @@ const POLICIES: Record<BodyKind, BodyPolicy> = {
   form: { kind: "form", limit: FORM_BODY_LIMIT },
 };
 
-/** Which cap a request's body gets, from its path alone (known before a byte is read). */
-export function bodyPolicyOf(
-  path: string,
-  paths: { api: string; media: string; webhooks: string },
-): BodyPolicy {
-  if (path === paths.media) return POLICIES.media;
-  if (path === paths.webhooks || path.startsWith(`${paths.webhooks}/`)) return POLICIES.webhook;
-  if (path.startsWith(`${paths.api}/`)) return POLICIES.api;
-  return POLICIES.form;
+/** The cap and reading of a body kind (a route declares its kind: src/http/route-policy.ts). */
+export function bodyPolicy(kind: BodyKind): BodyPolicy {
+  return POLICIES[kind];
 }
 
 export function tooLargeError(policy: BodyPolicy): ApiError {

@@ -3,7 +3,7 @@ import { ApiError } from "./errors.ts";
 /**
  * Postgres or Redis away (a restart, a failover, a network cut), as opposed to a bug: the one
  * mapping every route answers with (503 `service_unavailable` and `Retry-After`, see
- * src/http/pipeline.ts), and what the workers pause on (workers/runtime.ts).
+ * src/pipeline/request-pipeline.ts), and what the workers pause on (workers/runtime.ts).
  */
 
 /** Error codes of a dependency that is away: Node socket errors and Postgres SQLSTATEs. */

@@ -267,3 +267,8 @@ export function apiErrorBody(error: ApiError, requestId: string, baseUrl: string
 export function oauthErrorBody(error: OAuthError, requestId: string) {
   return { error: error.code, error_description: error.message, request_id: requestId };
 }
+
+/** What any path that does not exist answers (the ops endpoints reuse it for theirs). */
+export function unknownPathError(method: string, path: string): ApiError {
+  return new ApiError("resource_missing", `Unknown path: ${method} ${path}.`);
+}

@@ -1,5 +1,6 @@
 import type { BodyPolicy } from "./body.ts";
 import { ApiError } from "./errors.ts";
+import type { RoutePolicy } from "./route-policy.ts";
 
 export type Scope = "messaging:send" | "messaging:read";
 export const ALL_SCOPES: readonly Scope[] = ["messaging:send", "messaging:read"];
@@ -11,6 +12,16 @@ export interface AuthContext {
   scopes: readonly Scope[];
   readLimit: number;
   sendLimit: number;
+}
+
+export type TokenCheck =
+  | { ok: true; auth: AuthContext }
+  | { ok: false; problem: "malformed" | "invalid" | "expired" };
+
+/** Issues and checks access tokens (src/oauth/tokens.ts implements it). */
+export interface TokenService {
+  issue(input: AuthContext): Promise<{ token: string; expiresIn: number }>;
+  check(token: string): Promise<TokenCheck>;
 }
 
 /**
@@ -48,7 +59,7 @@ export interface AdmittedSend {
   refund(): Promise<void>;
 }
 
-/** What the pipeline learns about one request before routing; read by hooks and handlers. */
+/** What the pipeline learns about one request; read by hooks and handlers. */
 export interface RequestState {
   requestId: string;
   startedAt: number;
@@ -68,7 +79,9 @@ export interface RequestState {
   bodyProblem?: ApiError;
   /** The caller's address (see clientIpOf), for per-IP limits. */
   clientIp?: string;
-  /** The size cap and reading mode of this request's body (src/http/body.ts), from its path. */
+  /** The policy the matched route declared, once the pipeline applied it (src/http/route-policy.ts). */
+  policy?: RoutePolicy;
+  /** The size cap and reading mode of this request's body (src/http/body.ts), from the route's policy. */
   bodyPolicy?: BodyPolicy;
   /** The body was parsed from JSON or a form by the pipeline (so its route schema is checked there). */
   parsedBody?: boolean;
@@ -82,6 +95,12 @@ export function setRequestState(request: Request, state: RequestState): void {
 
 export function requestState(request: Request): RequestState | undefined {
   return states.get(request);
+}
+
+/** Raises a body problem the pipeline's parser recorded (it waits until the caller is authorized). */
+export function throwBodyProblem(request: Request): void {
+  const problem = states.get(request)?.bodyProblem;
+  if (problem) throw problem;
 }
 
 /** The caller's address, as the pipeline worked it out once for the request (see clientIpOf). */

@@ -1,6 +1,5 @@
 import { Elysia } from "elysia";
-import { throwBodyProblem } from "./pipeline.ts";
-import { authorize, type Scope } from "./request-state.ts";
+import { authorize, type Scope, throwBodyProblem } from "./request-state.ts";
 
 /**
  * `{ scope: "messaging:read" }` on a route: 401/403 before the body is validated (transform runs

@@ -1,7 +1,8 @@
 import { Elysia, t } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
-import { API_PREFIX } from "../http/pipeline.ts";
+import { API_PREFIX } from "../http/paths.ts";
 import { ALL_SCOPES } from "../http/request-state.ts";
+import { POLICIES, routePolicy } from "../http/route-policy.ts";
 
 /**
  * OAuth 2.0 Authorization Server Metadata (RFC 8414), so that a client library discovers the token
@@ -33,12 +34,12 @@ export function oauthMetadataRoutes(deps: Pick<AppDeps, "config">) {
     response_types_supported: [],
     service_documentation: `${issuer}/reference`,
   };
-  return new Elysia().get(
+  return new Elysia().use(routePolicy).get(
     METADATA_PATH,
     ({ set }) => {
       set.headers["cache-control"] = "public, max-age=3600";
       return metadata;
     },
-    { response: { 200: AuthorizationServerMetadata }, detail: { hide: true } },
+    { policy: POLICIES.public, response: { 200: AuthorizationServerMetadata }, detail: { hide: true } },
   );
 }

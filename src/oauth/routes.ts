@@ -2,7 +2,6 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import type { ApplicationRecord } from "../applications/repository.ts";
 import { OAuthError } from "../http/errors.ts";
-import { throwBodyProblem } from "../http/pipeline.ts";
 import {
   consumeRateLimit,
   DEFAULT_LIMITS,
@@ -10,7 +9,8 @@ import {
   rateLimitHeaders,
   retryAfterSeconds,
 } from "../http/rate-limit.ts";
-import { callerIp, requestState } from "../http/request-state.ts";
+import { callerIp, requestState, throwBodyProblem } from "../http/request-state.ts";
+import { routePolicy } from "../http/route-policy.ts";
 import { tokenErrors } from "../http/schemas.ts";
 import type { RateLimitKind } from "../metrics/index.ts";
 import { TokenRequest, TokenResponse } from "./schemas.ts";
@@ -28,7 +28,7 @@ export function oauthRoutes(deps: AppDeps) {
   const failureWindow = (key: string, mode?: "peek") =>
     deps.redis.attemptWindow(key, TOKEN_AUTH_FAILURES.perIp, TOKEN_AUTH_FAILURES.windowSeconds, mode);
 
-  return new Elysia().post(
+  return new Elysia().use(routePolicy).post(
     "/oauth/token",
     async ({ body, request, set }) => {
       set.headers["cache-control"] = "no-store";
@@ -80,6 +80,8 @@ export function oauthRoutes(deps: AppDeps) {
       return issueAccessToken(deps, input.body, application);
     },
     {
+      // Its per-IP limit before the body (the client_id is in it); errors in RFC 6749's shape.
+      policy: { limit: "token-ip", body: "api", errors: "oauth" },
       body: TokenRequest,
       response: { 200: TokenResponse, ...tokenErrors() },
       detail: {

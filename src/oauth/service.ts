@@ -3,7 +3,7 @@ import { authenticateClient, parseScopes } from "../applications/service.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { OAuthError } from "../http/errors.ts";
-import type { TokenService } from "./tokens.ts";
+import type { TokenService } from "../http/request-state.ts";
 
 export interface TokenRequestInput {
   body: Record<string, unknown> | null | undefined;

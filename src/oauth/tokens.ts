@@ -1,7 +1,7 @@
 import { jwt } from "@elysiajs/jwt";
 import { type Clock, epochSeconds } from "../clock.ts";
 import { deriveKey } from "../crypto/keys.ts";
-import type { AuthContext, Scope } from "../http/request-state.ts";
+import type { AuthContext, Scope, TokenService } from "../http/request-state.ts";
 
 /** SPEC §5: fixed lifetime, stateless (no revocation list). */
 export const TOKEN_LIFETIME_SECONDS = 3600;
@@ -14,15 +14,6 @@ interface TokenClaims {
   scope: string;
   /** [read, send] requests per second, fixed when the application is created. */
   lim: [number, number];
-}
-
-export type TokenCheck =
-  | { ok: true; auth: AuthContext }
-  | { ok: false; problem: "malformed" | "invalid" | "expired" };
-
-export interface TokenService {
-  issue(input: AuthContext): Promise<{ token: string; expiresIn: number }>;
-  check(token: string): Promise<TokenCheck>;
 }
 
 const VERIFIED_CACHE_SIZE = 10_000;

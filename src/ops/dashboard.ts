@@ -2,8 +2,9 @@ import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { ElysiaAdapter } from "@bull-board/elysia";
 import { Elysia } from "elysia";
-import { ApiError } from "../http/errors.ts";
-import { pathOf, throwBodyProblem, unknownPathError } from "../http/pipeline.ts";
+import { ApiError, unknownPathError } from "../http/errors.ts";
+import { pathOf } from "../http/paths.ts";
+import { throwBodyProblem } from "../http/request-state.ts";
 import { QUEUE_NAMES, type Queues } from "../queues/index.ts";
 
 export const DASHBOARD_PATH = "/ops/queues";

@@ -2,13 +2,11 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { ApiError } from "../http/errors.ts";
 import { callerIp, requestState } from "../http/request-state.ts";
+import { routePolicy } from "../http/route-policy.ts";
 import type { RateLimitKind } from "../metrics/index.ts";
 import { renderMetrics } from "../metrics/scrape.ts";
 import { DASHBOARD_PATH, queueDashboard } from "./dashboard.ts";
 import { checkOpsRequest, OPS_AUTH_FAILURES, opsAccess } from "./guard.ts";
-
-/** Where the operator endpoints live (their per-IP limit in the pipeline). */
-export const OPS_PREFIXES = ["/metrics", DASHBOARD_PATH] as const;
 
 /**
  * The operator endpoints outside /v2: Prometheus metrics and the queue dashboard, one guard for both.
@@ -30,25 +28,29 @@ export function opsRoutes(deps: AppDeps) {
       mode,
     );
 
-  return new Elysia()
-    .onBeforeHandle(async ({ request }) => {
-      const ip = callerIp(request);
-      try {
-        await checkOpsRequest(access, request, failureWindow(ip));
-      } catch (error) {
-        if (error instanceof ApiError && error.code === "rate_limit_exceeded")
-          deps.metrics.rateLimited.inc({ kind: "auth_failures" satisfies RateLimitKind });
-        throw error;
-      }
-    })
-    .get(
-      "/metrics",
-      async () => {
-        const { body, contentType } = await renderMetrics(deps);
-        return new Response(body, { headers: { "content-type": contentType, "cache-control": "no-store" } });
-      },
-      { detail: { hide: true } },
-    )
-    .all(DASHBOARD_PATH, toDashboard, { detail: { hide: true } })
-    .all(`${DASHBOARD_PATH}/*`, toDashboard, { detail: { hide: true } });
+  return new Elysia().use(routePolicy).guard({ policy: { limit: "ops-ip", body: "form" } }, (ops) =>
+    ops
+      .onBeforeHandle(async ({ request }) => {
+        const ip = callerIp(request);
+        try {
+          await checkOpsRequest(access, request, failureWindow(ip));
+        } catch (error) {
+          if (error instanceof ApiError && error.code === "rate_limit_exceeded")
+            deps.metrics.rateLimited.inc({ kind: "auth_failures" satisfies RateLimitKind });
+          throw error;
+        }
+      })
+      .get(
+        "/metrics",
+        async () => {
+          const { body, contentType } = await renderMetrics(deps);
+          return new Response(body, {
+            headers: { "content-type": contentType, "cache-control": "no-store" },
+          });
+        },
+        { detail: { hide: true } },
+      )
+      .all(DASHBOARD_PATH, toDashboard, { detail: { hide: true } })
+      .all(`${DASHBOARD_PATH}/*`, toDashboard, { detail: { hide: true } }),
+  );
 }

@@ -3,6 +3,7 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
+import { routePolicy } from "../http/route-policy.ts";
 import type { OutboundSending } from "../messages/admission.ts";
 import { applicationPages } from "./applications.ts";
 import { conversationPages } from "./conversations.ts";
@@ -29,24 +30,29 @@ const ASSETS: Record<string, { body: string; type: string }> = {
  * senders and templates, and read and answer their customers. Server-rendered HTML with htmx.
  */
 export function panelRoutes(deps: AppDeps, sending: OutboundSending) {
+  // Every page and form of the panel: its per-IP limit, 64 KB forms, errors as pages.
   return new Elysia()
-    .get(PANEL_PREFIX, () => redirect(`${PANEL_PREFIX}/conversations`, false))
-    .get(`${PANEL_PREFIX}/assets/:name`, ({ params, set }) => {
-      const asset = ASSETS[params.name];
-      if (!asset) {
-        set.status = 404;
-        return "Not found";
-      }
-      return new Response(asset.body, {
-        headers: {
-          "content-type": `${asset.type}; charset=utf-8`,
-          "cache-control": "public, max-age=86400",
-          "x-content-type-options": "nosniff",
-        },
-      });
-    })
-    .use(signInRoutes(deps))
-    .use(applicationPages(deps))
-    .use(senderPages(deps))
-    .use(conversationPages(deps, sending));
+    .use(routePolicy)
+    .guard({ policy: { limit: "panel-ip", body: "form", errors: "page" } }, (panel) =>
+      panel
+        .get(PANEL_PREFIX, () => redirect(`${PANEL_PREFIX}/conversations`, false))
+        .get(`${PANEL_PREFIX}/assets/:name`, ({ params, set }) => {
+          const asset = ASSETS[params.name];
+          if (!asset) {
+            set.status = 404;
+            return "Not found";
+          }
+          return new Response(asset.body, {
+            headers: {
+              "content-type": `${asset.type}; charset=utf-8`,
+              "cache-control": "public, max-age=86400",
+              "x-content-type-options": "nosniff",
+            },
+          });
+        })
+        .use(signInRoutes(deps))
+        .use(applicationPages(deps))
+        .use(senderPages(deps))
+        .use(conversationPages(deps, sending)),
+    );
 }

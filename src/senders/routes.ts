@@ -1,7 +1,8 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { listEnvelope } from "../http/lists.ts";
-import { pathOf } from "../http/pipeline.ts";
+import { pathOf } from "../http/paths.ts";
+import { POLICIES, routePolicy } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { presentTemplate } from "../templates/presenter.ts";
@@ -13,6 +14,7 @@ import { listTemplatesOfSender } from "./service.ts";
 
 export function senderRoutes(deps: AppDeps) {
   return new Elysia()
+    .use(routePolicy)
     .use(scopeGuard)
     .get(
       "/senders",
@@ -28,6 +30,7 @@ export function senderRoutes(deps: AppDeps) {
         );
       },
       {
+        policy: POLICIES.apiRead,
         scope: "messaging:read",
         response: { 200: SenderList, ...standardErrors() },
         detail: {
@@ -46,6 +49,7 @@ export function senderRoutes(deps: AppDeps) {
         return listEnvelope(pathOf(request.url), templates.map(presentTemplate));
       },
       {
+        policy: POLICIES.apiRead,
         scope: "messaging:read",
         params: SenderIdParams,
         response: { 200: TemplateList, ...standardErrors("parameter_invalid", "resource_missing") },

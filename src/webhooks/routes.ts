@@ -3,9 +3,12 @@ import { Elysia, t } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { SIGNATURE_HEADER, verifySignature } from "../channel/signature.ts";
 import { parseJsonBytes } from "../http/body.ts";
-import { throwBodyProblem } from "../http/pipeline.ts";
-import { requestState } from "../http/request-state.ts";
+import { requestState, throwBodyProblem } from "../http/request-state.ts";
+import { type RoutePolicy, routePolicy } from "../http/route-policy.ts";
 import { createWebhookIngest } from "./ingest.ts";
+
+/** Up to 3 MB, read raw (the signature is checked before a parse); a caller that keeps failing is cut off. */
+const WEBHOOK_POLICY: RoutePolicy = { limit: "webhook-rejections", body: "webhook" };
 
 /**
  * The provider's webhook (outside /v2): GET verification handshake, POST events. An event is in
@@ -15,6 +18,7 @@ import { createWebhookIngest } from "./ingest.ts";
 export function webhookRoutes(deps: AppDeps) {
   const ingest = createWebhookIngest(deps);
   return new Elysia({ prefix: "/webhooks" })
+    .use(routePolicy)
     .get(
       "/whatsapp",
       ({ query, set }) => {
@@ -29,6 +33,7 @@ export function webhookRoutes(deps: AppDeps) {
         return { error: "verification failed" };
       },
       {
+        policy: WEBHOOK_POLICY,
         query: t.Object(
           {
             "hub.mode": t.Optional(t.String()),
@@ -73,7 +78,7 @@ export function webhookRoutes(deps: AppDeps) {
         // webhook (the simulator's control API) learns that its events were dropped.
         return { received: true, unknown_phone_number_ids: [...new Set(result.unknownNumbers)] };
       },
-      { body: t.Unknown(), detail: { hide: true } },
+      { policy: WEBHOOK_POLICY, body: t.Unknown(), detail: { hide: true } },
     );
 }
 
