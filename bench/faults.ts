@@ -28,7 +28,7 @@ import { createDb, type Db, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { createRedis } from "../src/redis/connect.ts";
 import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 import { accessToken } from "./token.ts";
 

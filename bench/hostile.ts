@@ -12,7 +12,7 @@
  */
 import { type Subprocess, spawn } from "bun";
 import { dropDatabase, ensureDatabase } from "../src/db/connect.ts";
-import { deleteInstanceKeys } from "../src/redis/connect.ts";
+import { deleteInstanceKeys } from "../src/queues/instance-keys.ts";
 
 const PG_BASE = process.env.BENCH_PG_BASE ?? "postgres://postgres@127.0.0.1:5432";
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379/0";

@@ -23,9 +23,10 @@ import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { queuePrefix } from "../src/queues/index.ts";
-import { createRedis, deleteInstanceKeys, type RedisClient } from "../src/redis/connect.ts";
+import { deleteInstanceKeys } from "../src/queues/instance-keys.ts";
+import { createRedis, type RedisClient } from "../src/redis/connect.ts";
 import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 import { accessToken } from "./token.ts";
 

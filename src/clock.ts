@@ -25,3 +25,15 @@ export class ManualClock implements Clock {
     this.current = date.getTime();
   }
 }
+
+const DAY_MS = 86_400_000;
+
+/** The UTC day the daily quota counts (its key names the day YYYYMMDD); the panel shows the same. */
+export function utcDay(date: Date): { key: string; start: Date; end: Date } {
+  const start = new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()));
+  return {
+    key: start.toISOString().slice(0, 10).replaceAll("-", ""),
+    start,
+    end: new Date(start.getTime() + DAY_MS),
+  };
+}

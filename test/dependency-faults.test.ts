@@ -8,7 +8,7 @@ import { buildWebhook } from "../src/channel/webhook-payloads.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { isDependencyDown } from "../src/http/dependency-faults.ts";
 import { createRedis, type RedisClient } from "../src/redis/connect.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { type ReadingTenant, readingTenant } from "./reading-support.ts";
 import { type CallResult, call, createTestEnv, eventually, spawnWorker, type TestEnv } from "./support.ts";
 import { startTcpProxy } from "./tcp-proxy.ts";

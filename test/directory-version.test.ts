@@ -3,7 +3,7 @@ import { newId } from "../src/ids.ts";
 import { announceDirectoryChange } from "../src/senders/directory-version.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import { setSenderActivity } from "../src/senders/service.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { signedInClient } from "./panel-support.ts";
 import { call, createTenantWithApp, createTestEnv, getToken, type TestEnv } from "./support.ts";
 

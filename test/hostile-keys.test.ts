@@ -12,7 +12,7 @@ import { createTokenService, TOKEN_LIFETIME_SECONDS } from "../src/oauth/tokens.
 import { SendNotYetPossible } from "../src/outbound/send.ts";
 import { applyStatusEvents } from "../src/outbound/status.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { call, createTenantWithApp, createTestEnv, deliverOne, getToken, type TestEnv } from "./support.ts";
 
 const S1 = "first-root-secret-of-at-least-32-characters";

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../src/app.ts";
 import { createLogger } from "../src/logger.ts";
 import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { call, createTenantWithApp, createTestEnv, eventually, type TestEnv } from "./support.ts";
 
 /**

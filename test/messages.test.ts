@@ -5,7 +5,7 @@ import { finalizeInbound } from "../src/inbound/finalize.ts";
 import { uploadMedia } from "../src/media/service.ts";
 import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
 import { insertSender, type SenderRow, setSenderActive } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 import {
   type CallResult,

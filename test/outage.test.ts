@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, createApp } from "../src/app.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { createRedis, type RedisClient } from "../src/redis/connect.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { createPanelUserWithTenant, PanelClient } from "./panel-support.ts";
 import { type ReadingTenant, readingTenant } from "./reading-support.ts";
 import { call, createTestEnv, eventually, type TestEnv } from "./support.ts";

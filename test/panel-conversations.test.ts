@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApplication } from "../src/applications/service.ts";
 import { finalizeInbound } from "../src/inbound/finalize.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { type PanelClient, type PanelResponse, signedInClient } from "./panel-support.ts";
 import { insertOutbound, type ReadingTenant } from "./reading-support.ts";
 import {

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApplication } from "../src/applications/service.ts";
-import { CHANNEL, utcDay } from "../src/messages/admission.ts";
+import { CHANNEL } from "../src/channel/provider.ts";
+import { utcDay } from "../src/clock.ts";
 import { highlightVariables } from "../src/panel/template-view.ts";
 import { insertSender, type SenderRow, setSenderActive } from "../src/senders/repository.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { upsertTemplates } from "../src/templates/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
 import { type PanelClient, signedInClient } from "./panel-support.ts";
 import { call, createTestEnv, getToken, type TestEnv } from "./support.ts";
 

@@ -4,7 +4,7 @@ import { createDb, type Db } from "../src/db/connect.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { adoptProviderId, providerIdStash } from "../src/outbound/send.ts";
 import { applyStatusEvents } from "../src/outbound/status.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { type ReadingTenant, readingTenant } from "./reading-support.ts";
 import {
   call,

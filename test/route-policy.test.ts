@@ -13,7 +13,7 @@ import { createSendAdmission, outboundSending } from "../src/messages/admission.
 import { messageRoutes } from "../src/messages/routes.ts";
 import { assertEveryRouteHasPolicy } from "../src/pipeline/request-pipeline.ts";
 import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { call, createTenantWithApp, createTestEnv, getToken, nextSecond, type TestEnv } from "./support.ts";
 
 let env: TestEnv;

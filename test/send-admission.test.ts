@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../src/app.ts";
+import { CHANNEL } from "../src/channel/provider.ts";
+import { utcDay } from "../src/clock.ts";
 import type { AuthContext } from "../src/http/request-state.ts";
-import { CHANNEL, createSendAdmission, utcDay } from "../src/messages/admission.ts";
+import { createSendAdmission } from "../src/messages/admission.ts";
 import { idempotencyRedisKey, releaseIdempotencyReservation } from "../src/messages/idempotency.ts";
 import type { RedisClient } from "../src/redis/connect.ts";
 import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import {
   call,
   createTenantWithApp,

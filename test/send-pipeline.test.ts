@@ -4,7 +4,7 @@ import { systemClock } from "../src/clock.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { deliverBatch } from "../src/outbound/send.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import {
   call,
   createTenantWithApp,

@@ -6,7 +6,7 @@ import {
   senderCredentials,
   setSenderActive,
 } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/templates/sync.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import {
   type CallResult,
   call,

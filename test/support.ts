@@ -15,7 +15,8 @@ import type { Scope } from "../src/http/request-state.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { createLogger } from "../src/logger.ts";
 import { deliverBatch, type SendDeps, SendNotYetPossible } from "../src/outbound/send.ts";
-import { deleteInstanceKeys, type RedisTarget } from "../src/redis/connect.ts";
+import { deleteInstanceKeys } from "../src/queues/instance-keys.ts";
+import type { RedisTarget } from "../src/redis/connect.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 
 const PG_BASE = process.env.TEST_DATABASE_BASE ?? "postgres://postgres@127.0.0.1:5432";

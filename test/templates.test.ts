@@ -5,12 +5,16 @@ import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { createLogger } from "../src/logger.ts";
 import { insertSender, type SenderRow, setSenderActive } from "../src/senders/repository.ts";
 import {
+  syncAllActiveSenders,
+  syncSenderTemplates,
+  TEMPLATE_SYNC_LOCK_KEY,
+} from "../src/senders/template-sync.ts";
+import {
   countApprovedTemplates,
   findApprovedTemplates,
   listApprovedTemplates,
   listSenderTemplates,
 } from "../src/templates/repository.ts";
-import { syncAllActiveSenders, syncSenderTemplates, TEMPLATE_SYNC_LOCK_KEY } from "../src/templates/sync.ts";
 import {
   bodyText,
   headerFormat,

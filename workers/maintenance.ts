@@ -1,6 +1,6 @@
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
-import { syncAllActiveSenders } from "../src/templates/sync.ts";
+import { syncAllActiveSenders } from "../src/senders/template-sync.ts";
 import { deleteExpiredPanelSessions } from "../src/users/repository.ts";
 import { startWorkerRuntime } from "./runtime.ts";
 

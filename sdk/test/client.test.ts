@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { syncSenderTemplates } from "../../src/templates/sync.ts";
+import { syncSenderTemplates } from "../../src/senders/template-sync.ts";
 import { postInbound, type ReadingTenant, readingTenant, receive } from "../../test/reading-support.ts";
 import {
   call,

@@ -1,3 +1,5 @@
+/** The channel this service speaks (the daily quota and the API's `channel` fields name it). */
+export const CHANNEL = "whatsapp";
 /**
  * The channel provider as the rest of the service sees it (DESIGN §4): send, upload, list templates.
  * Callers speak in these provider-neutral shapes; only an implementation (whatsapp.ts) knows the wire

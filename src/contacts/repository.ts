@@ -1,7 +1,7 @@
 import type { Selectable } from "kysely";
+import { CHANNEL } from "../channel/provider.ts";
 import type { Db } from "../db/connect.ts";
 import type { ContactsTable } from "../db/schema.ts";
-import { CHANNEL } from "../messages/admission.ts";
 
 export type ContactRow = Selectable<ContactsTable>;
 

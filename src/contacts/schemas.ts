@@ -1,4 +1,5 @@
 import { t } from "elysia";
+import { MessagingStateSchema, messagingExample } from "../http/schemas.ts";
 
 export const ContactIdParams = t.Object({
   contact_id: t.String({ pattern: "^ctc_[0-9A-Za-z]{1,64}$", description: "a `ctc_` id" }),
@@ -7,34 +8,6 @@ export const ContactIdParams = t.Object({
 export const ContactPhoneQuery = t.Object({
   phone: t.String({ description: "E.164 phone number, e.g. +4915123456789", "x-param": "phone" }),
 });
-
-const messagingExample = {
-  sendable: true,
-  within_window: true,
-  window_expires_at: "2026-01-02T09:30:00Z",
-  requires_template: false,
-};
-
-export const MessagingStateSchema = t.Object(
-  {
-    sendable: t.Boolean({
-      description: "Free text may be sent now: the window is open and a sender is active.",
-    }),
-    within_window: t.Boolean({ description: "The customer wrote within the last 24 hours." }),
-    window_expires_at: t.Nullable(
-      t.String({
-        format: "date-time",
-        description: "When the window closes (ISO 8601 UTC); null when closed.",
-      }),
-    ),
-    requires_template: t.Boolean({ description: "Only an approved template may be sent now." }),
-  },
-  {
-    title: "MessagingState",
-    description: "The contact's 24-hour messaging window, as of this request.",
-    examples: [messagingExample],
-  },
-);
 
 const contactSummaryFields = {
   object: t.Literal("contact"),

@@ -1,12 +1,41 @@
 import { type TObject, type TProperties, type TSchema, Type } from "@sinclair/typebox";
 import { t } from "elysia";
-import { MessagingStateSchema } from "../contacts/schemas.ts";
 import { API_ERRORS, type ApiErrorCode, ERROR_TYPES, OAUTH_ERRORS, type OAuthErrorCode } from "./errors.ts";
 
 /**
  * SPEC §2 list envelope around `item`; `extra` adds members (the feed's `next_cursor`). A titled item
  * (`Message`) names the list `MessageList` in the OpenAPI document.
  */
+
+/** A contact's 24-hour window (contacts, and the `messaging_window_closed` error's detail). */
+export const messagingExample = {
+  sendable: true,
+  within_window: true,
+  window_expires_at: "2026-01-02T09:30:00Z",
+  requires_template: false,
+};
+
+export const MessagingStateSchema = t.Object(
+  {
+    sendable: t.Boolean({
+      description: "Free text may be sent now: the window is open and a sender is active.",
+    }),
+    within_window: t.Boolean({ description: "The customer wrote within the last 24 hours." }),
+    window_expires_at: t.Nullable(
+      t.String({
+        format: "date-time",
+        description: "When the window closes (ISO 8601 UTC); null when closed.",
+      }),
+    ),
+    requires_template: t.Boolean({ description: "Only an approved template may be sent now." }),
+  },
+  {
+    title: "MessagingState",
+    description: "The contact's 24-hour messaging window, as of this request.",
+    examples: [messagingExample],
+  },
+);
+
 export function listOf<T extends TSchema, E extends TProperties = Record<never, never>>(
   item: T,
   description: string,

@@ -1,5 +1,6 @@
 import { sql } from "kysely";
-import type { Clock } from "../clock.ts";
+import { CHANNEL } from "../channel/provider.ts";
+import { type Clock, utcDay } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { serviceUnavailable } from "../http/dependency-faults.ts";
 import { ApiError } from "../http/errors.ts";
@@ -16,8 +17,6 @@ import {
   releaseIdempotencyReservation,
 } from "./idempotency.ts";
 
-export const CHANNEL = "whatsapp";
-
 export interface SendAdmissionDeps {
   db: Db;
   redis: RedisClient;
@@ -32,18 +31,7 @@ export interface SendAdmission extends AdmittedSend {
   rate: RateLimitOutcome;
 }
 
-const DAY_MS = 86_400_000;
 const QUOTA_CACHE_MS = 30_000;
-
-/** The UTC day the daily quota counts (its key names the day YYYYMMDD); the panel shows the same. */
-export function utcDay(date: Date): { key: string; start: Date; end: Date } {
-  const start = new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()));
-  return {
-    key: start.toISOString().slice(0, 10).replaceAll("-", ""),
-    start,
-    end: new Date(start.getTime() + DAY_MS),
-  };
-}
 
 /**
  * One Redis call per send decides both limits (scripts/send_admission.lua). The tenant's quota is

@@ -1,5 +1,5 @@
+import { CHANNEL } from "../channel/provider.ts";
 import { epochSeconds } from "../clock.ts";
-import { CHANNEL } from "./admission.ts";
 
 /** What the accepting transaction stores in messages.content: the send worker's instructions. */
 export type StoredContent =

@@ -1,6 +1,8 @@
 import { hostname } from "node:os";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import { METRICS_SNAPSHOT_TTL_SECONDS } from "./publish.ts";
+
+/** How long a process's published snapshot counts as alive (publish.ts writes, src/ops/metrics-scrape.ts reads). */
+export const METRICS_SNAPSHOT_TTL_SECONDS = 30;
 
 /**
  * Every Prometheus metric of the service, defined once. Each process (the api, each worker) makes
@@ -32,7 +34,7 @@ const LABEL_NAMES = {
 } as const;
 
 /**
- * Gauges the scraping api process reads at scrape time (src/metrics/scrape.ts): the same for the
+ * Gauges the scraping api process reads at scrape time (src/ops/metrics-scrape.ts): the same for the
  * whole deployment, so they come from the process that answers, never from snapshots.
  */
 export const SCRAPE_TIME_METRICS: ReadonlySet<string> = new Set([

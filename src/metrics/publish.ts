@@ -1,13 +1,13 @@
 import type { MetricObjectWithValues, MetricValue } from "prom-client";
 import type { Logger } from "../logger.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
-import { type Metrics, SCRAPE_TIME_METRICS } from "./index.ts";
+import { METRICS_SNAPSHOT_TTL_SECONDS, type Metrics, SCRAPE_TIME_METRICS } from "./index.ts";
 
 /**
  * How every process reaches the scrape: every few seconds (and once more on shutdown) a process
  * writes its name and whole registry as JSON to Redis under its own key with a TTL, and records the
  * key in an index scored by the time it wrote. Any api process's /metrics reads the snapshots written
- * within the TTL and merges them (scrape.ts), so a scrape of any one api process (several share a
+ * within the TTL and merges them (src/ops/metrics-scrape.ts), so a scrape of any one api process (several share a
  * port: API_PROCESSES) sees every process once. An api process also writes its snapshot at the start
  * of each scrape it answers and its series come from there, so a series never goes backwards between
  * two scrapes answered by different processes. A process that died simply stops being listed. Keys
@@ -15,7 +15,6 @@ import { type Metrics, SCRAPE_TIME_METRICS } from "./index.ts";
  */
 
 const METRICS_PUBLISH_INTERVAL_MS = 5000;
-export const METRICS_SNAPSHOT_TTL_SECONDS = 30;
 
 /** What a process publishes: its process name and `registry.getMetricsAsJSON()`. */
 export interface WorkerSnapshot {

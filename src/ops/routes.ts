@@ -4,9 +4,9 @@ import { ApiError } from "../http/errors.ts";
 import { callerIp, requestState } from "../http/request-state.ts";
 import { routePolicy } from "../http/route-policy.ts";
 import type { RateLimitKind } from "../metrics/index.ts";
-import { renderMetrics } from "../metrics/scrape.ts";
 import { DASHBOARD_PATH, queueDashboard } from "./dashboard.ts";
 import { checkOpsRequest, OPS_AUTH_FAILURES, opsAccess } from "./guard.ts";
+import { renderMetrics } from "./metrics-scrape.ts";
 
 /**
  * The operator endpoints outside /v2: Prometheus metrics and the queue dashboard, one guard for both.

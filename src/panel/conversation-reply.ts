@@ -59,7 +59,7 @@ export function readReplyForm(form: Record<string, string | string[]>): ReplyVal
 }
 
 /*
- * A template row stores what its components imply (src/templates/sync.ts): `variables`
+ * A template row stores what its components imply (src/senders/template-sync.ts): `variables`
  * (templateVariables), `preview` (the body text) and `header_format`. Those are read here; the header
  * text, footer and buttons only the components hold.
  */

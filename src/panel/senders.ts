@@ -1,6 +1,7 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
-import { CHANNEL, utcDay } from "../messages/admission.ts";
+import { CHANNEL } from "../channel/provider.ts";
+import { utcDay } from "../clock.ts";
 import { dailyQuotaToday, sentOnDayBySender } from "../senders/quota.ts";
 import { listTenantSenders } from "../senders/repository.ts";
 import { listTenantTemplates, type TemplateRow } from "../templates/repository.ts";

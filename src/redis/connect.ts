@@ -2,7 +2,6 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type ChainableCommander, Cluster, Redis, type RedisOptions } from "ioredis";
 import type { Config } from "../config.ts";
-import { QUEUE_NAMES, queuePrefix } from "../queues/index.ts";
 
 /** Our Lua commands, registered with defineCommand on every connection we create. */
 export interface ScriptCommands {
@@ -217,39 +216,8 @@ export function redisKeys(prefix: string) {
 }
 export type RedisKeys = ReturnType<typeof redisKeys>;
 
-/**
- * Deletes every key of one instance (tests, benchmarks): ours are `prefix:...`, BullMQ's
- * `{prefix:<queue>}:...` (each queue's hash-tagged prefix, src/queues). A Cluster's keys are spread
- * over its masters, each scanned; a key is deleted on its own (one DEL of keys in several slots is
- * refused by a Cluster).
- */
-export async function deleteInstanceKeys(target: RedisTarget | string, prefix: string): Promise<void> {
-  const redis = createRedis(target);
-  const patterns = [`${prefix}:*`, ...QUEUE_NAMES.map((name) => `${queuePrefix(prefix, name)}:*`)];
-  try {
-    if (redis instanceof Cluster) await clusterReady(redis);
-    const nodes = redis instanceof Cluster ? redis.nodes("master") : [redis];
-    for (const node of nodes) {
-      for (const pattern of patterns) {
-        let cursor = "0";
-        do {
-          const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000);
-          cursor = next;
-          if (keys.length > 0) {
-            const pipeline = node.pipeline();
-            for (const key of keys) pipeline.unlink(key);
-            await pipeline.exec();
-          }
-        } while (cursor !== "0");
-      }
-    }
-  } finally {
-    redis.disconnect();
-  }
-}
-
 /** A Cluster knows its masters once it is ready (their list is empty before). */
-function clusterReady(cluster: Cluster): Promise<void> {
+export function clusterReady(cluster: Cluster): Promise<void> {
   if (cluster.status === "ready") return Promise.resolve();
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("Redis Cluster not ready within 10 s")), 10_000);

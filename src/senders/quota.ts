@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import type { AppDeps } from "../app-deps.ts";
-import { CHANNEL, utcDay } from "../messages/admission.ts";
+import { CHANNEL } from "../channel/provider.ts";
+import { utcDay } from "../clock.ts";
 import { findTenant } from "../tenants/repository.ts";
 
 /** The tenant's daily send quota on CHANNEL today: what the panel's Senders page and each API Sender show. */

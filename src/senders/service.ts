@@ -2,9 +2,9 @@ import { ProviderError } from "../channel/provider.ts";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import { countApprovedTemplates, listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
-import { syncSenderTemplates, type TemplateSyncDeps } from "../templates/sync.ts";
 import { announceDirectoryChange, type DirectoryVersionDeps } from "./directory-version.ts";
 import { findSender, insertSender, type SenderRow, setSenderActive } from "./repository.ts";
+import { syncSenderTemplates, type TemplateSyncDeps } from "./template-sync.ts";
 
 /** GET /senders/{sender_id}/templates: unknown or another tenant's sender -> 404 (ids are case-sensitive). */
 export async function listTemplatesOfSender(

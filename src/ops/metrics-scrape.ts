@@ -2,10 +2,10 @@ import { AggregatorRegistry } from "prom-client";
 import type { Db } from "../db/connect.ts";
 import { feedOldestPendingAgeSeconds, feedPendingCount } from "../feed/metrics.ts";
 import type { Logger } from "../logger.ts";
+import { type Metrics, SCRAPE_TIME_METRICS } from "../metrics/index.ts";
+import { type MetricsPublisher, readWorkerSnapshots, type WorkerSnapshot } from "../metrics/publish.ts";
 import { QUEUE_NAMES, type Queues } from "../queues/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
-import { type Metrics, SCRAPE_TIME_METRICS } from "./index.ts";
-import { type MetricsPublisher, readWorkerSnapshots, type WorkerSnapshot } from "./publish.ts";
 
 const QUEUE_STATES = ["waiting", "active", "delayed", "failed", "completed"] as const;
 

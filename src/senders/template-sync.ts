@@ -8,20 +8,20 @@ import { ADVISORY_LOCKS } from "../db/locks.ts";
 import type { TemplatesTable } from "../db/schema.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
-import { announceDirectoryChange, type DirectoryVersionDeps } from "../senders/directory-version.ts";
-import {
-  listAllActiveSenders,
-  type SenderRow,
-  senderCredentials,
-  setTemplatesSyncedAt,
-} from "../senders/repository.ts";
 import {
   listSenderTemplates,
   markOtherTemplatesDeleted,
   type TemplateRow,
   upsertTemplates,
+} from "../templates/repository.ts";
+import { bodyText, headerFormat, templateVariables } from "../templates/variables.ts";
+import { announceDirectoryChange, type DirectoryVersionDeps } from "./directory-version.ts";
+import {
+  listAllActiveSenders,
+  type SenderRow,
+  senderCredentials,
+  setTemplatesSyncedAt,
 } from "./repository.ts";
-import { bodyText, headerFormat, templateVariables } from "./variables.ts";
 
 export interface TemplateSyncDeps extends Partial<DirectoryVersionDeps> {
   config: Pick<Config, "providerTokenKey">;
