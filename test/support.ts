@@ -163,7 +163,11 @@ export interface CallResult {
 
 /** `call`'s options for POST /webhooks/whatsapp: the body as the provider sends it, signed. */
 export function signedWebhook(body: unknown, appSecret: string): CallOptions {
-  const raw = JSON.stringify(body);
+  return signedRawWebhook(JSON.stringify(body), appSecret);
+}
+
+/** The same for a JSON text written by hand (e.g. with escapes JSON.stringify would not write). */
+export function signedRawWebhook(raw: string, appSecret: string): CallOptions {
   return {
     rawBody: raw,
     headers: { "content-type": "application/json", [SIGNATURE_HEADER]: signPayload(raw, appSecret) },

@@ -111,21 +111,29 @@ export function jsonDepthExceeds(bytes: Uint8Array, max: number): boolean {
 }
 
 /**
- * What a body's NUL characters (U+0000) become. Postgres stores none in text or jsonb, so one must
- * not reach a statement: an integrator's request is refused with the field named (`refuse`); what
- * the provider sends is taken with U+FFFD in their place (`replace`), since refusing it would only
- * make the provider retry it for days.
+ * Strings Postgres cannot store: a NUL character (U+0000: no text or jsonb holds one) and a lone
+ * UTF-16 surrogate (half of a pair, e.g. the JSON escape `\ud800` alone: jsonb refuses its escape,
+ * text would silently hold U+FFFD). An integrator's request that carries one is refused with the
+ * field named (`refuse`); what the provider sends is taken with U+FFFD in their place (`replace`),
+ * since refusing it would only make the provider retry it for days.
  */
-export type NulPolicy = "refuse" | "replace";
+export type UnstorablePolicy = "refuse" | "replace";
 
 const NUL = "\u0000";
 const REPLACEMENT = "\uFFFD";
+/** JSON text that may decode to an unstorable string: a NUL or a surrogate, written as an escape. */
+const SUSPECT_ESCAPE = /\\u(?:0000|[dD][89a-fA-F])/;
+
+export function isStorable(text: string): boolean {
+  return !text.includes(NUL) && text.isWellFormed();
+}
 
 /** JSON text to a value, or `invalid_json`; empty text is no body (null). */
-export function parseJsonBytes(bytes: Uint8Array, nul: NulPolicy = "refuse"): unknown {
+export function parseJsonBytes(bytes: Uint8Array, unstorable: UnstorablePolicy = "refuse"): unknown {
   if (jsonDepthExceeds(bytes, MAX_JSON_DEPTH)) {
     throw new ApiError("invalid_json", `The request body is nested deeper than ${MAX_JSON_DEPTH} levels.`);
   }
+  // Bytes that are not UTF-8 decode to U+FFFD: only escapes can make a NUL or a lone surrogate.
   const text = new TextDecoder().decode(bytes);
   if (text.trim() === "") return null;
   let value: unknown;
@@ -134,31 +142,33 @@ export function parseJsonBytes(bytes: Uint8Array, nul: NulPolicy = "refuse"): un
   } catch {
     throw new ApiError("invalid_json", "The request body is not valid JSON.");
   }
-  // JSON carries a NUL only escaped: the text says \u0000 wherever a string holds one.
-  return text.includes("\\u0000") ? withoutNul(value, nul) : value;
+  return SUSPECT_ESCAPE.test(text) ? storableValue(value, unstorable) : value;
 }
 
-/** The value with its NULs refused (the first one's path named) or replaced, keys included. */
-function withoutNul(value: unknown, nul: NulPolicy, path: string[] = []): unknown {
-  const clean = (s: string, at: string[]) => {
-    if (!s.includes(NUL)) return s;
-    if (nul === "refuse") {
+/**
+ * The value with its unstorable strings refused (the first one's path named) or replaced, object
+ * keys included. Form and multipart fields go through it too (src/media/routes.ts).
+ */
+export function storableValue(value: unknown, unstorable: UnstorablePolicy, path: string[] = []): unknown {
+  const clean = (text: string, at: string[]) => {
+    if (isStorable(text)) return text;
+    if (unstorable === "refuse") {
       const param = at.join(".") || null;
-      throw new ApiError(
-        "parameter_invalid",
-        `${param ?? "The request body"} must not contain NUL characters (U+0000).`,
-        { param },
-      );
+      const what = text.includes(NUL) ? "NUL characters (U+0000)" : "unpaired UTF-16 surrogates";
+      throw new ApiError("parameter_invalid", `${param ?? "The request body"} must not contain ${what}.`, {
+        param,
+      });
     }
-    return s.replaceAll(NUL, REPLACEMENT);
+    return text.toWellFormed().replaceAll(NUL, REPLACEMENT);
   };
   if (typeof value === "string") return clean(value, path);
-  if (Array.isArray(value)) return value.map((item, i) => withoutNul(item, nul, [...path, String(i)]));
+  if (Array.isArray(value))
+    return value.map((item, i) => storableValue(item, unstorable, [...path, String(i)]));
   if (value !== null && typeof value === "object") {
     const out: Record<string, unknown> = {};
     for (const [key, item] of Object.entries(value)) {
       const name = clean(key, [...path, key]);
-      out[name] = withoutNul(item, nul, [...path, name]);
+      out[name] = storableValue(item, unstorable, [...path, name]);
     }
     return out;
   }
@@ -178,10 +188,10 @@ export function parseBodyBytes(type: string, bytes: Uint8Array): unknown {
   if (isJsonType(type)) return parseJsonBytes(bytes);
   if (type === "application/x-www-form-urlencoded") {
     const form = formToObject(new TextDecoder().decode(bytes));
-    const hasNul = Object.entries(form).some(
-      ([k, v]) => k.includes(NUL) || [v].flat().some((s) => s.includes(NUL)),
+    const storable = Object.entries(form).every(
+      ([k, v]) => isStorable(k) && [v].flat().every((text) => isStorable(text)),
     );
-    return hasNul ? withoutNul(form, "refuse") : form;
+    return storable ? form : storableValue(form, "refuse");
   }
   if (bytes.byteLength === 0) return null;
   throw new ApiError(

@@ -10,7 +10,7 @@ import {
 } from "../http/body.ts";
 import { isDependencyDown } from "../http/dependency-faults.ts";
 import { ApiError, apiErrorBody, OAuthError, oauthErrorBody, unknownPathError } from "../http/errors.ts";
-import { capText, pathOf, routerPathOf } from "../http/paths.ts";
+import { API_PREFIX, capText, pathOf, routerPathOf } from "../http/paths.ts";
 import { consumeRateLimit, rateLimitError, rateLimitHeaders } from "../http/rate-limit.ts";
 import { createRejectionTally } from "../http/rejection-tally.ts";
 import {
@@ -343,8 +343,9 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
   );
 
   /**
-   * A request no route matched: it spends the caller's read limit like any API call (a 429 or 503
-   * from that wins), then answers 405 with Allow when the path takes other methods, else 404.
+   * A request no route matched: under the API prefix it spends the caller's read limit like any API
+   * call (a 429 or 503 from that wins; outside it there is no caller to charge), then answers 405
+   * with Allow when the path takes other methods, else 404.
    */
   async function unmatched(
     request: Request,
@@ -352,7 +353,7 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
     state: RequestState | undefined,
     path: string,
   ): Promise<ApiError> {
-    if (state) {
+    if (state && (path === API_PREFIX || path.startsWith(`${API_PREFIX}/`))) {
       try {
         await spendCallerLimit(request, set, state, "read");
       } catch (error) {
