@@ -386,6 +386,26 @@ describe("POST /v2/messages: every refusal names its parameter", () => {
       "parameter_invalid",
       "template.header.link",
     );
+    // A cloud metadata service, or any private address: refused (issue 20); so is plain http.
+    for (const link of [
+      "https://169.254.169.254/latest/meta-data/",
+      "https://[::1]/a.pdf",
+      "http://e.com/a.pdf",
+    ]) {
+      expectError(
+        await send({
+          to,
+          template: {
+            name: "invoice_ready",
+            variables: { body: ["I-1"] },
+            header: { type: "document", link },
+          },
+        }),
+        400,
+        "parameter_invalid",
+        "template.header.link",
+      );
+    }
     expectError(
       await send({
         to,

@@ -236,3 +236,32 @@ describe("round trips", () => {
     expect(calls.filter((name) => name === "pipeline")).toHaveLength(1);
   });
 });
+
+describe("a refund gives back only what a counter still holds", () => {
+  test("Redis lost the day's counter: the refund writes nothing, and the next admission rebuilds it", async () => {
+    await nextSecond();
+    const admitSend = createSendAdmission({ ...env.deps, defaultDailyQuota: 1_000_000 });
+    const key = env.deps.keys.dailyQuota(tenantId, CHANNEL, utcDay(env.clock.now()).key);
+    const admitted = await admitSend(auth());
+    await env.deps.redis.del(key);
+    await admitted.refund();
+    // At ea91cc0 a DECR of the missing key wrote -1 with no TTL, which the next admission trusted.
+    expect(await env.deps.redis.exists(key)).toBe(0);
+    const next = await admitSend(auth());
+    expect(Number(await env.deps.redis.get(key))).toBeGreaterThan(0);
+    expect(await env.deps.redis.ttl(key)).toBeGreaterThan(0);
+    await next.refund();
+  });
+
+  test("a counter at zero stays at zero", async () => {
+    const key = env.deps.keys.dailyQuota(tenantId, CHANNEL, "19990101");
+    await env.deps.redis.set(key, "0", "EX", 60);
+    expect(await env.deps.redis.refundQuota(key)).toBe(0);
+    expect(await env.deps.redis.get(key)).toBe("0");
+    await env.deps.redis.set(key, "3", "EX", 60);
+    expect(await env.deps.redis.refundQuota(key)).toBe(2);
+    await env.deps.redis.del(key);
+    expect(await env.deps.redis.refundQuota(key)).toBe(-1);
+    expect(await env.deps.redis.exists(key)).toBe(0);
+  });
+});

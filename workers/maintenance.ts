@@ -1,5 +1,6 @@
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
+import { deleteExpiredStatusEvents } from "../src/outbound/status.ts";
 import { syncAllActiveSenders } from "../src/senders/template-sync.ts";
 import { deleteExpiredPanelSessions } from "../src/users/repository.ts";
 import { startWorkerRuntime } from "./runtime.ts";
@@ -28,6 +29,12 @@ runtime.every("template-sync", runtime.config.workers.templateSyncIntervalMs, as
 runtime.every("idempotency-expiry", 600_000, async () => {
   const deleted = await deleteExpiredIdempotencyKeys(runtime.db, runtime.clock.now());
   if (deleted > 0) runtime.logger.info({ deleted }, "expired idempotency keys dropped");
+});
+
+// Statuses of messages never known by their provider id wait 7 days, then go (src/outbound/status.ts).
+runtime.every("status-event-expiry", 600_000, async () => {
+  const deleted = await deleteExpiredStatusEvents(runtime.db, runtime.clock.now());
+  if (deleted > 0) runtime.logger.info({ deleted }, "expired status events dropped");
 });
 
 // Expired panel sessions are refused on read; this only reclaims their rows.

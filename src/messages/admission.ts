@@ -165,7 +165,7 @@ function reserved(
       settled = true;
       await Promise.all([
         // A unit not given back only undercounts the day's remaining quota by one.
-        quotaKey ? redis.decr(quotaKey).catch(() => {}) : undefined,
+        quotaKey ? redis.refundQuota(quotaKey).catch(() => {}) : undefined,
         idempotency ? releaseIdempotencyReservation(redis, idempotency) : undefined,
       ]);
     },

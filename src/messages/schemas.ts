@@ -5,7 +5,13 @@ import { withExclusivePairs } from "../http/schemas.ts";
 const MediaHeader = t.Object(
   {
     type: t.Union([t.Literal("image"), t.Literal("video"), t.Literal("document")]),
-    link: t.Optional(t.String({ maxLength: 2048, description: "A public http(s) URL of the file." })),
+    link: t.Optional(
+      t.String({
+        maxLength: 2048,
+        description:
+          "A public https URL of the file (not an address of a private, loopback or link-local network).",
+      }),
+    ),
     media: t.Optional(t.String({ maxLength: 128, description: "A `med_` handle from POST /media." })),
     filename: t.Optional(t.String({ minLength: 1, maxLength: 255, description: "Shown for documents." })),
   },

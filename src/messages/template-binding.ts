@@ -1,6 +1,7 @@
 import type { OutboundHeader, OutboundPayload } from "../channel/provider.ts";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
+import { publicHttpsUrlProblem } from "../lib/public-url.ts";
 import { findUsableMedia } from "../media/service.ts";
 import type { SenderRow } from "../senders/repository.ts";
 import { storedComponents, type TemplateRow } from "../templates/repository.ts";
@@ -264,8 +265,9 @@ async function bindMediaHeader(
       },
     );
   }
-  if (!/^https?:\/\/[^\s]+$/i.test(given.link) || !URL.canParse(given.link)) {
-    throw new ApiError("parameter_invalid", "template.header.link must be a public http(s) URL.", {
+  const problem = publicHttpsUrlProblem(given.link);
+  if (problem) {
+    throw new ApiError("parameter_invalid", `template.header.link ${problem}: give a public https URL.`, {
       param: "template.header.link",
     });
   }

@@ -319,3 +319,27 @@ async function applyClaimed(
            (SELECT count(*) FROM changed)::int AS messages`.execute(trx);
   return rows[0] ?? { applied: 0, messages: 0 };
 }
+
+/**
+ * How long a status of a message we never knew by its provider id waits (a send whose id was never
+ * recorded nor adopted, or a provider's status of someone else's message): after a week nothing will
+ * claim it, and the backlog table must not keep it forever.
+ */
+export const STATUS_EVENT_RETENTION_MS = 7 * 86_400_000;
+const STATUS_EXPIRY_BATCH = 10_000;
+
+/** Drops waiting statuses older than STATUS_EVENT_RETENTION_MS, a bounded batch per statement. */
+export async function deleteExpiredStatusEvents(db: Db, now: Date): Promise<number> {
+  const cutoff = new Date(now.getTime() - STATUS_EVENT_RETENTION_MS);
+  let deleted = 0;
+  for (;;) {
+    const result = await sql<{ id: number }>`
+      DELETE FROM status_events WHERE id IN (
+        SELECT id FROM status_events WHERE received_at < ${cutoff} LIMIT ${STATUS_EXPIRY_BATCH}
+        FOR UPDATE SKIP LOCKED
+      )`.execute(db);
+    const count = Number(result.numAffectedRows ?? 0);
+    deleted += count;
+    if (count < STATUS_EXPIRY_BATCH) return deleted;
+  }
+}

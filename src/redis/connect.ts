@@ -28,6 +28,8 @@ export interface ScriptCommands {
     windowSeconds: number,
     mode?: "peek",
   ): Promise<[number, number, number]>;
+  /** See scripts/refund_quota.lua. */
+  refundQuota(key: string): Promise<number>;
   /** See scripts/raise_feed_head.lua. */
   raiseFeedHead(key: string, epoch: number, lastSeq: number): Promise<number>;
   /** See scripts/take_send_tokens.lua. */
@@ -49,6 +51,7 @@ const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
   { name: "rateLimit", file: "rate_limit.lua", keys: 1 },
   { name: "sendAdmission", file: "send_admission.lua", keys: 4 },
   { name: "attemptWindow", file: "attempt_window.lua", keys: 1 },
+  { name: "refundQuota", file: "refund_quota.lua", keys: 1 },
   { name: "raiseFeedHead", file: "raise_feed_head.lua", keys: 1 },
   { name: "takeSendTokens", file: "take_send_tokens.lua", keys: 1 },
 ];
