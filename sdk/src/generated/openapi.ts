@@ -872,7 +872,7 @@ export interface components {
         TemplateMediaHeader: {
             /** @description Shown for documents. */
             filename?: string;
-            /** @description A public http(s) URL of the file. */
+            /** @description A public https URL of the file (not an address of a private, loopback or link-local network). */
             link?: string;
             /** @description A `med_` handle from POST /media. */
             media?: string;
