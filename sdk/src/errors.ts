@@ -61,6 +61,26 @@ export class ApiError extends Error {
     this.body = init.body;
   }
 
+  /**
+   * The error of a redirect answer, which the SDK never follows (it would carry the client secret or
+   * the bearer token to wherever it points): code `unexpected_redirect`, the 3xx status (0 for a
+   * browser's opaque redirect) and the `Location` in the message.
+   */
+  static fromRedirect(response: Response): ApiError {
+    const location = response.headers.get("location");
+    const what =
+      response.type === "opaqueredirect"
+        ? "An opaque redirect"
+        : `A ${response.status} redirect${location ? ` to ${location}` : ""}`;
+    return new ApiError({
+      status: response.status,
+      type: "api_error",
+      code: "unexpected_redirect",
+      message: `${what} was not followed: the SDK never sends credentials after a redirect (check baseUrl)`,
+      requestId: response.headers.get("request-id"),
+    });
+  }
+
   /** Builds the error of a non-2xx answer from its status, headers and body text. */
   static fromResponse(response: Response, text: string, receivedAt = Date.now()): ApiError {
     const retryAfter = parseRetryAfter(response.headers.get("retry-after"), receivedAt);
