@@ -7,6 +7,7 @@
  *   bun bench/faults.ts               # every scenario, 2,000 sends each
  *   bun bench/faults.ts --n 300       # CI's size
  *   bun bench/faults.ts --only baseline,postgres-5s
+ *   bun bench/faults.ts --redis-cluster  # the failovers: a Redis Cluster of 3 masters + 3 replicas
  *
  * Never touches the shared servers: initdb makes a cluster in a temporary folder (as an
  * unprivileged user when run as root: initdb refuses root), on a free port; redis-server runs on
@@ -20,12 +21,14 @@ import { parseArgs } from "node:util";
 import type { Subprocess } from "bun";
 import { sql } from "kysely";
 import { findPgTools, freePort, privatePostgres } from "../scripts/private-postgres.ts";
+import { type LocalCluster, startRedisCluster } from "../scripts/redis-cluster.ts";
 import { createApplication } from "../src/applications/service.ts";
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { systemClock } from "../src/clock.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
+import { queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
 import { insertSender } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
@@ -46,8 +49,12 @@ const SCENARIOS = [
   "postgres-30s",
   "flushall-replay",
   "inbound-finalize-kill",
+  "failover-queue-master",
+  "failover-tenant-master",
 ] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
+/** Scenarios on a Redis Cluster (`--redis-cluster`): a master is killed and its replica promoted. */
+const FAILOVER_SCENARIOS: readonly ScenarioName[] = ["failover-queue-master", "failover-tenant-master"];
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -59,6 +66,7 @@ const { values: flags } = parseArgs({
     "status-delay-ms": { type: "string", default: "100" },
     "settle-timeout": { type: "string", default: "150" },
     keep: { type: "boolean", default: false },
+    "redis-cluster": { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -68,6 +76,8 @@ if (flags.help) {
   --n N                 sends per scenario (2000); the FLUSHALL replay uses min(N, 200)
   --clients N           concurrent clients (24); each retries 5xx/429/409 with its Idempotency-Key
   --only A,B            run only these scenarios: ${SCENARIOS.join(", ")}
+  --redis-cluster       a Redis Cluster of 3 masters + 3 replicas (cluster-node-timeout 3 s) instead of
+                        one redis-server; runs the failover scenarios (${FAILOVER_SCENARIOS.join(", ")})
   --status-delay-ms MS  simulator delay before each status webhook (100)
   --settle-timeout S    how long messages may take to reach read after the load (150)
   --keep                keep the temporary folder (cluster, logs) even when everything passed`);
@@ -91,10 +101,16 @@ const opts = {
   statusDelayMs: int("status-delay-ms", 0),
   settleTimeoutMs: int("settle-timeout", 10) * 1000,
   keep: Boolean(flags.keep),
-  only: flags.only ? flags.only.split(",").map((s) => s.trim()) : [...SCENARIOS],
+  cluster: Boolean(flags["redis-cluster"]),
+  only: flags.only
+    ? flags.only.split(",").map((s) => s.trim())
+    : SCENARIOS.filter((name) => FAILOVER_SCENARIOS.includes(name) === Boolean(flags["redis-cluster"])),
 };
 for (const name of opts.only) {
   if (!(SCENARIOS as readonly string[]).includes(name)) fatal(`unknown scenario ${name}`);
+  // One Redis server's scenarios (a restart, FLUSHALL) and a Cluster's failovers do not mix.
+  if (FAILOVER_SCENARIOS.includes(name as ScenarioName) !== opts.cluster)
+    fatal(`${name} runs ${opts.cluster ? "without" : "with"} --redis-cluster`);
 }
 
 const pgTools = (() => {
@@ -148,6 +164,9 @@ const postgres = privatePostgres({
 });
 const DATABASE_URL = postgres.url("faults");
 const REDIS_URL = `redis://127.0.0.1:${ports.redis}/0`;
+const REDIS_PREFIX = "faults";
+/** With --redis-cluster: the Cluster (scripts/redis-cluster.ts), started by main(). */
+let redisCluster: LocalCluster | undefined;
 
 // ---------------------------------------------------------------------------------------------
 // Child processes: each one's output goes to LOG_DIR/<name>.log.
@@ -172,7 +191,7 @@ const childEnv: Record<string, string | undefined> = {
   PUBLIC_BASE_URL: `http://127.0.0.1:${ports.api}/v2`,
   DATABASE_URL,
   REDIS_URL,
-  REDIS_PREFIX: "faults",
+  REDIS_PREFIX,
   LOG_LEVEL: "warn",
   WHATSAPP_GRAPH_URL: `http://127.0.0.1:${ports.simulator}`,
   SIMULATOR_PORT: String(ports.simulator),
@@ -245,8 +264,11 @@ function startRedis(): Child {
   ]);
 }
 
+/** Where this run's Redis is: the one server, or the Cluster. */
+const redisTarget = () => (redisCluster ? loadConfig(childEnv) : REDIS_URL);
+
 async function waitRedis(): Promise<void> {
-  const probe = createRedis(REDIS_URL);
+  const probe = createRedis(redisTarget());
   try {
     await until("redis answers", 20_000, async () => (await probe.ping()) === "PONG");
   } finally {
@@ -277,6 +299,7 @@ function cleanup(keepFolder: boolean): Promise<void> {
     );
     const redis = children.get("redis");
     if (redis) await stopChild(redis, "SIGKILL");
+    await redisCluster?.stop();
     if (postgres.running) await postgres.stop("immediate").catch((e) => console.error(`faults: ${e}`));
     if (keepFolder) console.log(`faults: cluster and logs kept in ${RUN_DIR}`);
     else rmSync(RUN_DIR, { recursive: true, force: true });
@@ -639,6 +662,95 @@ async function outboundScenario(
   return measureOutbound(db, scenario, shop, n, tally, await faultEnd, deathsBefore);
 }
 
+/** How long a failover may keep sends or deliveries from going on, counted from the promotion. */
+const FAILOVER_RECOVERY_MS = 10_000;
+/** How long a process may take to stop after a failover (SIGTERM to exit). */
+const STOP_AFTER_FAILOVER_MS = 10_000;
+
+async function deliveredCount(db: Db, shop: Shop): Promise<number> {
+  const row = await db
+    .selectFrom("messages")
+    .select((eb) => eb.fn.countAll<string>().as("n"))
+    .where("tenant_id", "=", shop.tenantId)
+    .where("provider_message_id", "is not", null)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/**
+ * The master serving the slot of `keyOf(shop)` is killed (kill -9, not restarted) once 35% of the
+ * sends are answered; the cluster promotes its replica. Sends must be accepted again and deliveries
+ * flow within FAILOVER_RECOVERY_MS of the promotion, and a worker must stop as quickly as ever. The
+ * dead node is started again afterwards (it rejoins as the new master's replica), so the next
+ * scenario's master has a replica too.
+ */
+async function failoverScenario(
+  db: Db,
+  scenario: ScenarioName,
+  index: number,
+  keyOf: (shop: Shop) => string,
+): Promise<Row> {
+  const cluster = redisCluster;
+  if (!cluster) throw new Error(`${scenario} needs --redis-cluster`);
+  const shop = await openShop(db, index);
+  const key = keyOf(shop);
+  const deathsBefore = deaths.length;
+  let killed: number | undefined;
+  let deliveriesResumed: Promise<number | undefined> = Promise.resolve(undefined);
+  const fault = async () => {
+    const master = await cluster.masterOf(key);
+    killed = master;
+    say(`   kill -9 the master of ${key} (port ${master})`);
+    cluster.kill(master);
+    const killedAt = Date.now();
+    await until("a replica promoted", 60_000, async () => (await cluster.masterOf(key)) !== master);
+    const promotedAt = Date.now();
+    say(`   its replica promoted ${((promotedAt - killedAt) / 1000).toFixed(1)} s after the kill`);
+    // Deliveries flow again: a message gets its provider id after the promotion.
+    const before = await deliveredCount(db, shop);
+    deliveriesResumed = (async () => {
+      while (Date.now() - promotedAt < 60_000) {
+        const now = await deliveredCount(db, shop).catch(() => before);
+        if (now > before) return Date.now() - promotedAt;
+        await Bun.sleep(100);
+      }
+      return undefined;
+    })();
+    return promotedAt;
+  };
+  const { tally, faultEnd } = await load(
+    opts.n,
+    (t, i) => attempt(t, i, sendRequest(shop, index, i), messageIdOf),
+    { at: 0.35, run: fault },
+  );
+  const promotedAt = await faultEnd;
+  const deliveryMs = await deliveriesResumed;
+  const row = await measureOutbound(db, scenario, shop, opts.n, tally, promotedAt, deathsBefore);
+  row.notes.push(`deliveries ${seconds(deliveryMs)} after the promotion`);
+  if (row.recoverMs === undefined || row.recoverMs > FAILOVER_RECOVERY_MS)
+    row.notes.push(`late: sends accepted again ${seconds(row.recoverMs)} after the promotion`);
+  if (deliveryMs === undefined || deliveryMs > FAILOVER_RECOVERY_MS)
+    row.notes.push(`late: deliveries ${seconds(deliveryMs)} after the promotion`);
+
+  // A worker stops as quickly after a failover as before one.
+  for (const name of ["send-1", "maintenance"]) {
+    const child = children.get(name);
+    if (!child) continue;
+    const from = Date.now();
+    await stopChild(child);
+    const tookMs = Date.now() - from;
+    row.notes.push(`${name} stopped in ${seconds(tookMs)}`);
+    if (tookMs > STOP_AFTER_FAILOVER_MS) row.notes.push(`late: ${name} took ${seconds(tookMs)} to stop`);
+    respawn(name);
+  }
+  if (killed !== undefined) {
+    const port = killed;
+    cluster.restart(port);
+    await until(`port ${port} back as a replica in sync`, 60_000, () => cluster.isSyncedReplica(port));
+  }
+  return row;
+}
+
 /** 200 sends, every one delivered; Redis flushed; the same 200 requests again: all replays. */
 async function flushallReplay(db: Db, index: number): Promise<Row> {
   const shop = await openShop(db, index);
@@ -764,7 +876,8 @@ function failures(row: Row): string[] {
   if (row.stalled) problems.push("load stalled");
   if (row.accepted !== row.n) problems.push(`${row.accepted}/${row.n} accepted`);
   if (row.settleMs === undefined) problems.push("did not settle");
-  for (const note of row.notes) if (note.startsWith("not every")) problems.push(note);
+  for (const note of row.notes)
+    if (note.startsWith("not every") || note.startsWith("late:")) problems.push(note);
   return problems;
 }
 
@@ -825,7 +938,11 @@ async function main(): Promise<number> {
   );
   await postgres.init();
   await postgres.start();
-  startRedis();
+  if (opts.cluster) {
+    redisCluster = await startRedisCluster({ replicas: 1, nodeTimeoutMs: 3000 });
+    childEnv.REDIS_CLUSTER_NODES = redisCluster.nodes;
+    say(`redis cluster of 3 masters + 3 replicas: ${redisCluster.nodes}`);
+  } else startRedis();
   await waitRedis();
   await ensureDatabase(DATABASE_URL);
   const db = createDb(DATABASE_URL, { max: 4, applicationName: "faults-bench" });
@@ -873,11 +990,25 @@ async function main(): Promise<number> {
         case "inbound-finalize-kill":
           row = await inboundScenario(db, index);
           break;
+        case "failover-queue-master":
+          // Every send job's key: the send queue's hash tag.
+          row = await failoverScenario(db, scenario, index, () => `${queuePrefix(REDIS_PREFIX, "send")}:id`);
+          break;
+        case "failover-tenant-master":
+          // The tenant's rate limit, quota, idempotency and directory keys share its hash tag.
+          row = await failoverScenario(
+            db,
+            scenario,
+            index,
+            (shop) => `${REDIS_PREFIX}:{t:${shop.tenantId}}:quota`,
+          );
+          break;
       }
       // Every process must still be there (the ones we killed were started again).
       for (const child of children.values()) {
         if (!alive(child) && !child.expectedExit && !row.died.includes(child.name)) row.died.push(child.name);
       }
+      for (const note of row.notes) say(`   ${note}`);
       const problems = failures(row);
       say(`   ${problems.length === 0 ? "ok" : `FAILED: ${problems.join("; ")}`}`);
       rows.push(row);

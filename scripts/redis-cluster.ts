@@ -1,6 +1,7 @@
 /**
- * A local Redis Cluster of 3 masters (no replicas) from the installed `redis-server`, on free ports in
- * a temporary folder: for running the suite against a Cluster (.ci/run) and for trying it by hand.
+ * A local Redis Cluster of 3 masters (and, on request, a replica each) from the installed
+ * `redis-server`, on free ports in a temporary folder: for running the suite against a Cluster
+ * (.ci/run), the failover scenarios of bench/faults.ts (`--redis-cluster`), and trying it by hand.
  *
  *   bun scripts/redis-cluster.ts              starts it, prints REDIS_CLUSTER_NODES=..., runs until Ctrl-C
  *   bun scripts/redis-cluster.ts -- <cmd...>  starts it, runs <cmd> with REDIS_CLUSTER_NODES set, stops it,
@@ -65,18 +66,36 @@ async function until(what: string, check: () => Promise<boolean>): Promise<void>
 export interface LocalCluster {
   /** The value for REDIS_CLUSTER_NODES. */
   nodes: string;
+  /** The port of the master that serves `key`'s slot now. */
+  masterOf(key: string): Promise<number>;
+  /** Whether the node on `port` is a master now (a replica is promoted by the cluster itself). */
+  isMaster(port: number): Promise<boolean>;
+  /** Whether the node on `port` is a replica in sync with its master (so it may be promoted). */
+  isSyncedReplica(port: number): Promise<boolean>;
+  /** Kills the node on `port` with SIGKILL, as a crash would: it stays down. */
+  kill(port: number): void;
+  /** Starts the node on `port` again (it rejoins with its own cluster config: its slots, or as a replica). */
+  restart(port: number): void;
   stop(): Promise<void>;
 }
 
-export async function startRedisCluster(): Promise<LocalCluster> {
+export interface ClusterOptions {
+  /** Replicas per master (0: none, the default). */
+  replicas?: number;
+  /** `cluster-node-timeout`: how long a master may be unreachable before its replica is promoted. */
+  nodeTimeoutMs?: number;
+}
+
+export async function startRedisCluster(options: ClusterOptions = {}): Promise<LocalCluster> {
+  const replicas = options.replicas ?? 0;
   for (const tool of ["redis-server", "redis-cli"]) {
     if (!Bun.which(tool)) throw new Error(`${tool} is not installed (apt-get install redis-server)`);
   }
   const dir = mkdtempSync(join(tmpdir(), "redis-cluster-"));
   const taken = new Set<number>();
   const ports: number[] = [];
-  for (let i = 0; i < MASTERS; i++) ports.push(await freePort(taken));
-  const servers = ports.map((port) =>
+  for (let i = 0; i < MASTERS * (1 + replicas); i++) ports.push(await freePort(taken));
+  const spawnNode = (port: number) =>
     Bun.spawn(
       [
         "redis-server",
@@ -86,13 +105,13 @@ export async function startRedisCluster(): Promise<LocalCluster> {
         "--cluster-config-file",
         join(dir, `nodes-${port}.conf`),
         "--cluster-node-timeout",
-        "5000",
+        String(options.nodeTimeoutMs ?? 5000),
         "--logfile",
         join(dir, `redis-${port}.log`),
       ],
       { stdout: "ignore", stderr: "inherit" },
-    ),
-  );
+    );
+  const servers = ports.map(spawnNode);
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
@@ -113,7 +132,7 @@ export async function startRedisCluster(): Promise<LocalCluster> {
       "create",
       ...nodes,
       "--cluster-replicas",
-      "0",
+      String(replicas),
       "--cluster-yes",
     );
     if (created.code !== 0) throw new Error(`redis-cli --cluster create failed:\n${created.out}`);
@@ -123,7 +142,62 @@ export async function startRedisCluster(): Promise<LocalCluster> {
         (await redisCli(port, "cluster", "info")).out.includes("cluster_state:ok"),
       );
     }
-    return { nodes: nodes.join(","), stop };
+    // Replicas are attached after the slots are assigned: every node must know them, and each must
+    // be replicating, before a failover can promote one.
+    for (const port of ports) {
+      await until(`${MASTERS * replicas} replicas known to ${port}`, async () => {
+        const out = (await redisCli(port, "cluster", "nodes")).out;
+        return out.split("\n").filter((line) => line.includes("slave")).length === MASTERS * replicas;
+      });
+      if (replicas === 0) continue;
+      await until(`replication of ${port}`, async () => {
+        const role = (await redisCli(port, "info", "replication")).out;
+        return role.includes("role:master") || role.includes("master_link_status:up");
+      });
+    }
+    const alive = () => ports.filter((_, i) => servers[i]?.exitCode === null && !servers[i]?.killed);
+    const clusterNodes = async () => {
+      for (const port of alive()) {
+        const answer = await redisCli(port, "cluster", "nodes");
+        if (answer.code === 0 && answer.out.includes("master")) return answer.out;
+      }
+      throw new Error("no node of the cluster answers");
+    };
+    return {
+      nodes: nodes.join(","),
+      stop,
+      async masterOf(key) {
+        const slot = Number((await redisCli(alive()[0] as number, "cluster", "keyslot", key)).out.trim());
+        for (const line of (await clusterNodes()).split("\n")) {
+          const [, address = "", flags = "", , , , , state, ...ranges] = line.split(" ");
+          if (!flags.includes("master") || flags.includes("fail") || state !== "connected") continue;
+          for (const range of ranges) {
+            const [from, to = from] = range.split("-").map(Number);
+            if (slot >= (from as number) && slot <= (to as number))
+              return Number(address.split(":")[1]?.split("@")[0]);
+          }
+        }
+        throw new Error(`no master serves the slot of ${key}`);
+      },
+      async isMaster(port) {
+        const role = await redisCli(port, "role");
+        return role.code === 0 && role.out.startsWith("master");
+      },
+      async isSyncedReplica(port) {
+        const info = (await redisCli(port, "info", "replication")).out;
+        return (
+          info.includes("role:slave") &&
+          info.includes("master_link_status:up") &&
+          !info.includes("master_sync_in_progress:1")
+        );
+      },
+      kill(port) {
+        servers[ports.indexOf(port)]?.kill("SIGKILL");
+      },
+      restart(port) {
+        servers[ports.indexOf(port)] = spawnNode(port);
+      },
+    };
   } catch (error) {
     await stop();
     throw error;
@@ -134,10 +208,13 @@ if (import.meta.main) {
   // Bun drops a `--` after the script's name; one that reaches us is dropped here.
   const args = process.argv.slice(2);
   const command = args[0] === "--" ? args.slice(1) : args;
-  const cluster = await startRedisCluster().catch((error: Error) => {
-    say(error.message);
-    process.exit(1);
-  });
+  const replicasFlag = process.env.REDIS_CLUSTER_REPLICAS;
+  const cluster = await startRedisCluster({ replicas: replicasFlag ? Number(replicasFlag) : 0 }).catch(
+    (error: Error) => {
+      say(error.message);
+      process.exit(1);
+    },
+  );
   say(`${MASTERS} masters up`);
   console.log(`REDIS_CLUSTER_NODES=${cluster.nodes}`);
   let child: ReturnType<typeof Bun.spawn> | undefined;

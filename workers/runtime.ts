@@ -162,11 +162,17 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
       return worker;
     },
     every(name, intervalMs, task) {
+      // A tick that hangs (a dependency that neither answers nor fails) must not silence the loop:
+      // past this bound it is logged and the next tick is scheduled as usual.
+      const tickLimitMs = Math.max(LOOP_TICK_LIMIT_MS, 3 * intervalMs);
       const tick = async () => {
         if (stopping) return;
         const started = performance.now();
         try {
-          await task();
+          const running = task();
+          // A tick given up on may still fail later; that is not an unhandled rejection.
+          running.catch(() => {});
+          await withTimeout(running, tickLimitMs, `tick still running after ${tickLimitMs} ms`);
         } catch (error) {
           logger.warn({ loop: name, err: (error as Error).message }, "loop tick failed");
         }
@@ -198,6 +204,8 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   return runtime;
 }
 
+/** The least time a loop's tick may take before the loop moves on without it. */
+const LOOP_TICK_LIMIT_MS = 30_000;
 /** A job that met a dependency fault runs again after this long (without spending an attempt). */
 const DEPENDENCY_RETRY_MS = 1000;
 /** How often a paused process asks Postgres and Redis whether they are back. */

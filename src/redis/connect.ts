@@ -84,6 +84,26 @@ function boundOfflineWait(cluster: Cluster): void {
   };
 }
 
+/**
+ * How a Cluster client follows a failover (ioredis 6, lib/cluster/index.ts and ConnectionPool.ts):
+ * - no `clusterNodeRetryStrategy` (ioredis' default, null): the connection to a node that went away
+ *   ends instead of reconnecting to it forever. Its commands fail as "connection closed", which the
+ *   Cluster retries after `retryDelayOnFailover` with a fresh slot map (CLUSTER SLOTS from a node
+ *   that answers), so they reach the promoted replica. With a retry strategy the dead node's
+ *   connection never ended: commands with no retry limit (BullMQ's) waited on it for good, and
+ *   those with one failed "max retries" without the map ever being refreshed.
+ * - `slotsRefreshInterval`: ioredis 6 refreshes the map only on MOVED or a closed connection by
+ *   default; every 2 s a client also learns of a promotion (and of a node that came back) while it
+ *   is idle or its commands time out instead of closing.
+ * A node that restarts with its slots is found again by that refresh, or by the MOVED a node sends.
+ */
+const CLUSTER_FAILOVER_OPTIONS = {
+  slotsRefreshInterval: 2000,
+  retryDelayOnFailover: 300,
+  retryDelayOnClusterDown: 300,
+  retryDelayOnTryAgain: 300,
+} as const;
+
 /** `target` may be a bare URL: that one node (tests and tools that need a particular server). */
 export function createRedis(target: RedisTarget | string, options: RedisClientOptions = {}): RedisClient {
   const { redisUrl, redisClusterNodes } =
@@ -105,9 +125,8 @@ export function createRedis(target: RedisTarget | string, options: RedisClientOp
       ? new Cluster(redisClusterNodes, {
           redisOptions: settings,
           clusterRetryStrategy: retryStrategy,
-          // A node that restarts keeps its slots: reconnect to it rather than wait for a MOVED.
-          clusterNodeRetryStrategy: retryStrategy,
           slotsRefreshTimeout: 3000,
+          ...CLUSTER_FAILOVER_OPTIONS,
         })
       : new Redis(redisUrl, { ...settings, retryStrategy })
   ) as RedisClient;
