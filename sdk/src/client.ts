@@ -11,7 +11,9 @@ import type {
   Sender,
   SendMessageRequest,
   Template,
+  WebhookEvent,
 } from "./types.ts";
+import { type VerifyOptions, verifyWebhook } from "./webhooks.ts";
 
 export type MessagingClientOptions = TransportOptions;
 
@@ -99,6 +101,21 @@ export class MessagingClient {
   constructor(options: MessagingClientOptions) {
     this.transport = new Transport(options);
   }
+
+  /** Pushes from the service (Standard Webhooks): verify one before trusting it. */
+  readonly webhooks = {
+    /**
+     * The event of a delivery, once its signature (with the endpoint's `whsec_` secret) and its
+     * timestamp (within 5 minutes) hold; throws WebhookVerificationError otherwise. Pass the body
+     * exactly as received.
+     */
+    verify: (
+      rawBody: string | Uint8Array,
+      headers: Parameters<typeof verifyWebhook>[1],
+      secret: string,
+      options?: VerifyOptions,
+    ): Promise<WebhookEvent> => verifyWebhook(rawBody, headers, secret, options),
+  };
 
   readonly messages = {
     /** POST /messages: 201 Message, or the first send's Message when the key was used before. */

@@ -14,3 +14,4 @@ export { ApiError } from "./errors.ts";
 export type { FeedOptions } from "./feed.ts";
 export type { RetryOptions } from "./transport.ts";
 export type * from "./types.ts";
+export { type VerifyOptions, verifyWebhook, WebhookVerificationError } from "./webhooks.ts";
