@@ -5,6 +5,7 @@ import { conversationRoutes } from "./conversations/routes.ts";
 import type { DocumentedRoute } from "./docs/openapi.ts";
 import { apiReferenceRoutes } from "./docs/reference.ts";
 import { docsRoutes } from "./docs/routes.ts";
+import { eventRoutes } from "./events/routes.ts";
 import { feedRoutes } from "./feed/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { historyRoutes } from "./history/routes.ts";
@@ -43,6 +44,7 @@ export function createApp(deps: AppDeps) {
     .use(historyRoutes(deps))
     .use(conversationRoutes(deps))
     .use(feedRoutes(deps))
+    .use(eventRoutes(deps))
     .use(docsRoutes(deps))
     .use(mediaRoutes(deps));
 

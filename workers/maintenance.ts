@@ -1,3 +1,4 @@
+import { deleteExpiredEvents } from "../src/events/repository.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
 import { deleteExpiredStatusEvents } from "../src/outbound/status.ts";
@@ -35,6 +36,12 @@ runtime.every("idempotency-expiry", 600_000, async () => {
 runtime.every("status-event-expiry", 600_000, async () => {
   const deleted = await deleteExpiredStatusEvents(runtime.db, runtime.clock.now());
   if (deleted > 0) runtime.logger.info({ deleted }, "expired status events dropped");
+});
+
+// Events are kept 30 days (DESIGN §12; src/events/repository.ts).
+runtime.every("event-expiry", 600_000, async () => {
+  const deleted = await deleteExpiredEvents(runtime.db, runtime.clock.now());
+  if (deleted > 0) runtime.logger.info({ deleted }, "expired events dropped");
 });
 
 // Expired panel sessions are refused on read; this only reclaims their rows.

@@ -1,4 +1,4 @@
-import { consumeFeed, type FeedOptions } from "./feed.ts";
+import { consumeEvents, consumeFeed, type FeedOptions } from "./feed.ts";
 import { Transport, type TransportOptions } from "./transport.ts";
 import type {
   Contact,
@@ -101,6 +101,16 @@ export class MessagingClient {
   constructor(options: MessagingClientOptions) {
     this.transport = new Transport(options);
   }
+
+  /** The event log (GET /events, DESIGN §12). */
+  readonly events = {
+    /**
+     * Follows the log from `since` (absent: the oldest event kept) for as long as the caller
+     * iterates, like `feed.consume`: redeliveries dropped, `onCursor` after each page was taken.
+     */
+    consume: (options: FeedOptions & { types?: WebhookEvent["type"][] } = {}): AsyncGenerator<WebhookEvent> =>
+      consumeEvents(this.transport, options),
+  };
 
   /** Pushes from the service (Standard Webhooks): verify one before trusting it. */
   readonly webhooks = {

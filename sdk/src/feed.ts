@@ -1,5 +1,5 @@
 import { sleep, type Transport } from "./transport.ts";
-import type { FeedMessage, FeedPage } from "./types.ts";
+import type { FeedMessage, WebhookEvent } from "./types.ts";
 
 export interface FeedOptions {
   /** A cursor persisted from an earlier run (`onCursor`); absent = from the start of the feed. */
@@ -44,10 +44,25 @@ class RecentIds {
  * `onCursor` only after every message before it was taken, so a consumer that dies and resumes from
  * its persisted cursor sees every message at least once.
  */
-export async function* consumeFeed(
+export function consumeFeed(transport: Transport, options: FeedOptions = {}): AsyncGenerator<FeedMessage> {
+  return consumeLog<FeedMessage>(transport, "/messages", options);
+}
+
+/** GET /events (DESIGN §12), followed the same way; `types` narrows it. */
+export function consumeEvents(
   transport: Transport,
-  options: FeedOptions = {},
-): AsyncGenerator<FeedMessage> {
+  options: FeedOptions & { types?: WebhookEvent["type"][] } = {},
+): AsyncGenerator<WebhookEvent> {
+  return consumeLog<WebhookEvent>(transport, "/events", options, { types: options.types?.join(",") });
+}
+
+/** A list read from a cursor (the feed, the event log): pages, de-duplication, the cursor, waits. */
+async function* consumeLog<T extends { id: string | null }>(
+  transport: Transport,
+  path: string,
+  options: FeedOptions,
+  extraQuery: Record<string, string | undefined> = {},
+): AsyncGenerator<T> {
   const { signal, onCursor } = options;
   const minWait = options.minWaitMs ?? 250;
   const maxWait = options.maxWaitMs ?? 5_000;
@@ -55,10 +70,10 @@ export async function* consumeFeed(
   let cursor = options.since;
   let wait = minWait;
   while (!signal?.aborted) {
-    let page: FeedPage;
+    let page: { data: T[]; next_cursor: string };
     try {
-      page = await transport.request<FeedPage>("GET", "/messages", {
-        query: { since: cursor, limit: options.limit },
+      page = await transport.request<{ data: T[]; next_cursor: string }>("GET", path, {
+        query: { since: cursor, limit: options.limit, ...extraQuery },
         signal,
       });
     } catch (error) {
@@ -66,9 +81,9 @@ export async function* consumeFeed(
       throw error;
     }
     const last = page.data.length - 1;
-    for (const [index, message] of page.data.entries()) {
-      if (message.id !== null && !seen.add(message.id)) continue;
-      yield message;
+    for (const [index, item] of page.data.entries()) {
+      if (item.id !== null && !seen.add(item.id)) continue;
+      yield item;
       // Stopped partway through a page: its cursor is not reported (the rest was not taken).
       if (signal?.aborted && index < last) return;
     }

@@ -19,20 +19,9 @@ export type TokenResponse = Schemas["TokenResponse"];
 export type ErrorBody = Schemas["ErrorResponse"]["error"];
 export type OAuthErrorBody = Schemas["OAuthError"];
 
-/**
- * A pushed event (DESIGN §12), as `client.webhooks.verify` returns it: `data` is the message as the
- * feed shows it at the moment of the event. Written here until the service documents its Event
- * schema (then an alias into the generated types, like the others).
- */
-export interface WebhookEvent {
-  object: "event";
-  /** `evt_…`: the same on every delivery of this event (de-duplicate by it, or by `webhook-id`). */
-  id: string;
-  type: "message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed";
-  /** Unix seconds. */
-  created: number;
-  data: FeedMessage;
-}
+/** An event of the log (DESIGN §12): from `client.events.consume`, or a push `client.webhooks.verify` checked. */
+export type WebhookEvent = Schemas["Event"];
+export type EventPage = Schemas["EventList"];
 
 /** The two scopes an application can hold (SPEC §5). */
 export type Scope = "messaging:send" | "messaging:read";

@@ -15,7 +15,13 @@ import {
 } from "../../test/support.ts";
 import { startTcpProxy } from "../../test/tcp-proxy.ts";
 import { buildForNode } from "../scripts/build.ts";
-import { ApiError, type FeedMessage, MessagingClient, type MessagingClientOptions } from "../src/index.ts";
+import {
+  ApiError,
+  type FeedMessage,
+  MessagingClient,
+  type MessagingClientOptions,
+  type WebhookEvent,
+} from "../src/index.ts";
 
 /**
  * The SDK against the real service: the api listening on a port, the send, status and finalize
@@ -369,6 +375,39 @@ describe("feed", () => {
     for await (const message of client.feed.consume({ signal: stop.signal })) taken.push(message);
     expect(taken).toEqual([]);
     expect(Date.now() - started).toBeLessThan(2_000);
+  });
+});
+
+describe("events", () => {
+  test("events.consume follows the event log: received events of inbound messages, types narrowed", async () => {
+    const tenant = await shop();
+    const { client } = sdkFor(tenant);
+    const phone = freshPhone();
+    for (let i = 0; i < 3; i++) await postInbound(env, tenant, { from: phone, type: "text", text: `e${i}` });
+    const stop = new AbortController();
+    const deadline = setTimeout(() => stop.abort(), 20_000);
+    const cursors: string[] = [];
+    const taken: WebhookEvent[] = [];
+    for await (const event of client.events.consume({
+      types: ["message.received"],
+      limit: 2,
+      signal: stop.signal,
+      minWaitMs: 50,
+      maxWaitMs: 200,
+      onCursor: (cursor) => {
+        cursors.push(cursor);
+      },
+    })) {
+      taken.push(event);
+      if (taken.length === 3) stop.abort();
+    }
+    clearTimeout(deadline);
+    expect(taken.map((e) => [e.type, e.data.text])).toEqual([
+      ["message.received", "e0"],
+      ["message.received", "e1"],
+      ["message.received", "e2"],
+    ]);
+    expect(cursors[0]).toMatch(/^evc_/);
   });
 });
 

@@ -17,6 +17,9 @@ export interface Database {
   feed_heads: FeedHeadsTable;
   feed_entries: FeedEntriesTable;
   feed_epoch: FeedEpochTable;
+  event_pending: EventPendingTable;
+  event_heads: FeedHeadsTable;
+  events: EventsTable;
   feed_shards: FeedShardsTable;
   idempotency_keys: IdempotencyKeysTable;
   panel_users: PanelUsersTable;
@@ -198,6 +201,36 @@ export interface FeedEntriesTable {
   seq: number;
   message_id: string;
 }
+
+/** The event log (DESIGN §12, sql/016): written in the statements that change a message. */
+export interface EventPendingTable {
+  id: Generated<number>;
+  tenant_id: string;
+  shard: number;
+  type: string;
+  message_id: string;
+  status: string | null;
+  failure: unknown | null;
+  created_at: Generated<Date>;
+}
+
+export interface EventsTable {
+  tenant_id: string;
+  seq: number;
+  id: string;
+  type: EventType;
+  message_id: string;
+  status: string | null;
+  failure: MessageFailure | null;
+  created_at: Date;
+}
+
+export type EventType =
+  | "message.received"
+  | "message.sent"
+  | "message.delivered"
+  | "message.read"
+  | "message.failed";
 
 export interface FeedEpochTable {
   singleton: Generated<boolean>;

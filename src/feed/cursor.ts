@@ -18,7 +18,7 @@ export interface FeedPosition {
 }
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-const PREFIX = "fd_";
+const FEED_PREFIX = "fd_";
 const VERSION = 2;
 const LEGACY_VERSION = 1;
 const LEGACY_KEY_ID = 1;
@@ -26,7 +26,6 @@ const MAC_BYTES = 12;
 // Widths in base62 digits: 62^6 > 2^31 (epoch is an int4), 62^11 > 2^63 (seq is an int8), 62^17 > 2^96.
 const WIDTH = { version: 1, keyId: 1, epoch: 6, seq: 11, mac: 17 } as const;
 const BODY_LENGTH = WIDTH.version + WIDTH.keyId + WIDTH.epoch + WIDTH.seq;
-const CURSOR_PATTERN = new RegExp(`^${PREFIX}[0-9A-Za-z]{${BODY_LENGTH + WIDTH.mac}}$`);
 
 function encodeFixed(value: bigint, width: number): string {
   let out = "";
@@ -75,9 +74,16 @@ function legacyKey(rootSecret: string): CursorKey {
 
 /**
  * Keys are derived from the root secret (JWT_SECRET), so cursors need no secret of their own. Encodes
- * with `secret`; decodes what `secret` or any of `previousSecrets` signed, in either version.
+ * with `secret`; decodes what `secret` or any of `previousSecrets` signed, in either version. The
+ * event log's cursors (`evc_`, src/events/) are the same with their own prefix, which the MAC covers:
+ * a feed cursor is no event cursor.
  */
-export function createFeedCursorCodec(secret: string, previousSecrets: string[] = []): FeedCursorCodec {
+export function createFeedCursorCodec(
+  secret: string,
+  previousSecrets: string[] = [],
+  PREFIX = FEED_PREFIX,
+): FeedCursorCodec {
+  const CURSOR_PATTERN = new RegExp(`^${PREFIX}[0-9A-Za-z]{${BODY_LENGTH + WIDTH.mac}}$`);
   const signing = currentKey(secret);
   const secrets = [secret, ...previousSecrets];
   const accepted = [...secrets.map(currentKey), ...secrets.map(legacyKey)];

@@ -1,7 +1,8 @@
-import { sql } from "kysely";
+import { sql, type Transaction } from "kysely";
 import { FEED_SHARDS_MAX } from "../config.ts";
 import type { Db } from "../db/connect.ts";
 import { ADVISORY_LOCKS } from "../db/locks.ts";
+import type { Database } from "../db/schema.ts";
 import { SYSTEM_TYPE_PATTERN } from "../history/repository.ts";
 import type { Logger } from "../logger.ts";
 import { createRedis, type RedisTarget, redisKeys } from "../redis/connect.ts";
@@ -29,6 +30,8 @@ export interface FeedTick {
   taken: number;
   /** New feed positions. */
   numbered: number;
+  /** Events numbered into the event log (DESIGN §12), in the same tick. */
+  events: number;
 }
 
 interface ShardTick {
@@ -56,7 +59,7 @@ export async function sequenceFeed(
   batchSize = FEED_BATCH_SIZE,
   heads?: FeedHeadWriter,
 ): Promise<FeedTick> {
-  const total: FeedTick = { ran: false, taken: 0, numbered: 0 };
+  const total: FeedTick = { ran: false, taken: 0, numbered: 0, events: 0 };
   let shards = 1;
   for (let shard = 0; shard < shards; shard++) {
     const result = await sequenceFeedShard(db, shard, batchSize, heads);
@@ -64,6 +67,7 @@ export async function sequenceFeed(
     total.ran ||= result.tick.ran;
     total.taken += result.tick.taken;
     total.numbered += result.tick.numbered;
+    total.events += result.tick.events;
   }
   return total;
 }
@@ -105,7 +109,7 @@ async function numberFeed(
              pg_try_advisory_xact_lock(${FEED_LOCK_CLASS}::int, ${shard}::int) AS won`.execute(trx);
     const shards = lock.rows[0]?.shards ?? 1;
     if (!lock.rows[0]?.won || shard >= shards)
-      return { tick: { ran: false, taken: 0, numbered: 0 }, shards, epoch: 0, moved: [] };
+      return { tick: { ran: false, taken: 0, numbered: 0, events: 0 }, shards, epoch: 0, moved: [] };
 
     // A fresh snapshot after the lock: it sees every entry the previous holder committed. Heads are
     // upserted in tenant order: while a growth of the shard count is being drained, a tenant can
@@ -150,13 +154,50 @@ async function numberFeed(
       trx,
     );
     const row = result.rows[0];
+    const events = await numberEvents(trx, shard, batchSize);
     return {
-      tick: { ran: true, taken: row?.taken ?? 0, numbered: row?.numbered ?? 0 },
+      tick: { ran: true, taken: row?.taken ?? 0, numbered: row?.numbered ?? 0, events },
       shards,
       epoch: row?.epoch ?? 0,
       moved: (row?.heads ?? []).map(([tenantId, lastSeq]) => ({ tenantId, lastSeq })),
     };
   });
+}
+
+/**
+ * The event log's positions (DESIGN §12, sql/016), under the same shard lock and in the same
+ * transaction as the feed's: the shard's oldest pending events, in the order they were written,
+ * numbered per tenant contiguously after event_heads.last_seq, each given its `evt_` id.
+ */
+async function numberEvents(trx: Transaction<Database>, shard: number, batchSize: number): Promise<number> {
+  const result = await sql<{ taken: number }>`
+    WITH taken AS (
+      DELETE FROM event_pending
+      WHERE id = ANY(ARRAY(
+        SELECT id FROM event_pending WHERE shard = ${shard}::int ORDER BY id LIMIT ${batchSize}
+      ))
+      RETURNING *
+    ),
+    fresh AS (
+      SELECT t.*, row_number() OVER (PARTITION BY t.tenant_id ORDER BY t.id) AS n,
+             count(*) OVER (PARTITION BY t.tenant_id) AS tenant_count
+      FROM taken t
+    ),
+    heads AS (
+      INSERT INTO event_heads AS h (tenant_id, last_seq)
+      SELECT tenant_id, max(tenant_count) FROM fresh GROUP BY tenant_id ORDER BY tenant_id
+      ON CONFLICT (tenant_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
+      RETURNING tenant_id, last_seq
+    ),
+    numbered AS (
+      INSERT INTO events (tenant_id, seq, id, type, message_id, status, failure, created_at)
+      SELECT f.tenant_id, h.last_seq - f.tenant_count + f.n, 'evt_' || translate(gen_random_uuid()::text, '-', ''),
+             f.type, f.message_id, f.status, f.failure, f.created_at
+      FROM fresh f JOIN heads h ON h.tenant_id = f.tenant_id
+      RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM numbered)::int AS taken`.execute(trx);
+  return result.rows[0]?.taken ?? 0;
 }
 
 export interface FeedSequencerLoop {
@@ -227,7 +268,7 @@ export function startFeedSequencer(
         "feed sequenced",
       );
     }
-    if (tick.taken === batchSize) again = true;
+    if (tick.taken === batchSize || tick.events === batchSize) again = true;
   };
 
   const drain = async () => {

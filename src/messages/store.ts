@@ -102,7 +102,7 @@ WITH batch AS MATERIALIZED (
   FROM live l
   LEFT JOIN contact c ON l.contact_id IS NULL AND c.tenant_id = l.tenant_id AND c.phone = l.phone
   ORDER BY l.n
-  RETURNING id, seq, contact_id, tenant_id, created_at, direction
+  RETURNING id, seq, contact_id, tenant_id, created_at, direction, status
 ), visible AS (
   SELECT i.* FROM inserted i JOIN live l ON l.id = i.id WHERE l.visible
 ), conversation AS (
@@ -127,6 +127,11 @@ WITH batch AS MATERIALIZED (
 ), feed AS (
   INSERT INTO feed_pending (message_id, tenant_id, shard)
   SELECT id, tenant_id, feed_shard_of(tenant_id, (SELECT shards FROM feed_shards)) FROM visible
+), received AS (
+  -- The event log (DESIGN §12, sql/016): a customer's message, never a system_ one.
+  INSERT INTO event_pending (tenant_id, shard, type, message_id, status)
+  SELECT tenant_id, feed_shard_of(tenant_id, (SELECT shards FROM feed_shards)), 'message.received', id, status
+  FROM visible WHERE direction = 'inbound' ORDER BY seq
 )
 SELECT id, seq, contact_id, tenant_id FROM inserted`;
 

@@ -40,6 +40,7 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
   if (settled.length === 0) return { ids: new Set(), statusesWaiting: [] };
   const now = clock.now();
   const { rows } = await sql<{ id: string; pid: string | null; statuses_waiting: boolean }>`
+    WITH recorded AS (
     UPDATE messages m SET
       provider_message_id = v.pid,
       status = CASE
@@ -61,12 +62,25 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
       ${settled.map((s) => s.keepStarted === true)}::bool[],
       ${settled.map((s) => (s.refund ? 1 : 0))}::int[],
       ${settled.map((s) => (s.throttled ? 1 : 0))}::int[]
-    ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled)
-    WHERE m.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
+    ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled),
+      -- The row as this statement found it: whether the record moved its status (an event).
+      messages was
+    WHERE m.id = v.id AND was.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
     -- Statuses that overtook the send wait for this id (a status stored after this statement's
     -- snapshot nudged a drain when it was stored).
-    RETURNING m.id, v.pid, v.pid IS NOT NULL AND EXISTS (
-      SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid) AS statuses_waiting`.execute(db);
+    RETURNING m.id, m.seq, m.tenant_id, m.status, m.failure, was.status AS was_status, v.pid,
+      v.pid IS NOT NULL AND EXISTS (
+        SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid) AS statuses_waiting
+    ), moved AS (
+      -- The event log (DESIGN §12, sql/016): sent (the provider took it) or failed for good.
+      INSERT INTO event_pending (tenant_id, shard, type, message_id, status, failure)
+      SELECT tenant_id, feed_shard_of(tenant_id, (SELECT shards FROM feed_shards)), 'message.' || status,
+             id, status, CASE WHEN status = 'failed' THEN failure END
+      FROM recorded
+      WHERE status IS DISTINCT FROM was_status AND status IN ('sent', 'failed')
+      ORDER BY seq
+    )
+    SELECT id, pid, statuses_waiting FROM recorded`.execute(db);
   return {
     ids: new Set(rows.map((r) => r.id)),
     statusesWaiting: rows.flatMap((r) => (r.statuses_waiting && r.pid ? [r.pid] : [])),

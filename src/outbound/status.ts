@@ -55,30 +55,36 @@ export function statusStatementHead(events: readonly StatusEventInput[], now: Da
     ), target AS MATERIALIZED (
       -- By provider id alone (unique), outbound checked after: with direction in this WHERE the
       -- planner may AND in the index of every outbound message, a scan that grows with the table.
-      SELECT m.seq, m.provider_message_id, m.sender_id, m.status, m.failure, m.direction
+      SELECT m.seq, m.id, m.tenant_id, m.provider_message_id, m.sender_id, m.status, m.failure, m.direction
       FROM messages m
       WHERE m.provider_message_id = ANY(${providerIds}::text[])
       ORDER BY m.seq
       FOR UPDATE
     ), known AS (
       SELECT * FROM target WHERE direction = 'outbound'
+    ), grouped AS (
+      SELECT k.seq, k.id, k.tenant_id, k.status, k.failure,
+             array_agg(e.status ORDER BY e.at, e.ord) AS statuses,
+             array_agg(e.failure ORDER BY e.at, e.ord) AS failures
+      FROM known k
+      JOIN ev e ON e.pid = k.provider_message_id
+               AND (e.sender_id IS NULL OR e.sender_id = k.sender_id)
+      GROUP BY k.seq, k.id, k.tenant_id, k.status, k.failure
     ), folded AS (
       SELECT g.seq, g.status AS was, f.status, f.failure
-      FROM (
-        SELECT k.seq, k.status, k.failure,
-               array_agg(e.status ORDER BY e.at, e.ord) AS statuses,
-               array_agg(e.failure ORDER BY e.at, e.ord) AS failures
-        FROM known k
-        JOIN ev e ON e.pid = k.provider_message_id
-                 AND (e.sender_id IS NULL OR e.sender_id = k.sender_id)
-        GROUP BY k.seq, k.status, k.failure
-      ) g,
-      LATERAL message_status_fold(g.status, g.failure, g.statuses, g.failures) f
+      FROM grouped g, LATERAL message_status_fold(g.status, g.failure, g.statuses, g.failures) f
     ), changed AS (
       UPDATE messages m SET status = f.status, failure = f.failure, updated_at = ${now}
       FROM folded f
       WHERE m.seq = f.seq AND f.status IS DISTINCT FROM f.was
       RETURNING 1
+    ), stepped AS (
+      -- The event log (DESIGN §12, sql/016): one event per status that moved a message, in order.
+      INSERT INTO event_pending (tenant_id, shard, type, message_id, status, failure)
+      SELECT g.tenant_id, feed_shard_of(g.tenant_id, (SELECT shards FROM feed_shards)),
+             'message.' || s.reached, g.id, s.reached, s.failure
+      FROM grouped g, LATERAL message_status_steps(g.status, g.statuses, g.failures) s
+      ORDER BY g.seq, s.step
     )`;
 }
 

@@ -1,0 +1,65 @@
+import { sql } from "kysely";
+import type { Db } from "../db/connect.ts";
+import type { EventType } from "../db/schema.ts";
+import type { FeedRow } from "../feed/repository.ts";
+import { HISTORY_COLUMNS } from "../history/repository.ts";
+
+export interface EventRow extends FeedRow {
+  event_seq: number;
+  event_id: string;
+  event_type: EventType;
+  event_status: string | null;
+  event_failure: FeedRow["failure"];
+  event_created_at: Date;
+}
+
+/** The tenant's events after `afterSeq`, in log order, `fetch` of them at most, with their messages. */
+export async function readEventEntries(
+  db: Db,
+  tenantId: string,
+  afterSeq: number,
+  fetch: number,
+  types?: readonly EventType[],
+): Promise<EventRow[]> {
+  return db
+    .selectFrom("events")
+    .innerJoin("messages", "messages.id", "events.message_id")
+    .innerJoin("contacts", "contacts.id", "messages.contact_id")
+    .select(HISTORY_COLUMNS)
+    .select([
+      "messages.seq",
+      "contacts.id as contact_id",
+      "contacts.phone as contact_phone",
+      "events.seq as event_seq",
+      "events.id as event_id",
+      "events.type as event_type",
+      "events.status as event_status",
+      "events.failure as event_failure",
+      "events.created_at as event_created_at",
+    ])
+    .where("events.tenant_id", "=", tenantId)
+    .where("events.seq", ">", afterSeq)
+    .$if(types !== undefined, (qb) => qb.where("events.type", "in", types ?? []))
+    .orderBy("events.seq")
+    .limit(fetch)
+    .execute();
+}
+
+/** Events are kept 30 days (DESIGN §12). */
+export const EVENT_RETENTION_MS = 30 * 86_400_000;
+const EVENT_EXPIRY_BATCH = 10_000;
+
+/** Drops events older than EVENT_RETENTION_MS, a bounded batch per statement. */
+export async function deleteExpiredEvents(db: Db, now: Date): Promise<number> {
+  const cutoff = new Date(now.getTime() - EVENT_RETENTION_MS);
+  let deleted = 0;
+  for (;;) {
+    const result = await sql`
+      DELETE FROM events WHERE id = ANY(ARRAY(
+        SELECT id FROM events WHERE created_at < ${cutoff} LIMIT ${EVENT_EXPIRY_BATCH}
+      ))`.execute(db);
+    const count = Number(result.numAffectedRows ?? 0);
+    deleted += count;
+    if (count < EVENT_EXPIRY_BATCH) return deleted;
+  }
+}

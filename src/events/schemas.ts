@@ -1,0 +1,58 @@
+import { t } from "elysia";
+import { FEED_LIMIT, FeedMessageSchema } from "../feed/schemas.ts";
+import { listOf } from "../http/schemas.ts";
+import { queryInteger } from "../http/validation.ts";
+
+export const EVENT_TYPES = [
+  "message.received",
+  "message.sent",
+  "message.delivered",
+  "message.read",
+  "message.failed",
+] as const;
+
+export const EventQuery = t.Object({
+  since: t.Optional(
+    t.String({
+      description:
+        "an `evc_` cursor: the `next_cursor` of the previous page; absent = the oldest retained event",
+    }),
+  ),
+  limit: t.Optional(queryInteger("limit", FEED_LIMIT)),
+  types: t.Optional(
+    t.String({
+      description: `comma-separated event types to return (default all): ${EVENT_TYPES.join(", ")}`,
+      "x-param": "types",
+    }),
+  ),
+});
+
+export const EventSchema = t.Object(
+  {
+    object: t.Literal("event"),
+    id: t.String({ description: "`evt_` id: the same on every delivery of this event; de-duplicate by it." }),
+    type: t.Union(
+      [
+        t.Literal("message.received"),
+        t.Literal("message.sent"),
+        t.Literal("message.delivered"),
+        t.Literal("message.read"),
+        t.Literal("message.failed"),
+      ],
+      { description: "What happened to the message." },
+    ),
+    created: t.Integer({ description: "When it happened (Unix seconds)." }),
+    data: FeedMessageSchema,
+  },
+  {
+    title: "Event",
+    description:
+      "Something that happened to a message: `data` is the message as the feed shows it, as the event left it (its status and failure then).",
+  },
+);
+
+export const EventList = listOf(EventSchema, "The next events of the log, in log order.", {
+  next_cursor: t.String({
+    description: "Pass as `since` in the next call; present on every page, even an empty one.",
+  }),
+});
