@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { deleteInBatches } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import type { EventType } from "../db/schema.ts";
 import type { FeedRow } from "../feed/repository.ts";
@@ -50,16 +51,14 @@ export const EVENT_RETENTION_MS = 30 * 86_400_000;
 const EVENT_EXPIRY_BATCH = 10_000;
 
 /** Drops events older than EVENT_RETENTION_MS, a bounded batch per statement. */
-export async function deleteExpiredEvents(db: Db, now: Date): Promise<number> {
+export function deleteExpiredEvents(db: Db, now: Date): Promise<number> {
   const cutoff = new Date(now.getTime() - EVENT_RETENTION_MS);
-  let deleted = 0;
-  for (;;) {
-    const result = await sql`
+  return deleteInBatches(
+    db,
+    EVENT_EXPIRY_BATCH,
+    (batch) => sql`
       DELETE FROM events WHERE id = ANY(ARRAY(
-        SELECT id FROM events WHERE created_at < ${cutoff} LIMIT ${EVENT_EXPIRY_BATCH}
-      ))`.execute(db);
-    const count = Number(result.numAffectedRows ?? 0);
-    deleted += count;
-    if (count < EVENT_EXPIRY_BATCH) return deleted;
-  }
+        SELECT id FROM events WHERE created_at < ${cutoff} LIMIT ${batch}
+      ))`,
+  );
 }

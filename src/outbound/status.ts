@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import { statusFailure } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
+import { deleteInBatches } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import { recordOutcomes } from "./record.ts";
 import { unsent } from "./unsent.ts";
@@ -335,17 +336,15 @@ export const STATUS_EVENT_RETENTION_MS = 7 * 86_400_000;
 const STATUS_EXPIRY_BATCH = 10_000;
 
 /** Drops waiting statuses older than STATUS_EVENT_RETENTION_MS, a bounded batch per statement. */
-export async function deleteExpiredStatusEvents(db: Db, now: Date): Promise<number> {
+export function deleteExpiredStatusEvents(db: Db, now: Date): Promise<number> {
   const cutoff = new Date(now.getTime() - STATUS_EVENT_RETENTION_MS);
-  let deleted = 0;
-  for (;;) {
-    const result = await sql<{ id: number }>`
+  return deleteInBatches(
+    db,
+    STATUS_EXPIRY_BATCH,
+    (batch) => sql`
       DELETE FROM status_events WHERE id IN (
-        SELECT id FROM status_events WHERE received_at < ${cutoff} LIMIT ${STATUS_EXPIRY_BATCH}
+        SELECT id FROM status_events WHERE received_at < ${cutoff} LIMIT ${batch}
         FOR UPDATE SKIP LOCKED
-      )`.execute(db);
-    const count = Number(result.numAffectedRows ?? 0);
-    deleted += count;
-    if (count < STATUS_EXPIRY_BATCH) return deleted;
-  }
+      )`,
+  );
 }
