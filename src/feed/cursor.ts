@@ -81,14 +81,14 @@ function legacyKey(rootSecret: string): CursorKey {
 export function createFeedCursorCodec(
   secret: string,
   previousSecrets: string[] = [],
-  PREFIX = FEED_PREFIX,
+  prefix = FEED_PREFIX,
 ): FeedCursorCodec {
-  const CURSOR_PATTERN = new RegExp(`^${PREFIX}[0-9A-Za-z]{${BODY_LENGTH + WIDTH.mac}}$`);
+  const pattern = new RegExp(`^${prefix}[0-9A-Za-z]{${BODY_LENGTH + WIDTH.mac}}$`);
   const signing = currentKey(secret);
   const secrets = [secret, ...previousSecrets];
   const accepted = [...secrets.map(currentKey), ...secrets.map(legacyKey)];
   const mac = (key: Buffer, body: string, tenantId: string) =>
-    createHmac("sha256", key).update(`${PREFIX}${body}:${tenantId}`).digest().subarray(0, MAC_BYTES);
+    createHmac("sha256", key).update(`${prefix}${body}:${tenantId}`).digest().subarray(0, MAC_BYTES);
 
   return {
     encode(tenantId, position) {
@@ -98,11 +98,11 @@ export function createFeedCursorCodec(
         encodeFixed(BigInt(position.epoch), WIDTH.epoch) +
         encodeFixed(BigInt(position.seq), WIDTH.seq);
       const signature = mac(signing.key, body, tenantId).toString("hex");
-      return `${PREFIX}${body}${encodeFixed(BigInt(`0x${signature}`), WIDTH.mac)}`;
+      return `${prefix}${body}${encodeFixed(BigInt(`0x${signature}`), WIDTH.mac)}`;
     },
     decode(tenantId, cursor) {
-      if (!CURSOR_PATTERN.test(cursor)) return undefined;
-      const body = cursor.slice(PREFIX.length, PREFIX.length + BODY_LENGTH);
+      if (!pattern.test(cursor)) return undefined;
+      const body = cursor.slice(prefix.length, prefix.length + BODY_LENGTH);
       let offset = 0;
       const field = (width: number) => {
         offset += width;
@@ -117,7 +117,7 @@ export function createFeedCursorCodec(
       );
       if (candidates.length === 0) return undefined;
 
-      const given = decodeFixed(cursor.slice(PREFIX.length + BODY_LENGTH));
+      const given = decodeFixed(cursor.slice(prefix.length + BODY_LENGTH));
       if (given >= 1n << BigInt(MAC_BYTES * 8)) return undefined;
       const givenBytes = Buffer.from(given.toString(16).padStart(MAC_BYTES * 2, "0"), "hex");
       if (!candidates.some(({ key }) => timingSafeEqual(givenBytes, mac(key, body, tenantId))))

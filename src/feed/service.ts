@@ -4,11 +4,13 @@ import type { FeedCursorCodec, FeedPosition } from "./cursor.ts";
 import type { FeedHead } from "./heads.ts";
 import { currentFeedEpoch, type FeedRow, readFeedEntries } from "./repository.ts";
 
-export interface FeedPage {
-  rows: FeedRow[];
+export interface CursorPage<Row> {
+  rows: Row[];
   hasMore: boolean;
   nextCursor: string;
 }
+
+export type FeedPage = CursorPage<FeedRow>;
 
 /**
  * GET /messages. The page and the epoch are read together; a cursor of another epoch (rare: an
@@ -19,7 +21,7 @@ export interface FeedPage {
  * rest is read where `read` runs it (a replica may answer, src/db/read-replica.ts: it lags, so a
  * page may come later, never out of order).
  */
-export async function readFeed(
+export function readFeed(
   read: <T>(work: (db: Db) => Promise<T>) => Promise<T>,
   cursors: FeedCursorCodec,
   tenantId: string,
@@ -27,6 +29,30 @@ export async function readFeed(
   limit: number,
   readHead?: (tenantId: string) => Promise<FeedHead | undefined>,
 ): Promise<FeedPage> {
+  return readCursorPage(
+    { read, cursors, tenantId, since, limit, readHead },
+    (db, afterSeq, fetch) => readFeedEntries(db, tenantId, afterSeq, fetch),
+    (row) => row.seq,
+  );
+}
+
+/**
+ * One page of a per-tenant log read from a cursor (the feed, the event log: DESIGN §6's rules). A
+ * cursor this service did not give this tenant is a 400, param `since`.
+ */
+export async function readCursorPage<Row>(
+  page: {
+    read: <T>(work: (db: Db) => Promise<T>) => Promise<T>;
+    cursors: FeedCursorCodec;
+    tenantId: string;
+    since: string | undefined;
+    limit: number;
+    readHead?: (tenantId: string) => Promise<FeedHead | undefined>;
+  },
+  fetchAfter: (db: Db, afterSeq: number, fetch: number) => Promise<Row[]>,
+  seqOf: (row: Row) => number,
+): Promise<CursorPage<Row>> {
+  const { cursors, tenantId, since, limit, readHead } = page;
   const position = since === undefined ? undefined : cursors.decode(tenantId, since);
   if (since !== undefined && !position) {
     throw new ApiError(
@@ -38,17 +64,16 @@ export async function readFeed(
     );
   }
   if (position && readHead) {
-    const page = emptyPageAtHead(cursors, tenantId, position, await readHead(tenantId));
-    if (page) return page;
+    const empty = emptyPageAtHead(cursors, tenantId, position, await readHead(tenantId));
+    if (empty) return empty;
   }
-  const { epoch, after, fetched } = await read(async (db) => {
+  const { epoch, after, fetched } = await page.read(async (db) => {
     const [epoch, optimistic] = await Promise.all([
       currentFeedEpoch(db),
-      readFeedEntries(db, tenantId, position?.seq ?? 0, limit + 1),
+      fetchAfter(db, position?.seq ?? 0, limit + 1),
     ]);
     const after = position?.epoch === epoch ? position.seq : 0;
-    const fetched =
-      after === (position?.seq ?? 0) ? optimistic : await readFeedEntries(db, tenantId, after, limit + 1);
+    const fetched = after === (position?.seq ?? 0) ? optimistic : await fetchAfter(db, after, limit + 1);
     return { epoch, after, fetched };
   });
   const rows = fetched.slice(0, limit);
@@ -56,7 +81,7 @@ export async function readFeed(
   return {
     rows,
     hasMore: fetched.length > limit,
-    nextCursor: cursors.encode(tenantId, { epoch, seq: last ? last.seq : after }),
+    nextCursor: cursors.encode(tenantId, { epoch, seq: last ? seqOf(last) : after }),
   };
 }
 
@@ -71,7 +96,7 @@ export function emptyPageAtHead(
   tenantId: string,
   position: FeedPosition,
   head: FeedHead | undefined,
-): FeedPage | undefined {
+): CursorPage<never> | undefined {
   if (!head || position.epoch !== head.epoch || position.seq < head.seq) return undefined;
   return { rows: [], hasMore: false, nextCursor: cursors.encode(tenantId, position) };
 }

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
-import { isStorable, MEDIA_BODY_LIMIT, storableValue } from "../http/body.ts";
+import { MEDIA_BODY_LIMIT, storableValue } from "../http/body.ts";
 import { ApiError } from "../http/errors.ts";
 import { authorize, type Scope } from "../http/request-state.ts";
 import { routePolicy } from "../http/route-policy.ts";
@@ -110,16 +110,7 @@ async function readUploadForm(request: Request): Promise<Record<string, FormData
       );
     }
     // Postgres stores no NUL or lone surrogate (src/http/body.ts): refused before anything is uploaded.
-    storableValue({ [name]: typeof value === "string" ? value : "" }, "refuse");
-    if (typeof value !== "string" && !isStorable(value.name)) {
-      throw new ApiError(
-        "parameter_invalid",
-        `The file name of ${name} must not contain NUL characters or unpaired UTF-16 surrogates.`,
-        {
-          param: name,
-        },
-      );
-    }
+    storableValue(typeof value === "string" ? value : value.name, "refuse", [name]);
     fields.set(name, value);
   }
   // fromEntries defines own properties, so a field named __proto__ is just an unknown field.

@@ -5,7 +5,12 @@ import type { Db } from "../db/connect.ts";
 import { serviceUnavailable } from "../http/dependency-faults.ts";
 import { ApiError } from "../http/errors.ts";
 import { type RateLimitOutcome, rateLimitError, rateLimitHeaders } from "../http/rate-limit.ts";
-import type { AdmittedSend, AuthContext, IdempotencyReservation } from "../http/request-state.ts";
+import type {
+  AdmittedSend,
+  AuthContext,
+  IdempotencyReservation,
+  RequestState,
+} from "../http/request-state.ts";
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
@@ -14,6 +19,7 @@ import {
   IN_FLIGHT_MS,
   idempotencyRedisKey,
   inFlightMarker,
+  KEY_FORMAT,
   releaseIdempotencyReservation,
 } from "./idempotency.ts";
 
@@ -173,6 +179,27 @@ function reserved(
 }
 
 export type AdmitSend = ReturnType<typeof createSendAdmission>;
+
+/**
+ * Admits the send of a request (POST /messages): its Idempotency-Key, when well-formed, claimed under
+ * the request's id (a malformed one is the route's 400), the limits' headers set, and the admission
+ * kept in the request state to be settled by the route or refunded by the pipeline's error handler.
+ */
+export async function admitSendRequest(
+  admitSend: AdmitSend,
+  auth: AuthContext,
+  request: Request,
+  state: RequestState,
+  set: { headers: Record<string, unknown> },
+): Promise<void> {
+  const key = request.headers.get("idempotency-key");
+  const admission = await admitSend(
+    auth,
+    key !== null && KEY_FORMAT.test(key) ? { key, token: state.requestId } : undefined,
+  );
+  Object.assign(set.headers, rateLimitHeaders(admission.rate));
+  state.admittedSend = admission;
+}
 
 /**
  * A process's one send path, shared by POST /v2/messages and the panel's replies: `admitSend`

@@ -1,10 +1,10 @@
 import { Elysia } from "elysia";
-import { DEFAULT_LIMITS, rateLimitHeaders } from "../http/rate-limit.ts";
+import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import { requestState } from "../http/request-state.ts";
 import { routePolicy } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
-import type { OutboundSending } from "./admission.ts";
+import { admitSendRequest, type OutboundSending } from "./admission.ts";
 import { KEY_FORMAT, parseIdempotencyKey } from "./idempotency.ts";
 import { presentAcceptedMessage } from "./presenter.ts";
 import { MessageSchema, SendMessageRequest, SendMessageRequestDocumented } from "./schemas.ts";
@@ -22,11 +22,7 @@ export function messageRoutes(sending: OutboundSending) {
         // accepted for free.
         const state = requestState(request);
         if (!state) throw new Error("a send reached its route without a request state");
-        if (!state.admittedSend) {
-          const admission = await sending.admitSend(auth, key ? { key, token: state.requestId } : undefined);
-          Object.assign(set.headers, rateLimitHeaders(admission.rate));
-          state.admittedSend = admission;
-        }
+        if (!state.admittedSend) await admitSendRequest(sending.admitSend, auth, request, state, set);
         const outcome = await sending.acceptAdmitted(state.admittedSend, auth, body, key);
         if (outcome.replayed) {
           set.status = 200;

@@ -62,22 +62,23 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
       ${settled.map((s) => s.keepStarted === true)}::bool[],
       ${settled.map((s) => (s.refund ? 1 : 0))}::int[],
       ${settled.map((s) => (s.throttled ? 1 : 0))}::int[]
-    ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled),
-      -- The row as this statement found it: whether the record moved its status (an event).
-      messages was
-    WHERE m.id = v.id AND was.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
-    -- Statuses that overtook the send wait for this id (a status stored after this statement's
-    -- snapshot nudged a drain when it was stored).
-    RETURNING m.id, m.seq, m.tenant_id, m.status, m.failure, was.status AS was_status, v.pid,
+    ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled)
+    WHERE m.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
+    -- moved: the SET above moved the status (an event). A message without a provider id is accepted,
+    -- or failed for good (an adopted id leaves it failed; only an accepted message is claimed and
+    -- fails). statuses_waiting: statuses that overtook the send wait for this id (a status stored
+    -- after this statement's snapshot nudged a drain when it was stored).
+    RETURNING m.id, m.seq, m.tenant_id, m.status, m.failure, v.pid,
+      (v.pid IS NOT NULL AND m.status = 'sent') OR (v.failure IS NOT NULL AND m.status = 'failed') AS moved,
       v.pid IS NOT NULL AND EXISTS (
         SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid) AS statuses_waiting
-    ), moved AS (
+    ), emitted AS (
       -- The event log (DESIGN §12, sql/016): sent (the provider took it) or failed for good.
       INSERT INTO event_pending (tenant_id, shard, type, message_id, status, failure)
       SELECT tenant_id, feed_shard_of(tenant_id, (SELECT shards FROM feed_shards)), 'message.' || status,
              id, status, CASE WHEN status = 'failed' THEN failure END
       FROM recorded
-      WHERE status IS DISTINCT FROM was_status AND status IN ('sent', 'failed')
+      WHERE moved
       ORDER BY seq
     )
     SELECT id, pid, statuses_waiting FROM recorded`.execute(db);

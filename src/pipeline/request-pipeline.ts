@@ -23,8 +23,7 @@ import { declaredPolicy, type RouteLimit, type RoutePolicy } from "../http/route
 import { bodyValidationProblem, validationToApiError } from "../http/validation.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
-import type { AdmitSend } from "../messages/admission.ts";
-import { KEY_FORMAT } from "../messages/idempotency.ts";
+import { type AdmitSend, admitSendRequest } from "../messages/admission.ts";
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 
@@ -77,15 +76,17 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
   const webhookRejections = createRejectionTally({ limit: WEBHOOK_REJECTIONS_PER_MINUTE, windowMs: 60_000 });
   type Headers = { headers: Record<string, unknown> };
 
-  /** One per-IP limit: 429 with the headers, counted under `kind`. */
-  const limitIp = async (set: Headers, ip: string, kind: "token" | "panel" | "ops") => {
-    const outcome = await consumeRateLimit(deps.redis, deps.keys.ipRate(ip, kind), deps.ipLimits[kind]);
+  /** One limit spent: the headers set, a refusal counted under `kind` and thrown as a 429. */
+  const spend = async (set: Headers, key: string, max: number, kind: RateLimitKind) => {
+    const outcome = await consumeRateLimit(deps.redis, key, max);
     Object.assign(set.headers, rateLimitHeaders(outcome));
     if (!outcome.allowed) {
       deps.metrics.rateLimited.inc({ kind });
       throw rateLimitError(outcome);
     }
   };
+  const limitIp = (set: Headers, ip: string, kind: "token" | "panel" | "ops") =>
+    spend(set, deps.keys.ipRate(ip, kind), deps.ipLimits[kind], kind);
 
   /** The bearer token, when one is given: recorded in the request state either way. */
   const authenticate = async (request: Request, state: RequestState) => {
@@ -112,30 +113,18 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
     limit: Extract<RouteLimit, "read" | "send" | "send-admission">,
   ) => {
     const auth = await authenticate(request, state);
-    if (auth && limit === "send-admission") {
-      // The Idempotency-Key is claimed in the same Redis call; a malformed one is the route's 400.
-      const key = request.headers.get("idempotency-key");
-      const admission = await deps.admitSend(
-        auth,
-        key !== null && KEY_FORMAT.test(key) ? { key, token: state.requestId } : undefined,
+    if (auth && limit === "send-admission")
+      return admitSendRequest(deps.admitSend, auth, request, state, set);
+    if (!auth)
+      return spend(
+        set,
+        deps.keys.ipRate(state.clientIp ?? "local", "read"),
+        deps.ipLimits.anonymous,
+        "anonymous",
       );
-      Object.assign(set.headers, rateLimitHeaders(admission.rate));
-      state.admittedSend = admission;
-      return;
-    }
     const kind = limit === "read" ? "read" : "send";
-    const [key, max] = auth
-      ? [
-          deps.keys.applicationRate(auth.tenantId, auth.clientId, kind),
-          kind === "send" ? auth.sendLimit : auth.readLimit,
-        ]
-      : [deps.keys.ipRate(state.clientIp ?? "local", "read"), deps.ipLimits.anonymous];
-    const outcome = await consumeRateLimit(deps.redis, key, max);
-    Object.assign(set.headers, rateLimitHeaders(outcome));
-    if (!outcome.allowed) {
-      deps.metrics.rateLimited.inc({ kind: (auth ? kind : "anonymous") satisfies RateLimitKind });
-      throw rateLimitError(outcome);
-    }
+    const max = kind === "send" ? auth.sendLimit : auth.readLimit;
+    return spend(set, deps.keys.applicationRate(auth.tenantId, auth.clientId, kind), max, kind);
   };
 
   /**
@@ -419,8 +408,28 @@ export function clientIpOf(
  */
 function routeIndex(routes: () => readonly RouteInfo[]) {
   let compiled: { regex: RegExp; method: string; path: string }[] | undefined;
-  let bodySchemas: Map<string, TSchema> | undefined;
-  let policies: Map<string, RoutePolicy> | undefined;
+  /** What each route declared, by `METHOD template`. */
+  let declared: Map<string, { policy?: RoutePolicy; body?: TSchema }> | undefined;
+  const declaredBy = (method: string, template: string) => {
+    declared ??= new Map(
+      routes().map((route) => {
+        const body = (route.hooks as { body?: unknown })?.body;
+        return [
+          `${route.method} ${route.path}`,
+          {
+            policy: declaredPolicy(route),
+            body: typeof body === "object" && body !== null ? (body as TSchema) : undefined,
+          },
+        ];
+      }),
+    );
+    // HEAD is served by GET routes, and `.all` routes take every method.
+    return (
+      declared.get(`${method} ${template}`) ??
+      (method === "HEAD" ? declared.get(`GET ${template}`) : undefined) ??
+      declared.get(`ALL ${template}`)
+    );
+  };
   const patterns = () =>
     (compiled ??= routes()
       .map((route) => ({
@@ -443,33 +452,18 @@ function routeIndex(routes: () => readonly RouteInfo[]) {
     templateOf: (method: string, path: string): string | undefined =>
       patterns().find((p) => (p.method === method || p.method === "ALL") && p.regex.test(path))?.path,
     /**
-     * The policy of the route the router matched (`template` is Elysia's `route`); HEAD is served by
-     * GET routes, and `.all` routes take every method. Every route has one (assertEveryRouteHasPolicy);
-     * a request that still finds none is a bug, refused rather than let through unlimited.
+     * The policy of the route the router matched (`template` is Elysia's `route`). Every route has
+     * one (assertEveryRouteHasPolicy); a request that still finds none is a bug, refused rather than
+     * let through unlimited.
      */
     policyOf(method: string, template: string): RoutePolicy {
-      policies ??= new Map(
-        routes().flatMap((route) => {
-          const policy = declaredPolicy(route);
-          return policy ? [[`${route.method} ${route.path}`, policy] as const] : [];
-        }),
-      );
-      const policy =
-        policies.get(`${method} ${template}`) ??
-        (method === "HEAD" ? policies.get(`GET ${template}`) : undefined) ??
-        policies.get(`ALL ${template}`);
+      const policy = declaredBy(method, template)?.policy;
       if (!policy) throw new Error(`${method} ${template} has no policy (src/http/route-policy.ts)`);
       return policy;
     },
-    /** The body schema a route declares (by its template), if it declares one. */
-    bodySchemaOf(method: string, template: string): TSchema | undefined {
-      bodySchemas ??= new Map(
-        routes()
-          .map((route) => [`${route.method} ${route.path}`, (route.hooks as { body?: unknown })?.body])
-          .filter((entry): entry is [string, TSchema] => typeof entry[1] === "object" && entry[1] !== null),
-      );
-      return bodySchemas.get(`${method} ${template}`);
-    },
+    /** The body schema the matched route declares, if it declares one. */
+    bodySchemaOf: (method: string, template: string): TSchema | undefined =>
+      declaredBy(method, template)?.body,
   };
 }
 
