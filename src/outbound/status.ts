@@ -10,7 +10,8 @@ import { unsent } from "./unsent.ts";
  * Message status moves forward only (DESIGN §3): accepted -> sent -> delivered -> read, skips
  * allowed; failed only from accepted or sent; a later delivered/read supersedes failed; anything
  * else (out-of-order webhooks) is ignored. The rule is defined once, in SQL
- * (`message_status_after`, sql/014, folded by `message_status_steps`, sql/016), and applied by the statements built
+ * (`message_status_after` and `message_status_fold`, sql/014; `message_status_steps`, sql/016, its
+ * running form for the event log), and applied by the statements built
  * on `statusStatementHead` below, the webhook store's and the drain's alike.
  */
 
@@ -64,29 +65,28 @@ export function statusStatementHead(events: readonly StatusEventInput[], now: Da
     ), known AS (
       SELECT * FROM target WHERE direction = 'outbound'
     ), grouped AS (
-      SELECT k.seq, k.id, k.tenant_id, k.status,
+      SELECT k.seq, k.id, k.tenant_id, k.status, k.failure,
              array_agg(e.status ORDER BY e.at, e.ord) AS statuses,
              array_agg(e.failure ORDER BY e.at, e.ord) AS failures
       FROM known k
       JOIN ev e ON e.pid = k.provider_message_id
                AND (e.sender_id IS NULL OR e.sender_id = k.sender_id)
-      GROUP BY k.seq, k.id, k.tenant_id, k.status
-    ), stepped AS MATERIALIZED (
-      -- One fold: each status that moved a message, in order (message_status_steps). The last step
-      -- is the message's new status and failure; every step is an event of the log (sql/016).
-      SELECT g.seq, g.id, g.tenant_id, s.step, s.reached, s.failure
-      FROM grouped g, LATERAL message_status_steps(g.status, g.statuses, g.failures) s
+      GROUP BY k.seq, k.id, k.tenant_id, k.status, k.failure
+    ), folded AS (
+      SELECT g.seq, g.status AS was, f.status, f.failure
+      FROM grouped g, LATERAL message_status_fold(g.status, g.failure, g.statuses, g.failures) f
     ), changed AS (
-      UPDATE messages m SET status = l.reached, failure = l.failure, updated_at = ${now}
-      FROM (SELECT DISTINCT ON (seq) seq, reached, failure FROM stepped ORDER BY seq, step DESC) l
-      WHERE m.seq = l.seq
+      UPDATE messages m SET status = f.status, failure = f.failure, updated_at = ${now}
+      FROM folded f
+      WHERE m.seq = f.seq AND f.status IS DISTINCT FROM f.was
       RETURNING 1
     ), emitted AS (
+      -- The event log (DESIGN §12, sql/016): one event per status that moved a message, in order.
       INSERT INTO event_pending (tenant_id, shard, type, message_id, status, failure)
-      SELECT tenant_id, feed_shard_of(tenant_id, (SELECT shards FROM feed_shards)),
-             'message.' || reached, id, reached, failure
-      FROM stepped
-      ORDER BY seq, step
+      SELECT g.tenant_id, feed_shard_of(g.tenant_id, (SELECT shards FROM feed_shards)),
+             'message.' || s.reached, g.id, s.reached, s.failure
+      FROM grouped g, LATERAL message_status_steps(g.status, g.statuses, g.failures) s
+      ORDER BY g.seq, s.step
     )`;
 }
 
