@@ -2,7 +2,7 @@
  * `bun run start`: the whole service on one machine. Makes sure local Postgres and Redis are up
  * (starting installed-but-stopped local servers), migrates, then starts the processes in order,
  * each ready before the next, with prefixed readable logs (`[api-2]` when there are several of a
- * kind: API_PROCESSES, SEND_WORKERS, STATUS_WORKERS, FINALIZE_WORKERS). Ctrl-C / SIGTERM stops all of them.
+ * kind: API_PROCESSES, SEND_WORKERS, STATUS_WORKERS, FINALIZE_WORKERS, WEBHOOK_WORKERS). Ctrl-C / SIGTERM stops all of them.
  */
 import type { Subprocess } from "bun";
 import { loadConfigOrExit } from "../src/config.ts";
@@ -87,6 +87,7 @@ const WORKERS = [
   ["finalize", config.processes.finalize],
   ["status", config.processes.status],
   ["send", config.processes.send],
+  ["webhook", config.processes.webhook],
   // One is enough: the template sync runs in one at a time, and the sweeper's nudges are idempotent.
   ["maintenance", 1],
 ] as const;

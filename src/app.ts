@@ -22,6 +22,7 @@ import { panelErrorResponse } from "./panel/errors.ts";
 import { PANEL_PREFIX } from "./panel/paths.ts";
 import { panelRoutes } from "./panel/routes.ts";
 import { assertEveryRouteHasPolicy, requestPipeline } from "./pipeline/request-pipeline.ts";
+import { webhookEndpointRoutes } from "./push/routes.ts";
 import { senderRoutes } from "./senders/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
 
@@ -45,6 +46,7 @@ export function createApp(deps: AppDeps) {
     .use(conversationRoutes(deps))
     .use(feedRoutes(deps))
     .use(eventRoutes(deps))
+    .use(webhookEndpointRoutes(deps))
     .use(docsRoutes(deps))
     .use(mediaRoutes(deps));
 

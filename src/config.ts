@@ -73,15 +73,34 @@ export interface Config {
   workers: WorkerTuning;
   /** How many processes of each kind `bun run start` runs (scripts/start.ts). */
   processes: ProcessCounts;
+  /** Push to integrators' webhook endpoints (DESIGN §12; src/push/). */
+  webhooks: WebhookTuning;
+}
+
+export interface WebhookTuning {
+  /**
+   * `http` URLs and private, loopback or link-local addresses are accepted: NODE_ENV=development or
+   * WEBHOOK_ALLOW_PRIVATE_URLS=1 (a receiver on this machine, tests). Otherwise https to public hosts only.
+   */
+  allowPrivateUrls: boolean;
+  /** WEBHOOK_CONCURRENCY: endpoints one webhook worker process delivers to at once. */
+  endpointsPerWorker: number;
+  /** WEBHOOK_MAX_IN_FLIGHT: requests in flight to one endpoint at once (different contacts). */
+  maxInFlight: number;
+  /** WEBHOOK_TIMEOUT_MS: a delivery not answered within this failed (DESIGN §12: 10 s). */
+  timeoutMs: number;
+  /** WEBHOOK_RETRY_BASE_MS: the first retry's delay, doubling up to an hour (DESIGN §12: 5 s). */
+  retryBaseMs: number;
 }
 
 export interface ProcessCounts {
   /** API_PROCESSES: api processes sharing PORT (SO_REUSEPORT). */
   api: number;
-  /** SEND_WORKERS, STATUS_WORKERS, FINALIZE_WORKERS. */
+  /** SEND_WORKERS, STATUS_WORKERS, FINALIZE_WORKERS, WEBHOOK_WORKERS. */
   send: number;
   status: number;
   finalize: number;
+  webhook: number;
 }
 
 export interface WorkerTuning {
@@ -296,6 +315,14 @@ export function loadConfig(env: Env = process.env): Config {
       send: integer(env, "SEND_WORKERS", 1, 1, 64),
       status: integer(env, "STATUS_WORKERS", 1, 1, 64),
       finalize: integer(env, "FINALIZE_WORKERS", 1, 1, 64),
+      webhook: integer(env, "WEBHOOK_WORKERS", 1, 1, 64),
+    },
+    webhooks: {
+      allowPrivateUrls: isDevelopment || env.WEBHOOK_ALLOW_PRIVATE_URLS === "1",
+      endpointsPerWorker: integer(env, "WEBHOOK_CONCURRENCY", 50, 1, 1000),
+      maxInFlight: integer(env, "WEBHOOK_MAX_IN_FLIGHT", 200, 1, 1000),
+      timeoutMs: integer(env, "WEBHOOK_TIMEOUT_MS", 10_000, 100, 60_000),
+      retryBaseMs: integer(env, "WEBHOOK_RETRY_BASE_MS", 5000, 10, 3_600_000),
     },
   };
 }

@@ -1,5 +1,17 @@
 /** Id prefixes (SPEC §1). Ids are prefix + 22 base62 characters from a CSPRNG (DESIGN §3). */
-export type IdPrefix = "msg" | "ctc" | "snd" | "tpl" | "med" | "req" | "cid" | "csec" | "ten" | "usr" | "evt";
+export type IdPrefix =
+  | "msg"
+  | "ctc"
+  | "snd"
+  | "tpl"
+  | "med"
+  | "req"
+  | "cid"
+  | "csec"
+  | "ten"
+  | "usr"
+  | "evt"
+  | "we";
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 

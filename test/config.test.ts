@@ -30,7 +30,14 @@ describe("configuration", () => {
     expect(config.trustProxy).toBe(0);
     expect(config.databaseReadUrl).toBeUndefined();
     expect(config.readYourWritesSeconds).toBe(300);
-    expect(config.processes).toEqual({ api: 1, send: 1, status: 1, finalize: 1 });
+    expect(config.processes).toEqual({ api: 1, send: 1, status: 1, finalize: 1, webhook: 1 });
+    expect(config.webhooks).toEqual({
+      allowPrivateUrls: true,
+      endpointsPerWorker: 50,
+      maxInFlight: 200,
+      timeoutMs: 10_000,
+      retryBaseMs: 5000,
+    });
     expect(config.workers.feedShards).toBe(1);
   });
 

@@ -396,7 +396,13 @@ describe("sequencer", () => {
       await holder.transaction().execute(async (trx) => {
         // Shard 0's lock, the only shard here.
         await sql`SELECT pg_advisory_xact_lock(${ADVISORY_LOCKS.feedSequencer}::int, 0)`.execute(trx);
-        expect(await sequenceFeed(env.deps.db)).toEqual({ ran: false, taken: 0, numbered: 0, events: 0 });
+        expect(await sequenceFeed(env.deps.db)).toEqual({
+          ran: false,
+          taken: 0,
+          numbered: 0,
+          events: 0,
+          eventTenants: [],
+        });
       });
       expect((await sequenceFeed(env.deps.db)).ran).toBe(true);
     } finally {

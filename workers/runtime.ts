@@ -12,6 +12,7 @@ import { createLogger, type Logger } from "../src/logger.ts";
 import { createMetrics, type Metrics } from "../src/metrics/index.ts";
 import { instrumentProvider } from "../src/metrics/provider.ts";
 import { startMetricsPublisher } from "../src/metrics/publish.ts";
+import { nudgeEndpointsOf } from "../src/push/service.ts";
 import { createQueues, type JobData, type QueueName, type Queues, queuePrefix } from "../src/queues/index.ts";
 import { createRedis, type RedisClient, redisKeys } from "../src/redis/connect.ts";
 
@@ -75,6 +76,12 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     onTick(tick, seconds) {
       metrics.feedTickDuration.observe(seconds);
       metrics.feedBatchSize.observe(tick.taken);
+      // New events: their tenants' webhook endpoints have something to deliver (the sweeper is the backstop).
+      if (tick.eventTenants.length > 0) {
+        nudgeEndpointsOf({ db, queues }, tick.eventTenants).catch((error) =>
+          logger.warn({ err: (error as Error).message }, "webhook endpoints not nudged"),
+        );
+      }
     },
   });
 

@@ -24,6 +24,8 @@ export interface Database {
   idempotency_keys: IdempotencyKeysTable;
   panel_users: PanelUsersTable;
   panel_sessions: PanelSessionsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }
 
 type CreatedAt = ColumnType<Date, Date | undefined, never>;
@@ -265,4 +267,37 @@ export interface PanelSessionsTable {
   tenant_id: string;
   created_at: CreatedAt;
   expires_at: Date;
+}
+
+/** Webhook endpoints (DESIGN §12, sql/017): each reads the event log from its own cursor. */
+export interface WebhookEndpointsTable {
+  id: string;
+  tenant_id: string;
+  url: string;
+  events: EventType[];
+  description: string | null;
+  status: Generated<"enabled" | "disabled">;
+  disabled_reason: string | null;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: Date | null;
+  cursor_seq: number;
+  generation: Generated<number>;
+  retry_at: Date | null;
+  paused_until: Date | null;
+  last_success_at: Date | null;
+  last_failure_at: Date | null;
+  last_failure_status: number | null;
+  last_failure_error: string | null;
+  created_at: CreatedAt;
+}
+
+/** Past an endpoint's cursor: events acknowledged out of order, and events waiting for a retry. */
+export interface WebhookDeliveriesTable {
+  endpoint_id: string;
+  seq: number;
+  acknowledged: boolean;
+  attempts: Generated<number>;
+  first_failed_at: Date | null;
+  next_attempt_at: Date | null;
 }

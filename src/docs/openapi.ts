@@ -59,6 +59,11 @@ const TAGS = [
     description: `OAuth 2.0 client credentials: exchange the application's \`client_id\` and \`client_secret\` for a bearer token that lives ${TOKEN_LIFETIME_SECONDS} seconds.`,
   },
   { name: "Messages", description: "Send messages, and read every message of your account in one feed." },
+  {
+    name: "Webhooks",
+    description:
+      "Push: every event of the log posted to your endpoints, signed per Standard Webhooks, in order per contact, resumable from any cursor.",
+  },
   { name: "Media", description: "Upload files to send as the header of a template." },
   { name: "Senders", description: "Your connected sender numbers and their approved templates." },
   { name: "Contacts", description: "Contacts, their 24-hour messaging window, and their messages." },

@@ -14,14 +14,11 @@ export interface EventRow extends FeedRow {
   event_created_at: Date;
 }
 
-/** The tenant's events after `afterSeq`, in log order, `fetch` of them at most, with their messages. */
-export async function readEventEntries(
-  db: Db,
-  tenantId: string,
-  afterSeq: number,
-  fetch: number,
-  types?: readonly EventType[],
-): Promise<EventRow[]> {
+/**
+ * The tenant's events after `afterSeq` in log order, with their messages (an EventRow each): the
+ * query GET /events and the webhook delivery (src/push/) both narrow.
+ */
+export function eventEntriesAfter(db: Db, tenantId: string, afterSeq: number, types?: readonly EventType[]) {
   return db
     .selectFrom("events")
     .innerJoin("messages", "messages.id", "events.message_id")
@@ -41,9 +38,28 @@ export async function readEventEntries(
     .where("events.tenant_id", "=", tenantId)
     .where("events.seq", ">", afterSeq)
     .$if(types !== undefined, (qb) => qb.where("events.type", "in", types ?? []))
-    .orderBy("events.seq")
-    .limit(fetch)
-    .execute();
+    .orderBy("events.seq");
+}
+
+/** The tenant's events after `afterSeq`, in log order, `fetch` of them at most, with their messages. */
+export function readEventEntries(
+  db: Db,
+  tenantId: string,
+  afterSeq: number,
+  fetch: number,
+  types?: readonly EventType[],
+): Promise<EventRow[]> {
+  return eventEntriesAfter(db, tenantId, afterSeq, types).limit(fetch).execute();
+}
+
+/** The tenant's last event position (0 before the first). */
+export async function eventHead(db: Db, tenantId: string): Promise<number> {
+  const row = await db
+    .selectFrom("event_heads")
+    .select("last_seq")
+    .where("tenant_id", "=", tenantId)
+    .executeTakeFirst();
+  return row?.last_seq ?? 0;
 }
 
 /** Events are kept 30 days (DESIGN §12). */

@@ -1,27 +1,20 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { readWith } from "../db/read-replica.ts";
-import { createFeedCursorCodec } from "../feed/cursor.ts";
 import { FEED_LIMIT } from "../feed/schemas.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/paths.ts";
 import { POLICIES, routePolicy } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
+import { createEventCursorCodec } from "./cursor.ts";
 import { presentEvent } from "./presenter.ts";
 import { EventList, EventQuery } from "./schemas.ts";
 import { readEvents } from "./service.ts";
 
-/** The event cursor's prefix: the feed's codec, bound to its own prefix (src/feed/cursor.ts). */
-export const EVENT_CURSOR_PREFIX = "evc_";
-
 /** GET /events: the tenant's event log (DESIGN §12), read from a cursor like the feed. */
 export function eventRoutes(deps: AppDeps) {
-  const cursors = createFeedCursorCodec(
-    deps.config.jwtSecret,
-    deps.config.previousSecrets,
-    EVENT_CURSOR_PREFIX,
-  );
+  const cursors = createEventCursorCodec(deps.config);
   return new Elysia()
     .use(routePolicy)
     .use(scopeGuard)

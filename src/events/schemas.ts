@@ -11,6 +11,17 @@ export const EVENT_TYPES = [
   "message.failed",
 ] as const;
 
+export const EventTypeSchema = t.Union(
+  [
+    t.Literal("message.received"),
+    t.Literal("message.sent"),
+    t.Literal("message.delivered"),
+    t.Literal("message.read"),
+    t.Literal("message.failed"),
+  ],
+  { description: "What happened to the message." },
+);
+
 export const EventQuery = t.Object({
   since: t.Optional(
     t.String({
@@ -31,16 +42,7 @@ export const EventSchema = t.Object(
   {
     object: t.Literal("event"),
     id: t.String({ description: "`evt_` id: the same on every delivery of this event; de-duplicate by it." }),
-    type: t.Union(
-      [
-        t.Literal("message.received"),
-        t.Literal("message.sent"),
-        t.Literal("message.delivered"),
-        t.Literal("message.read"),
-        t.Literal("message.failed"),
-      ],
-      { description: "What happened to the message." },
-    ),
+    type: EventTypeSchema,
     created: t.Integer({ description: "When it happened (Unix seconds)." }),
     data: FeedMessageSchema,
   },

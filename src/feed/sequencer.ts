@@ -32,6 +32,8 @@ export interface FeedTick {
   numbered: number;
   /** Events numbered into the event log (DESIGN §12), in the same tick. */
   events: number;
+  /** The tenants whose event log grew in this tick (their webhook endpoints are nudged). */
+  eventTenants: string[];
 }
 
 interface ShardTick {
@@ -59,7 +61,7 @@ export async function sequenceFeed(
   batchSize = FEED_BATCH_SIZE,
   heads?: FeedHeadWriter,
 ): Promise<FeedTick> {
-  const total: FeedTick = { ran: false, taken: 0, numbered: 0, events: 0 };
+  const total: FeedTick = { ran: false, taken: 0, numbered: 0, events: 0, eventTenants: [] };
   let shards = 1;
   for (let shard = 0; shard < shards; shard++) {
     const result = await sequenceFeedShard(db, shard, batchSize, heads);
@@ -68,6 +70,7 @@ export async function sequenceFeed(
     total.taken += result.tick.taken;
     total.numbered += result.tick.numbered;
     total.events += result.tick.events;
+    total.eventTenants.push(...result.tick.eventTenants);
   }
   return total;
 }
@@ -109,7 +112,12 @@ async function numberFeed(
              pg_try_advisory_xact_lock(${FEED_LOCK_CLASS}::int, ${shard}::int) AS won`.execute(trx);
     const shards = lock.rows[0]?.shards ?? 1;
     if (!lock.rows[0]?.won || shard >= shards)
-      return { tick: { ran: false, taken: 0, numbered: 0, events: 0 }, shards, epoch: 0, moved: [] };
+      return {
+        tick: { ran: false, taken: 0, numbered: 0, events: 0, eventTenants: [] },
+        shards,
+        epoch: 0,
+        moved: [],
+      };
 
     // A fresh snapshot after the lock: it sees every entry the previous holder committed. Heads are
     // upserted in tenant order: while a growth of the shard count is being drained, a tenant can
@@ -156,7 +164,13 @@ async function numberFeed(
     const row = result.rows[0];
     const events = await numberEvents(trx, shard, batchSize);
     return {
-      tick: { ran: true, taken: row?.taken ?? 0, numbered: row?.numbered ?? 0, events },
+      tick: {
+        ran: true,
+        taken: row?.taken ?? 0,
+        numbered: row?.numbered ?? 0,
+        events: events.numbered,
+        eventTenants: events.tenants,
+      },
       shards,
       epoch: row?.epoch ?? 0,
       moved: (row?.heads ?? []).map(([tenantId, lastSeq]) => ({ tenantId, lastSeq })),
@@ -169,8 +183,12 @@ async function numberFeed(
  * transaction as the feed's: the shard's oldest pending events, in the order they were written,
  * numbered per tenant contiguously after event_heads.last_seq, each given its `evt_` id.
  */
-async function numberEvents(trx: Transaction<Database>, shard: number, batchSize: number): Promise<number> {
-  const result = await sql<{ taken: number }>`
+async function numberEvents(
+  trx: Transaction<Database>,
+  shard: number,
+  batchSize: number,
+): Promise<{ numbered: number; tenants: string[] }> {
+  const result = await sql<{ taken: number; tenants: string[] }>`
     WITH taken AS (
       DELETE FROM event_pending
       WHERE id = ANY(ARRAY(
@@ -196,8 +214,9 @@ async function numberEvents(trx: Transaction<Database>, shard: number, batchSize
       FROM fresh f JOIN heads h ON h.tenant_id = f.tenant_id
       RETURNING 1
     )
-    SELECT (SELECT count(*) FROM numbered)::int AS taken`.execute(trx);
-  return result.rows[0]?.taken ?? 0;
+    SELECT (SELECT count(*) FROM numbered)::int AS taken,
+           (SELECT coalesce(array_agg(tenant_id), '{}') FROM heads) AS tenants`.execute(trx);
+  return { numbered: result.rows[0]?.taken ?? 0, tenants: result.rows[0]?.tenants ?? [] };
 }
 
 export interface FeedSequencerLoop {

@@ -137,6 +137,12 @@ export const API_ERRORS = {
       "Free text can only be sent within 24 hours of the customer's last message, and only through an active sender.",
     action: "Send an approved template instead; `messaging_state` shows the contact's window.",
   },
+  resource_limit_reached: {
+    status: 409,
+    type: "invalid_request_error",
+    meaning: "Your account has as many of this resource as it may have (for example 16 webhook endpoints).",
+    action: "Delete one you no longer use, or change an existing one instead of creating another.",
+  },
   rate_limit_exceeded: {
     status: 429,
     type: "rate_limit_error",

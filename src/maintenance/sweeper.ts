@@ -5,6 +5,8 @@ import type { Db } from "../db/connect.ts";
 import type { Logger } from "../logger.ts";
 import { adoptProviderId, providerIdStash } from "../outbound/send.ts";
 import { unsent as isUnsent } from "../outbound/unsent.ts";
+import { endpointsDue } from "../push/repository.ts";
+import { nudgeEndpoint } from "../push/service.ts";
 import { nudgeDrain } from "../queues/drain-nudge.ts";
 import { jobIdFor, type Queues, sendJobOptions } from "../queues/index.ts";
 import type { RedisClient } from "../redis/connect.ts";
@@ -20,6 +22,8 @@ export interface SweepResult {
   send: number;
   /** Provider ids taken from the stash (sends Postgres could not record in an outage). */
   adopted: number;
+  /** Webhook endpoints nudged: events past their cursor, retries due (src/push/). */
+  webhook: number;
 }
 
 interface SweepDeps {
@@ -149,7 +153,8 @@ export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepRe
     .limit(BATCH)
     .execute();
 
-  const [finalize, status, send] = await Promise.all([
+  const dueEndpoints = await endpointsDue(deps.db, deps.clock.now());
+  const [finalize, status, send, webhook] = await Promise.all([
     nudge(
       deps.queues.finalize,
       unfinalized.map((r) => ({
@@ -162,6 +167,7 @@ export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepRe
       deps,
       unsent.flatMap((r) => (r.id ? [r.id] : [])),
     ),
+    Promise.all(dueEndpoints.map((id) => nudgeEndpoint(deps.queues, id))).then(() => dueEndpoints.length),
   ]);
-  return { finalize, status, send, adopted };
+  return { finalize, status, send, adopted, webhook };
 }

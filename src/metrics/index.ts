@@ -42,6 +42,8 @@ export const SCRAPE_TIME_METRICS: ReadonlySet<string> = new Set([
   "worker_processes",
   "feed_pending_messages",
   "feed_oldest_pending_age_seconds",
+  "webhook_endpoints",
+  "webhook_endpoint_longest_failure_seconds",
 ]);
 
 const SECONDS_FAST = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -177,6 +179,37 @@ export function createMetrics(options: MetricsOptions) {
       help: "Pending rows one sequencer tick took (numbered or dropped), per tick that held its shard's lock.",
       buckets: [0, 1, 5, 10, 50, 100, 500, 1000, 2500, 5000],
       registers: workersOnly,
+    }),
+
+    // Push to the integrators' webhook endpoints (DESIGN §12).
+    webhookDeliveries: new Counter({
+      name: "webhook_deliveries_total",
+      help: "Posts of events to webhook endpoints, by outcome: acknowledged (2xx), failed (another status or no connection), timeout, gone (410: the endpoint is disabled), refused (the URL leads to a private address).",
+      labelNames: ["outcome"] as const,
+      registers: workersOnly,
+    }),
+    webhookDeliveryLatency: new Histogram({
+      name: "webhook_delivery_duration_seconds",
+      help: "How long receivers took to answer a post.",
+      buckets: SECONDS_SLOW,
+      registers: workersOnly,
+    }),
+    webhookDeliveryLag: new Histogram({
+      name: "webhook_delivery_lag_seconds",
+      help: "From an event happening to its endpoint acknowledging it (retries and outages included).",
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600, 86_400],
+      registers: workersOnly,
+    }),
+    webhookEndpoints: new Gauge({
+      name: "webhook_endpoints",
+      help: "Webhook endpoints by state: enabled, failing (enabled, its last delivery failed), disabled; read at scrape time.",
+      labelNames: ["state"] as const,
+      registers: apiOnly,
+    }),
+    webhookLongestFailure: new Gauge({
+      name: "webhook_endpoint_longest_failure_seconds",
+      help: "How long the longest-failing event of any enabled endpoint has been failing (0 when none); read at scrape time.",
+      registers: apiOnly,
     }),
 
     // Provider webhooks.

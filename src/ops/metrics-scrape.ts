@@ -4,6 +4,7 @@ import { feedOldestPendingAgeSeconds, feedPendingCount } from "../feed/metrics.t
 import type { Logger } from "../logger.ts";
 import { type Metrics, SCRAPE_TIME_METRICS } from "../metrics/index.ts";
 import { type MetricsPublisher, readWorkerSnapshots, type WorkerSnapshot } from "../metrics/publish.ts";
+import { endpointHealth } from "../push/repository.ts";
 import { QUEUE_NAMES, type Queues } from "../queues/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 
@@ -36,6 +37,7 @@ export async function renderMetrics(deps: ScrapeDeps): Promise<{ body: string; c
     }),
     refreshQueueDepths(deps),
     refreshFeedGauges(deps),
+    refreshWebhookGauges(deps),
   ]);
 
   metrics.workerProcesses.reset();
@@ -92,5 +94,18 @@ async function refreshFeedGauges(deps: ScrapeDeps): Promise<void> {
     deps.metrics.feedPending.set(Number.NaN);
     deps.metrics.feedOldestPendingAge.set(Number.NaN);
     deps.logger.warn({ err: (error as Error).message }, "metrics: feed gauges unreadable");
+  }
+}
+
+async function refreshWebhookGauges(deps: ScrapeDeps): Promise<void> {
+  try {
+    const health = await endpointHealth(deps.db, new Date());
+    for (const [state, count] of Object.entries(health.states))
+      deps.metrics.webhookEndpoints.set({ state }, count);
+    deps.metrics.webhookLongestFailure.set(health.longestFailureSeconds);
+  } catch (error) {
+    deps.metrics.webhookEndpoints.reset();
+    deps.metrics.webhookLongestFailure.set(Number.NaN);
+    deps.logger.warn({ err: (error as Error).message }, "metrics: webhook gauges unreadable");
   }
 }

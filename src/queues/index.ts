@@ -6,7 +6,7 @@ import type { RedisClient } from "../redis/connect.ts";
  * unfinished and the sweeper re-enqueues it. Job ids are derived from the row they nudge, so a
  * duplicate nudge while one is pending is a no-op.
  */
-export const QUEUE_NAMES = ["send", "finalize", "status"] as const;
+export const QUEUE_NAMES = ["send", "finalize", "status", "webhook"] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 export interface JobData {
@@ -18,6 +18,8 @@ export interface JobData {
   finalize: { providerMessageId: string };
   /** A nudge: the status worker drains every applicable status event (src/outbound/status.ts). */
   status: { nudgedAt: number };
+  /** A nudge: the webhook worker delivers this endpoint's events from its cursor (src/push/delivery.ts). */
+  webhook: { endpointId: string };
 }
 
 export type Queues = { [N in QueueName]: Queue<JobData[N]> } & { close(): Promise<void> };
@@ -49,6 +51,7 @@ export function createQueues(connection: RedisClient, redisPrefix: string): Queu
     send: make("send"),
     finalize: make("finalize"),
     status: make("status"),
+    webhook: make("webhook"),
   };
   return {
     ...queues,

@@ -231,6 +231,8 @@ export function redisKeys(prefix: string) {
     feedHead: (tenantId: string) => `${prefix}:{t:${tenantId}}:feed:head`,
     /** The epoch every head was last synced from feed_heads with; short-lived, so syncs recur. */
     feedHeadsSynced: () => `${prefix}:{feed}:heads-synced`,
+    /** The last deliveries to a webhook endpoint, newest first (src/push/attempt-log.ts), for the panel. */
+    webhookAttempts: (endpointId: string) => `${prefix}:{we:${endpointId}}:attempts`,
     /** A worker process's metrics snapshot (src/metrics/publish.ts), and the index of live snapshots. */
     workerMetrics: (worker: string, processId: string) => `${prefix}:{metrics}:worker:${worker}:${processId}`,
     workerMetricsIndex: () => `${prefix}:{metrics}:workers`,

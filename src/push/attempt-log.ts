@@ -1,0 +1,48 @@
+import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+
+/**
+ * The last deliveries to each endpoint (the panel's "last deliveries"): a short list in Redis, newest
+ * first. Diagnostics only: Postgres holds what delivery needs, so a Redis that restarts empty only
+ * forgets this list.
+ */
+export interface DeliveryAttempt {
+  /** Unix milliseconds of the answer (or of giving up). */
+  at: number;
+  event_id: string;
+  type: string;
+  /** The receiver's HTTP status; null when none came (timeout, refused connection or address). */
+  status_code: number | null;
+  latency_ms: number;
+  outcome: "acknowledged" | "failed";
+  /** What went wrong, with a short excerpt of the answer; null on success. */
+  error: string | null;
+}
+
+export const ATTEMPTS_KEPT = 50;
+
+export async function recordAttempts(
+  redis: RedisClient,
+  keys: Pick<RedisKeys, "webhookAttempts">,
+  endpointId: string,
+  attempts: readonly DeliveryAttempt[],
+): Promise<void> {
+  if (attempts.length === 0) return;
+  const key = keys.webhookAttempts(endpointId);
+  const newest = attempts.slice(-ATTEMPTS_KEPT).map((attempt) => JSON.stringify(attempt));
+  await redis
+    .multi()
+    .lpush(key, ...newest)
+    .ltrim(key, 0, ATTEMPTS_KEPT - 1)
+    .pexpire(key, 30 * 86_400_000)
+    .exec();
+}
+
+export async function recentAttempts(
+  redis: RedisClient,
+  keys: Pick<RedisKeys, "webhookAttempts">,
+  endpointId: string,
+  count = ATTEMPTS_KEPT,
+): Promise<DeliveryAttempt[]> {
+  const rows = await redis.lrange(keys.webhookAttempts(endpointId), 0, count - 1);
+  return rows.map((row) => JSON.parse(row) as DeliveryAttempt);
+}

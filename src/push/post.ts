@@ -1,0 +1,78 @@
+import type { SignedDelivery } from "./signature.ts";
+
+/** One POST of one event to a receiver (DESIGN §12): a 2xx within the timeout acknowledges it. */
+export interface PostOutcome {
+  acknowledged: boolean;
+  /** The receiver's status; null when none came. */
+  statusCode: number | null;
+  /** Why it was not acknowledged, with at most EXCERPT_CHARS of the answer; null when it was. */
+  error: string | null;
+  latencyMs: number;
+  timedOut: boolean;
+}
+
+/** The most of a receiver's answer that is kept (in `last_failure.error`, the attempt log). */
+export const EXCERPT_CHARS = 200;
+/** What is read of an answer at most: enough to reuse the connection for a usual small body. */
+const READ_LIMIT_BYTES = 64 * 1024;
+
+export async function postDelivery(
+  url: string,
+  body: string,
+  headers: SignedDelivery,
+  timeoutMs: number,
+): Promise<PostOutcome> {
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
+  const signal = AbortSignal.timeout(timeoutMs);
+  try {
+    const response = await fetch(url, {
+      method: "POST",
+      body,
+      headers: { ...headers, "user-agent": "messaging-webhooks/1" },
+      // A redirect is not followed (it could lead anywhere): it is a failure, like Stripe's.
+      redirect: "manual",
+      signal,
+    });
+    const latencyMs = elapsed();
+    const text = await readSome(response).catch(() => "");
+    if (response.status >= 200 && response.status < 300) {
+      return { acknowledged: true, statusCode: response.status, error: null, latencyMs, timedOut: false };
+    }
+    const excerpt = text.slice(0, EXCERPT_CHARS).trim();
+    return {
+      acknowledged: false,
+      statusCode: response.status,
+      error: `HTTP ${response.status}${excerpt ? `: ${excerpt}` : ""}`,
+      latencyMs,
+      timedOut: false,
+    };
+  } catch (error) {
+    const timedOut = signal.aborted;
+    return {
+      acknowledged: false,
+      statusCode: null,
+      error: timedOut
+        ? `no answer within ${timeoutMs / 1000} s`
+        : `could not connect: ${(error as Error).message}`.slice(0, EXCERPT_CHARS),
+      latencyMs: elapsed(),
+      timedOut,
+    };
+  }
+}
+
+/** The start of the answer's body (at most READ_LIMIT_BYTES, the rest discarded). */
+async function readSome(response: Response): Promise<string> {
+  if (!response.body) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  while (size < READ_LIMIT_BYTES) {
+    const { done, value } = await reader.read();
+    if (done) return new TextDecoder().decode(Buffer.concat(chunks));
+    chunks.push(value);
+    size += value.length;
+  }
+  await reader.cancel();
+  return new TextDecoder().decode(Buffer.concat(chunks)).slice(0, EXCERPT_CHARS * 4);
+}

@@ -1,0 +1,214 @@
+import { type Selectable, sql, type Updateable } from "kysely";
+import type { Db } from "../db/connect.ts";
+import type { EventType, WebhookEndpointsTable } from "../db/schema.ts";
+
+export type EndpointRow = Selectable<WebhookEndpointsTable>;
+
+/** Where delivery stands, from the endpoint's cursor and its acknowledgements past it. */
+export interface DeliveryCounts {
+  pending: number;
+  oldest_pending_at: Date | null;
+}
+
+export function insertEndpoint(
+  db: Db,
+  row: {
+    id: string;
+    tenantId: string;
+    url: string;
+    events: EventType[];
+    description: string | null;
+    sealedSecret: string;
+    cursorSeq: number;
+  },
+): Promise<EndpointRow> {
+  return db
+    .insertInto("webhook_endpoints")
+    .values({
+      id: row.id,
+      tenant_id: row.tenantId,
+      url: row.url,
+      events: row.events,
+      description: row.description,
+      secret: row.sealedSecret,
+      cursor_seq: row.cursorSeq,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export function countEndpoints(db: Db, tenantId: string): Promise<number> {
+  return db
+    .selectFrom("webhook_endpoints")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where("tenant_id", "=", tenantId)
+    .executeTakeFirstOrThrow()
+    .then((row) => Number(row.n));
+}
+
+export function listEndpoints(db: Db, tenantId: string): Promise<EndpointRow[]> {
+  return db
+    .selectFrom("webhook_endpoints")
+    .selectAll()
+    .where("tenant_id", "=", tenantId)
+    .orderBy("created_at")
+    .orderBy("id")
+    .execute();
+}
+
+export function findEndpoint(db: Db, tenantId: string, id: string): Promise<EndpointRow | undefined> {
+  return db
+    .selectFrom("webhook_endpoints")
+    .selectAll()
+    .where("tenant_id", "=", tenantId)
+    .where("id", "=", id)
+    .executeTakeFirst();
+}
+
+/** The enabled endpoints of these tenants: whom a new event concerns. */
+export async function enabledEndpointIds(db: Db, tenantIds: readonly string[]): Promise<string[]> {
+  if (tenantIds.length === 0) return [];
+  const rows = await db
+    .selectFrom("webhook_endpoints")
+    .select("id")
+    .where("tenant_id", "in", tenantIds)
+    .where("status", "=", "enabled")
+    .execute();
+  return rows.map((row) => row.id);
+}
+
+export type EndpointChange = Pick<
+  Updateable<WebhookEndpointsTable>,
+  | "url"
+  | "events"
+  | "description"
+  | "status"
+  | "disabled_reason"
+  | "secret"
+  | "previous_secret"
+  | "previous_secret_expires_at"
+  | "cursor_seq"
+  | "paused_until"
+  | "retry_at"
+>;
+
+/**
+ * Changes an endpoint; `restart` raises its generation, so a delivery run of the old one stops and
+ * writes nothing (a replay, a new url or event types), and drops what was acknowledged past the
+ * cursor or waits for a retry: delivery starts over from `cursor_seq`.
+ */
+export async function updateEndpoint(
+  db: Db,
+  tenantId: string,
+  id: string,
+  change: EndpointChange,
+  options: { restart?: boolean; retryNow?: boolean } = {},
+): Promise<EndpointRow | undefined> {
+  return db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable("webhook_endpoints")
+      .set(change)
+      .$if(options.restart === true, (qb) => qb.set((eb) => ({ generation: eb("generation", "+", 1) })))
+      .where("tenant_id", "=", tenantId)
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirst();
+    if (!row) return undefined;
+    if (options.restart) {
+      await trx.deleteFrom("webhook_deliveries").where("endpoint_id", "=", id).execute();
+    } else if (options.retryNow) {
+      // Re-enabled: the events waiting for a retry are tried at once, and their 3 days start again.
+      await trx
+        .updateTable("webhook_deliveries")
+        .set({ attempts: 0, first_failed_at: null, next_attempt_at: null })
+        .where("endpoint_id", "=", id)
+        .where("acknowledged", "=", false)
+        .execute();
+    }
+    return row;
+  });
+}
+
+export async function deleteEndpoint(db: Db, tenantId: string, id: string): Promise<boolean> {
+  const result = await db
+    .deleteFrom("webhook_endpoints")
+    .where("tenant_id", "=", tenantId)
+    .where("id", "=", id)
+    .executeTakeFirst();
+  return Number(result.numDeletedRows) > 0;
+}
+
+/**
+ * Each endpoint's pending events (subscribed, after its cursor, not acknowledged out of order) and
+ * when the oldest of them happened. Bounded by the log's retention (30 days).
+ */
+export async function deliveryCounts(
+  db: Db,
+  endpoints: readonly EndpointRow[],
+): Promise<Map<string, DeliveryCounts>> {
+  const counts = new Map<string, DeliveryCounts>();
+  if (endpoints.length === 0) return counts;
+  const result = await sql<{ id: string; pending: number; oldest_pending_at: Date | null }>`
+    SELECT w.id, p.pending, p.oldest_pending_at
+    FROM webhook_endpoints w
+    CROSS JOIN LATERAL (
+      SELECT count(*)::int AS pending, min(e.created_at) AS oldest_pending_at
+      FROM events e
+      WHERE e.tenant_id = w.tenant_id AND e.seq > w.cursor_seq AND e.type = ANY(w.events)
+        AND NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries d
+          WHERE d.endpoint_id = w.id AND d.seq = e.seq AND d.acknowledged
+        )
+    ) p
+    WHERE w.id = ANY(${endpoints.map((endpoint) => endpoint.id)}::text[])`.execute(db);
+  for (const row of result.rows) {
+    counts.set(row.id, { pending: row.pending, oldest_pending_at: row.oldest_pending_at });
+  }
+  return counts;
+}
+
+/**
+ * Enabled endpoints with something to do now: events past the cursor (new ones, or ones whose
+ * retry is due), and not paused after a run in which every attempt failed. The sweeper's backstop
+ * for a lost nudge and the clock of retries.
+ */
+export async function endpointsDue(db: Db, now: Date): Promise<string[]> {
+  const result = await sql<{ id: string }>`
+    SELECT w.id FROM webhook_endpoints w
+    JOIN event_heads h ON h.tenant_id = w.tenant_id
+    WHERE w.status = 'enabled' AND w.cursor_seq < h.last_seq
+      AND (w.paused_until IS NULL OR w.paused_until <= ${now})
+      AND (w.retry_at IS NULL OR w.retry_at <= ${now})`.execute(db);
+  return result.rows.map((row) => row.id);
+}
+
+/**
+ * For the metrics: endpoints by state (enabled; failing: enabled, its last outcome a failure;
+ * disabled), and how long the longest-failing event of an enabled endpoint has been failing.
+ */
+export async function endpointHealth(
+  db: Db,
+  now: Date,
+): Promise<{ states: Record<"enabled" | "failing" | "disabled", number>; longestFailureSeconds: number }> {
+  const [states, longest] = await Promise.all([
+    sql<{ state: "enabled" | "failing" | "disabled"; n: number }>`
+      SELECT CASE
+               WHEN status = 'disabled' THEN 'disabled'
+               WHEN last_failure_at IS NOT NULL AND (last_success_at IS NULL OR last_failure_at > last_success_at)
+                 THEN 'failing'
+               ELSE 'enabled'
+             END AS state, count(*)::int AS n
+      FROM webhook_endpoints GROUP BY 1`.execute(db),
+    sql<{ since: Date | null }>`
+      SELECT min(d.first_failed_at) AS since
+      FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+      WHERE w.status = 'enabled' AND NOT d.acknowledged`.execute(db),
+  ]);
+  const counts = { enabled: 0, failing: 0, disabled: 0 };
+  for (const row of states.rows) counts[row.state] = row.n;
+  const since = longest.rows[0]?.since;
+  return {
+    states: counts,
+    longestFailureSeconds: since ? Math.max(0, (now.getTime() - since.getTime()) / 1000) : 0,
+  };
+}
