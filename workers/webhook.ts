@@ -1,5 +1,5 @@
 import { deliverEndpoint } from "../src/push/delivery.ts";
-import { nudgeEndpoint } from "../src/push/service.ts";
+import { nudgeEndpoint, scheduleEndpointRetry } from "../src/push/service.ts";
 import { redisKeys } from "../src/redis/connect.ts";
 import { startWorkerRuntime } from "./runtime.ts";
 
@@ -16,6 +16,8 @@ const keys = redisKeys(runtime.config.redisPrefix);
 runtime.consume(
   "webhook",
   async (job) => {
+    // A retry's timer: the endpoint's own nudge runs it (never beside a run of the same endpoint).
+    if (job.name === "retry") return nudgeEndpoint(runtime.queues, job.data.endpointId);
     const run = await deliverEndpoint(
       {
         ...runtime,
@@ -29,6 +31,7 @@ runtime.consume(
       job.data.endpointId,
     );
     if (run.more) await nudgeEndpoint(runtime.queues, job.data.endpointId);
+    else if (run.retryAt) await scheduleEndpointRetry(runtime.queues, job.data.endpointId, run.retryAt);
     return run;
   },
   runtime.config.webhooks.endpointsPerWorker,

@@ -48,6 +48,8 @@ export interface DeliveryRun {
   acknowledged: number;
   /** More is ready than the run got to: nudge the endpoint again. */
   more: boolean;
+  /** When the first event waiting for a retry is due (null when none waits). */
+  retryAt: Date | null;
 }
 
 /** How long one run goes on before it hands its slot back (the job is nudged again). */
@@ -94,10 +96,11 @@ export async function deliverEndpoint(deps: DeliveryDeps, endpointId: string): P
     .selectAll()
     .where("id", "=", endpointId)
     .executeTakeFirst();
-  if (!endpoint) return { ended: "missing", attempts: 0, acknowledged: 0, more: false };
-  if (endpoint.status !== "enabled") return { ended: "disabled", attempts: 0, acknowledged: 0, more: false };
+  const idle = { attempts: 0, acknowledged: 0, more: false, retryAt: null };
+  if (!endpoint) return { ended: "missing", ...idle };
+  if (endpoint.status !== "enabled") return { ended: "disabled", ...idle };
   if (endpoint.paused_until && endpoint.paused_until > deps.clock.now())
-    return { ended: "paused", attempts: 0, acknowledged: 0, more: false };
+    return { ended: "paused", ...idle, retryAt: endpoint.paused_until };
   return new Run(deps, endpoint).execute();
 }
 
@@ -129,6 +132,7 @@ class Run {
   private addressProblem: string | undefined;
   private wake: () => void = () => {};
   private readonly report = { attempts: 0, acknowledged: 0 };
+  private retryAt: Date | null = null;
 
   constructor(
     private readonly deps: DeliveryDeps,
@@ -186,6 +190,7 @@ class Run {
       ended,
       ...this.report,
       more: ended === "limit" && (this.ready.length > 0 || !this.atEnd),
+      retryAt: ended === "changed" || ended === "disabled" ? null : this.retryAt,
     };
   }
 
@@ -358,6 +363,7 @@ class Run {
     const pausedUntil = final && this.report.attempts > 0 && this.successes === 0 ? retryAt : null;
     const attempts = this.attempts;
     this.attempts = [];
+    this.retryAt = retryAt;
     const updated = await this.deps.db.transaction().execute(async (trx) => {
       const row = await trx
         .updateTable("webhook_endpoints")

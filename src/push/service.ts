@@ -42,6 +42,24 @@ export function nudgeEndpoint(queues: Pick<Queues, "webhook">, endpointId: strin
   return nudgeDrain(queues.webhook, { endpointId }, undefined, endpointId);
 }
 
+/**
+ * A timer for an endpoint's next retry: a delayed job that, when due, only nudges the endpoint (a
+ * run of its own could overlap the endpoint's current one). One per endpoint and second; the
+ * sweeper covers a timer Redis lost.
+ */
+export async function scheduleEndpointRetry(
+  queues: Pick<Queues, "webhook">,
+  endpointId: string,
+  at: Date,
+): Promise<void> {
+  const due = Math.ceil(at.getTime() / 1000) * 1000;
+  await queues.webhook.add(
+    "retry",
+    { endpointId },
+    { jobId: `retry-${endpointId}-${due}`, delay: Math.max(0, due - Date.now()) },
+  );
+}
+
 /** The secrets a delivery is signed with now: the current one, and the previous one during its overlap. */
 export function signingSecrets(key: Buffer, row: EndpointRow, now: Date): string[] {
   const secrets = [open(key, row.secret, row.id)];
