@@ -119,7 +119,7 @@ describe("with OPS_USER and OPS_PASSWORD set", () => {
     );
     expect(list.status).toBe(200);
     const queues = list.body.queues as { name: string; counts: Record<string, number>; jobs: unknown[] }[];
-    expect(queues.map((q) => q.name).sort()).toEqual(["finalize", "send", "status"]);
+    expect(queues.map((q) => q.name).sort()).toEqual(["finalize", "send", "status", "webhook"]);
     const finalize = queues.find((q) => q.name === "finalize")!;
     expect(finalize.counts.failed).toBe(1);
     expect(finalize.jobs).toEqual([
