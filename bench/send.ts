@@ -22,7 +22,9 @@ import { systemClock } from "../src/clock.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
-import { queuePrefix } from "../src/queues/index.ts";
+import { createEventCursorCodec } from "../src/events/cursor.ts";
+import { createWebhookEndpoint } from "../src/push/service.ts";
+import { createQueues, queuePrefix } from "../src/queues/index.ts";
 import { deleteInstanceKeys } from "../src/queues/instance-keys.ts";
 import { createRedis, type RedisClient } from "../src/redis/connect.ts";
 import { insertSender } from "../src/senders/repository.ts";
@@ -59,6 +61,8 @@ const { values: flags } = parseArgs({
     "api-entry": { type: "string", default: "src/server.ts" },
     "api-processes": { type: "string", default: "1" },
     "setup-sql": { type: "string" },
+    webhook: { type: "boolean", default: false },
+    "receiver-ms": { type: "string", default: "50" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -82,7 +86,9 @@ if (flags.help) {
   --wait-quiet S        before each phase, wait up to S s for other processes to leave the CPUs idle (0)
   --api-entry FILE      the api's entrypoint, to try a variant of it (src/server.ts)
   --api-processes N     api processes sharing the port (API_PROCESSES, SO_REUSEPORT) (1)
-  --setup-sql FILE      SQL run in the benchmark's database after the migrations (experiments)`);
+  --setup-sql FILE      SQL run in the benchmark's database after the migrations (experiments)
+  --webhook             drain: a webhook endpoint subscribed to every event, its receiver here answering
+                        after --receiver-ms (50), a webhook worker delivering; prints the delivery lag`);
   process.exit(0);
 }
 
@@ -119,6 +125,8 @@ const opts = {
   apiEntry: String(flags["api-entry"]),
   apiProcesses: int("api-processes", 1),
   setupSql: flags["setup-sql"],
+  webhook: Boolean(flags.webhook),
+  receiverMs: int("receiver-ms", 0),
 };
 // Never the dev or a test database: only names that say they are the benchmark's.
 if (!/^bench[a-z0-9_]*$/.test(opts.database)) fatal("--database must start with 'bench' (a-z 0-9 _)");
@@ -959,6 +967,10 @@ async function main() {
       }
       workers.push(spawnChild("status-worker", bunRun("workers/status.ts"), env));
     }
+    // --webhook: every event pushed to one endpoint while the drain runs (issue 22).
+    const webhook =
+      opts.mode === "drain" && opts.webhook ? await startWebhookEndpoint(db, tenant.id, env) : undefined;
+    if (webhook) workers.push(spawnChild("webhook-worker", bunRun("workers/webhook.ts"), env));
     // --api-processes N: N api processes on one port (as API_PROCESSES=N makes `bun run start` do);
     // each says over IPC when it listens, since the port answering does not say which one did.
     const apiEnv = { ...env, API_PROCESSES: String(opts.apiProcesses) };
@@ -1009,6 +1021,9 @@ async function main() {
         "send workers": () => workers.filter((w) => w.name.startsWith("send")).map((w) => w.proc.pid),
         "status worker": () => workers.filter((w) => w.name === "status-worker").map((w) => w.proc.pid),
         simulator: () => [simulator.proc.pid],
+        ...(webhook && {
+          "webhook worker": () => workers.filter((w) => w.name === "webhook-worker").map((w) => w.proc.pid),
+        }),
       }),
     };
     const phase = await loadPhase("api", apiUrl, tokensFile, db, groups, api.proc.pid, async () => {
@@ -1077,6 +1092,11 @@ async function main() {
         statuses: statusRows,
       };
       drained = { handedPerSecond: handedRate, maxOldestUnsentMs: maxAge };
+      if (webhook) {
+        const report = await webhook.finish(opts.drainTimeout * 1000);
+        results.webhook = report;
+        say(`webhook: ${JSON.stringify(report)}`);
+      }
       const after = (at: number | undefined, what: string) =>
         at === undefined
           ? `NOT ${what} within ${opts.drainTimeout} s after wrk stopped`
@@ -1194,3 +1214,66 @@ try {
   clearTimeout(watchdog);
 }
 process.exit(exitCode);
+
+/**
+ * --webhook: a receiver in this process answering each post after --receiver-ms, and one endpoint
+ * of the bench tenant subscribed to every event. `finish` waits (bounded) for every event of the log
+ * to arrive, then reports the lag from each event happening to its arrival (p50/p99/max), events
+ * received, and duplicates.
+ */
+async function startWebhookEndpoint(db: Db, tenantId: string, env: Record<string, string | undefined>) {
+  const arrivals = new Map<string, number>();
+  let duplicates = 0;
+  const receiver = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(request) {
+      const id = request.headers.get("webhook-id") ?? "";
+      await request.arrayBuffer();
+      await Bun.sleep(opts.receiverMs);
+      if (arrivals.has(id)) duplicates++;
+      else arrivals.set(id, Date.now());
+      return new Response(null, { status: 204 });
+    },
+  });
+  const config = loadConfig(env);
+  const queueRedis = createRedis(config, { forQueues: true, connectionName: "bench-webhook" });
+  const queues = createQueues(queueRedis, config.redisPrefix);
+  await createWebhookEndpoint(
+    { db, clock: systemClock, queues, config, cursors: createEventCursorCodec(config) },
+    tenantId,
+    { url: `http://127.0.0.1:${receiver.port}/hooks` },
+  );
+  return {
+    async finish(timeoutMs: number) {
+      const deadline = performance.now() + timeoutMs;
+      let total = 0;
+      while (performance.now() < deadline) {
+        total = (await sql<{ n: number }>`SELECT count(*)::int AS n FROM events`.execute(db)).rows[0]?.n ?? 0;
+        if (arrivals.size >= total) break;
+        await Bun.sleep(500);
+      }
+      const rows = await sql<{ id: string; at: number }>`
+        SELECT id, (extract(epoch FROM created_at) * 1000)::float8 AS at FROM events`.execute(db);
+      const lags = rows.rows
+        .flatMap((row) => {
+          const arrived = arrivals.get(row.id);
+          return arrived === undefined ? [] : [(arrived - row.at) / 1000];
+        })
+        .sort((a, b) => a - b);
+      await receiver.stop(true);
+      await queues.close();
+      queueRedis.disconnect();
+      return {
+        events: total,
+        received: arrivals.size,
+        duplicates,
+        lag_seconds: {
+          p50: quantile(lags, 0.5),
+          p99: quantile(lags, 0.99),
+          max: lags.at(-1) ?? Number.NaN,
+        },
+      };
+    },
+  };
+}
