@@ -16,7 +16,7 @@ CREATE TABLE webhook_endpoints (
   previous_secret            text,
   previous_secret_expires_at timestamptz,
   cursor_seq                 bigint NOT NULL,
-  -- Raised by a replay or a change of url or events: a delivery run of an older generation stops
+  -- Raised by a replay or a change of event types: a delivery run of an older generation stops
   -- and writes nothing.
   generation                 integer NOT NULL DEFAULT 0,
   -- The earliest retry due of an event waiting for one: the sweeper nudges the endpoint then.

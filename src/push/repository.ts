@@ -94,7 +94,7 @@ export type EndpointChange = Pick<
 
 /**
  * Changes an endpoint; `restart` raises its generation, so a delivery run of the old one stops and
- * writes nothing (a replay, a new url or event types), and drops what was acknowledged past the
+ * writes nothing (a replay, new event types), and drops what was acknowledged past the
  * cursor or waits for a retry: delivery starts over from `cursor_seq`.
  */
 export async function updateEndpoint(
