@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import Ajv2020 from "ajv/dist/2020.js";
+import { EVENT_TYPES } from "../src/events/schemas.ts";
 import { API_ERRORS, OAUTH_ERRORS } from "../src/http/errors.ts";
 import { call, createTenantWithApp, createTestEnv, getToken, type TestEnv } from "./support.ts";
 
@@ -428,6 +429,81 @@ describe("GET /v2/openapi.json", () => {
       }
       expect(answer.headers.get("ratelimit-limit"), where).not.toBeNull();
     }
+  });
+});
+
+describe("webhooks (what a receiver is posted)", () => {
+  test("one POST per event type, its body the Event component, with the three Standard Webhooks headers", () => {
+    expect(Object.keys(doc.webhooks).sort()).toEqual([...EVENT_TYPES].sort());
+    const ids = new Set(operations().map(({ op }) => op.operationId));
+    const tags = new Set(doc.tags.map((t: Json) => t.name));
+    for (const type of EVENT_TYPES) {
+      const item = doc.webhooks[type];
+      expect(Object.keys(item), type).toEqual(["post"]);
+      const op = item.post;
+      // Named and tagged like an operation, and named apart from every path's operation.
+      expect(op.operationId, type).toEqual(expect.any(String));
+      expect(ids.has(op.operationId), type).toBe(false);
+      ids.add(op.operationId);
+      expect(op.summary, type).toContain(type);
+      for (const tag of op.tags) expect(tags.has(tag), `${type} tag ${tag}`).toBe(true);
+      // The receiver authenticates a delivery by its signature, not by one of our credentials.
+      expect(op.security, type).toEqual([]);
+
+      const media = op.requestBody.content["application/json"];
+      expect(op.requestBody.required, type).toBe(true);
+      expect(Object.keys(op.requestBody.content), type).toEqual(["application/json"]);
+      expect(media.schema, type).toEqual({ $ref: "#/components/schemas/Event" });
+      const examples = Object.values(media.examples as Record<string, Json>);
+      expect(examples.length, type).toBeGreaterThan(0);
+      for (const { value } of examples) {
+        expect(validate(media.schema, value), type).toBeUndefined();
+        expect(value.type, type).toBe(type);
+      }
+      const headers = op.parameters.map(deref);
+      expect(
+        headers.map((p: Json) => [p.name, p.in, p.required]),
+        type,
+      ).toEqual([
+        ["webhook-id", "header", true],
+        ["webhook-timestamp", "header", true],
+        ["webhook-signature", "header", true],
+      ]);
+      for (const header of headers) expect(header.description, `${type} ${header.name}`).toBeTruthy();
+
+      // Any 2xx acknowledges; 410 disables the endpoint; anything else is retried.
+      expect(Object.keys(op.responses).sort(), type).toEqual(["2XX", "410", "default"]);
+      expect(op.responses.default.description, type).toMatch(/retried/);
+      for (const promise of [
+        /2xx/,
+        /5 seconds/,
+        /1 hour/,
+        /3 days/,
+        /410/,
+        /per contact|one contact/,
+        /webhook-id/,
+      ]) {
+        expect(op.description, `${type} ${promise}`).toMatch(promise);
+      }
+      expect(op.description, type).toContain("docs/webhooks.md");
+    }
+    expect(doc.webhooks["message.failed"].post.description).toContain("data.failure");
+    // The Event component is the one GET /events lists.
+    expect(deref(responseSchema("get", "/events", 200)).properties.data.items).toEqual({
+      $ref: "#/components/schemas/Event",
+    });
+    expect(doc.components.schemas.Event.properties.type.enum).toEqual([...EVENT_TYPES]);
+  });
+
+  test("a signature header that does not match the pattern is told apart", () => {
+    const signature = deref({ $ref: "#/components/parameters/WebhookSignature" }).schema;
+    expect(validate(signature, "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=")).toBeUndefined();
+    expect(validate(signature, "v1,AAAA= v1,BBBB=")).toBeUndefined();
+    expect(validate(signature, "v1a,AAAA=")).toBeDefined();
+    const id = deref({ $ref: "#/components/parameters/WebhookId" }).schema;
+    expect(validate(id, "evt_2Hj8Kl4mNp6Qr8St0UvWxY")).toBeUndefined();
+    expect(validate(id, "evt_test_0a1b2c3d4e5f60718293a4b5")).toBeUndefined();
+    expect(validate(id, "msg_2Hj8Kl4mNp6Qr8St0UvWxY")).toBeDefined();
   });
 });
 

@@ -3,14 +3,21 @@ import { Transport, type TransportOptions } from "./transport.ts";
 import type {
   Contact,
   Conversation,
+  CreateWebhookEndpointRequest,
+  DeletedWebhookEndpoint,
+  EventType,
   FeedMessage,
   HistoryMessage,
   ListResult,
   Media,
   Message,
+  ReplayWebhookEndpointRequest,
   Sender,
   SendMessageRequest,
   Template,
+  UpdateWebhookEndpointRequest,
+  WebhookEndpoint,
+  WebhookEndpointWithSecret,
   WebhookEvent,
 } from "./types.ts";
 import { type VerifyOptions, verifyWebhook } from "./webhooks.ts";
@@ -108,7 +115,7 @@ export class MessagingClient {
      * Follows the log from `since` (absent: the oldest event kept) for as long as the caller
      * iterates, like `feed.consume`: redeliveries dropped, `onCursor` after each page was taken.
      */
-    consume: (options: FeedOptions & { types?: WebhookEvent["type"][] } = {}): AsyncGenerator<WebhookEvent> =>
+    consume: (options: FeedOptions & { types?: EventType[] } = {}): AsyncGenerator<WebhookEvent> =>
       consumeEvents(this.transport, options),
   };
 
@@ -125,6 +132,44 @@ export class MessagingClient {
       secret: string,
       options?: VerifyOptions,
     ): Promise<WebhookEvent> => verifyWebhook(rawBody, headers, secret, options),
+  };
+
+  /** Where events are pushed (/webhook_endpoints, scope `messaging:read`); verify deliveries with `webhooks.verify`. */
+  readonly webhookEndpoints = {
+    /**
+     * POST /webhook_endpoints: 201, with the `whsec_` `secret` (shown only here and by `rotateSecret`:
+     * store it). `events` omitted: every type. Delivery starts with the events after this call.
+     */
+    create: (request: CreateWebhookEndpointRequest): Promise<WebhookEndpointWithSecret> =>
+      this.transport.request<WebhookEndpointWithSecret>("POST", "/webhook_endpoints", { json: request }),
+    /** GET /webhook_endpoints: every endpoint of the account, oldest first. */
+    list: async (): Promise<ListResult<WebhookEndpoint>> =>
+      listResult(await this.transport.request<ListEnvelope<WebhookEndpoint>>("GET", "/webhook_endpoints")),
+    /** GET /webhook_endpoints/{id}, with its `delivery` state; ApiError `resource_missing` (404) when unknown. */
+    get: (endpointId: string): Promise<WebhookEndpoint> =>
+      this.transport.request<WebhookEndpoint>("GET", path`/webhook_endpoints/${endpointId}`),
+    /** PATCH /webhook_endpoints/{id}: `url`, `events`, `description`, or `status` (enabled again, it resumes from its cursor). */
+    update: (endpointId: string, changes: UpdateWebhookEndpointRequest): Promise<WebhookEndpoint> =>
+      this.transport.request<WebhookEndpoint>("PATCH", path`/webhook_endpoints/${endpointId}`, {
+        json: changes,
+      }),
+    /** DELETE /webhook_endpoints/{id}: nothing more is posted to it. */
+    delete: (endpointId: string): Promise<DeletedWebhookEndpoint> =>
+      this.transport.request<DeletedWebhookEndpoint>("DELETE", path`/webhook_endpoints/${endpointId}`),
+    /** POST /webhook_endpoints/{id}/rotate_secret: a new `secret`; the old one still signs for 24 hours. */
+    rotateSecret: (endpointId: string): Promise<WebhookEndpointWithSecret> =>
+      this.transport.request<WebhookEndpointWithSecret>(
+        "POST",
+        path`/webhook_endpoints/${endpointId}/rotate_secret`,
+      ),
+    /**
+     * POST /webhook_endpoints/{id}/replay: delivery starts over after `since` (an `evc_` cursor: a
+     * `delivery.cursor`, or a `next_cursor` of GET /events; `null` = the oldest event kept).
+     */
+    replay: (endpointId: string, request: ReplayWebhookEndpointRequest): Promise<WebhookEndpoint> =>
+      this.transport.request<WebhookEndpoint>("POST", path`/webhook_endpoints/${endpointId}/replay`, {
+        json: request,
+      }),
   };
 
   readonly messages = {

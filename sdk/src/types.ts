@@ -1,7 +1,13 @@
 /** The SDK's public types: aliases into the types generated from the server's OpenAPI document. */
-import type { components } from "./generated/openapi.ts";
+import type { components, operations } from "./generated/openapi.ts";
 
 type Schemas = components["schemas"];
+/** The JSON body an operation takes (bodies without a schema name of their own). */
+type JsonBody<Operation extends keyof operations> = operations[Operation] extends {
+  requestBody: { content: { "application/json": infer Body } };
+}
+  ? Body
+  : never;
 
 export type Message = Schemas["Message"];
 export type SendMessageRequest = Schemas["SendMessageRequest"];
@@ -22,6 +28,17 @@ export type OAuthErrorBody = Schemas["OAuthError"];
 /** An event of the log (DESIGN §12): from `client.events.consume`, or a push `client.webhooks.verify` checked. */
 export type WebhookEvent = Schemas["Event"];
 export type EventPage = Schemas["EventList"];
+/** `message.received`, `message.sent`, `message.delivered`, `message.read`, `message.failed`. */
+export type EventType = WebhookEvent["type"];
+
+/** Where events are pushed, and how far delivery has come (`delivery`). */
+export type WebhookEndpoint = Schemas["WebhookEndpoint"];
+/** A webhook endpoint with its `whsec_` secret: only from `create` and `rotateSecret`. */
+export type WebhookEndpointWithSecret = Schemas["WebhookEndpointWithSecret"];
+export type DeletedWebhookEndpoint = Schemas["DeletedWebhookEndpoint"];
+export type CreateWebhookEndpointRequest = JsonBody<"createWebhookEndpoint">;
+export type UpdateWebhookEndpointRequest = JsonBody<"updateWebhookEndpoint">;
+export type ReplayWebhookEndpointRequest = JsonBody<"replayWebhookEndpoint">;
 
 /** The two scopes an application can hold (SPEC §5). */
 export type Scope = "messaging:send" | "messaging:read";

@@ -35,6 +35,8 @@ let phoneCounter = 0;
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true });
   workers = ["send", "status", "finalize"].map((name) => spawnWorker(env, name));
+  // Pushes to the example receiver; a refused delivery is retried within a fraction of a second here.
+  workers.push(spawnWorker(env, "webhook", { WEBHOOK_RETRY_BASE_MS: "100" }));
 });
 afterAll(async () => {
   await Promise.all(workers.map((worker) => worker.stop()));
@@ -411,6 +413,103 @@ describe("events", () => {
   });
 });
 
+describe("webhook endpoints", () => {
+  test("create, list, get, update, rotate the secret, replay, delete: typed, over HTTP", async () => {
+    const { client, count } = sdkFor(await shop());
+    const created = await client.webhookEndpoints.create({
+      url: "https://hooks.example.com/orders",
+      description: "orders",
+    });
+    expect(created).toMatchObject({
+      object: "webhook_endpoint",
+      url: "https://hooks.example.com/orders",
+      events: ["message.received", "message.sent", "message.delivered", "message.read", "message.failed"],
+      description: "orders",
+      status: "enabled",
+      disabled_reason: null,
+      delivery: { pending: 0, last_failure: null },
+    });
+    expect(created.id).toStartWith("we_");
+    expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
+    expect(created.delivery.cursor).toStartWith("evc_");
+    const { secret: _secret, ...endpoint } = created;
+
+    const listed = await client.webhookEndpoints.list();
+    expect(listed.object).toBe("list");
+    expect(listed.map((e) => e.id)).toEqual([created.id]);
+    expect(listed[0]).toEqual(endpoint);
+
+    const got = await client.webhookEndpoints.get(created.id);
+    expect(got).toEqual(endpoint);
+    // The secret is shown on create and rotate only (and WebhookEndpoint has no such field).
+    expect("secret" in got).toBe(false);
+
+    const updated = await client.webhookEndpoints.update(created.id, {
+      events: ["message.delivered", "message.failed"],
+      description: null,
+      status: "disabled",
+    });
+    expect(updated).toMatchObject({
+      id: created.id,
+      events: ["message.delivered", "message.failed"],
+      description: null,
+      status: "disabled",
+      disabled_reason: null,
+    });
+    expect((await client.webhookEndpoints.update(created.id, { status: "enabled" })).status).toBe("enabled");
+
+    const rotated = await client.webhookEndpoints.rotateSecret(created.id);
+    expect(rotated.id).toBe(created.id);
+    expect(rotated.secret).toStartWith("whsec_");
+    expect(rotated.secret).not.toBe(created.secret);
+
+    const replayed = await client.webhookEndpoints.replay(created.id, { since: null });
+    expect(replayed).toMatchObject({ object: "webhook_endpoint", id: created.id, status: "enabled" });
+    expect(replayed.delivery.cursor).toStartWith("evc_");
+    const again = await client.webhookEndpoints.replay(created.id, { since: created.delivery.cursor });
+    expect(again.delivery.cursor).toBe(created.delivery.cursor);
+
+    expect(await client.webhookEndpoints.delete(created.id)).toEqual({
+      object: "webhook_endpoint",
+      id: created.id,
+      deleted: true,
+    });
+    expect(await client.webhookEndpoints.list()).toHaveLength(0);
+    expect(count("DELETE", `/webhook_endpoints/${created.id}`)).toBe(1);
+  });
+
+  test("an unknown or deleted endpoint is ApiError resource_missing (404); a bad url parameter_invalid", async () => {
+    const { client, count } = sdkFor(await shop());
+    const missing = (call: Promise<unknown>) =>
+      call.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    const { id } = await client.webhookEndpoints.create({ url: "https://hooks.example.com/x" });
+    await client.webhookEndpoints.delete(id);
+    for (const error of [
+      await missing(client.webhookEndpoints.get(id)),
+      await missing(client.webhookEndpoints.get("we_0000000000000000000000")),
+      await missing(client.webhookEndpoints.update("we_unknown", { description: "x" })),
+      await missing(client.webhookEndpoints.delete("we_unknown")),
+      await missing(client.webhookEndpoints.rotateSecret("we_unknown")),
+      await missing(client.webhookEndpoints.replay("we_unknown", { since: null })),
+    ]) {
+      expect(error).toBeInstanceOf(ApiError);
+      expect(error).toMatchObject({ status: 404, type: "invalid_request_error", code: "resource_missing" });
+      expect((error as ApiError).requestId).toStartWith("req_");
+    }
+    // A 404 is not retried.
+    expect(count("GET", "/webhook_endpoints/we_0000000000000000000000")).toBe(1);
+    // An id with characters a path cannot hold is sent encoded, and is just another unknown id.
+    expect(await missing(client.webhookEndpoints.get("we_../../senders"))).toMatchObject({ status: 404 });
+
+    const refused = await missing(client.webhookEndpoints.create({ url: "ftp://hooks.example.com/x" }));
+    expect(refused).toBeInstanceOf(ApiError);
+    expect(refused).toMatchObject({ status: 400, code: "parameter_invalid", param: "url" });
+  });
+});
+
 describe("runtimes", () => {
   test.skipIf(!Bun.which("node"))("the SDK runs under Node, bundled without Bun APIs", async () => {
     const tenant = await shop();
@@ -494,4 +593,100 @@ describe("examples", () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  test("webhook-receiver catches up from its cursor, then verifies, de-duplicates and logs pushes", async () => {
+    const tenant = await shop();
+    const { client } = sdkFor(tenant);
+    const dir = await mkdtemp(join(tmpdir(), "sdk-receiver-"));
+    const cursorFile = join(dir, "events-cursor.txt");
+    // An endpoint whose receiver is away: disabled until the receiver is up. Its cursor (the head of
+    // the log now) is the receiver's stored cursor.
+    const endpoint = await client.webhookEndpoints.create({
+      url: "https://hooks.example.com/later",
+      events: ["message.received"],
+    });
+    await client.webhookEndpoints.update(endpoint.id, { status: "disabled" });
+    await writeFile(cursorFile, endpoint.delivery.cursor);
+    const phone = freshPhone();
+    await postInbound(env, tenant, { from: phone, type: "text", text: "While you were away" });
+    const [away] = await eventually(async () => {
+      const page = await call(env.app, "GET", `/v2/events?since=${endpoint.delivery.cursor}`, {
+        token: tenant.token,
+      });
+      return page.body.data.length > 0 ? (page.body.data as WebhookEvent[]) : undefined;
+    }, 30_000);
+
+    const receiver = Bun.spawn(["bun", join(examples, "webhook-receiver.ts")], {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        ...process.env,
+        ...credentials(tenant),
+        PORT: "0",
+        WEBHOOK_SECRET: endpoint.secret,
+        EVENTS_CURSOR_FILE: cursorFile,
+      },
+    });
+    const decoder = new TextDecoder();
+    let printed = "";
+    let logged = "";
+    void (async () => {
+      for await (const chunk of receiver.stdout) printed += decoder.decode(chunk);
+    })();
+    void (async () => {
+      for await (const chunk of receiver.stderr) logged += decoder.decode(chunk);
+    })();
+    try {
+      // Caught up: the event from before it started, read from GET /events, and the cursor moved on.
+      await eventually(async () => logged.includes("caught up"), 20_000);
+      expect(printed).toContain(
+        `${away!.id} message.received ${away!.data.id} ${phone} While you were away (catch-up)`,
+      );
+      const stored = await readFile(cursorFile, "utf8");
+      expect(stored).toStartWith("evc_");
+      expect(stored).not.toBe(endpoint.delivery.cursor);
+      const port = Number(logged.match(/listening on http:\/\/[^:]+:(\d+)\/webhooks/)?.[1]);
+      expect(port).toBeGreaterThan(0);
+      const url = `http://127.0.0.1:${port}/webhooks`;
+
+      // A forged or unsigned delivery is refused, and nothing of it is logged as an event.
+      const body = JSON.stringify({ ...away, id: "evt_forged" });
+      const forged = await fetch(url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "webhook-id": "evt_forged",
+          "webhook-timestamp": String(Math.floor(Date.now() / 1000)),
+          "webhook-signature": "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        },
+        body,
+      });
+      expect(forged.status).toBe(400);
+      expect((await fetch(url)).status).toBe(405);
+
+      // Enabled at the receiver's URL, the endpoint resumes from its cursor: the event read in the
+      // catch-up is pushed too, and dropped as a repeat; a new one is handled once.
+      await client.webhookEndpoints.update(endpoint.id, { url, status: "enabled" });
+      await eventually(async () => printed.includes(`${away!.id} repeated (push), ignored`), 20_000);
+      await postInbound(env, tenant, { from: phone, type: "text", text: "Back again" });
+      await eventually(async () => printed.includes("Back again (push)"), 20_000);
+      const state = await eventually(async () => {
+        const current = await client.webhookEndpoints.get(endpoint.id);
+        return current.delivery.pending === 0 && current.delivery.last_success_at !== null && current;
+      });
+      expect(state.delivery.last_failure).toBeNull();
+      expect(printed).not.toContain("evt_forged");
+      expect(logged).toContain("refused a delivery");
+      const lines = printed.trim().split("\n");
+      expect(lines).toHaveLength(3);
+      expect(lines[2]).toMatch(/^evt_\w+ message\.received msg_\w+ \+\d+ Back again \(push\)$/);
+
+      receiver.kill("SIGINT");
+      expect(await receiver.exited).toBe(0);
+    } finally {
+      receiver.kill("SIGKILL");
+      await client.webhookEndpoints.delete(endpoint.id).catch(() => undefined);
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

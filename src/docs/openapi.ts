@@ -1,3 +1,4 @@
+import { EVENT_TYPES, EventSchema } from "../events/schemas.ts";
 import { JSON_BODY_LIMIT } from "../http/body.ts";
 import { API_ERRORS, type ApiErrorCode, OAUTH_ERRORS, type OAuthErrorCode } from "../http/errors.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
@@ -166,6 +167,157 @@ const EXAMPLE_PARAMS: Partial<Record<ApiErrorCode, string>> = {
 
 const EXAMPLE_REQUEST_ID = "req_Q2w3E4r5T6y7U8i9O0p1A2";
 
+/** When each event is posted (the `webhooks` entries), and what its `data` then shows. */
+const EVENT_MOMENTS: Record<(typeof EVENT_TYPES)[number], string> = {
+  "message.received":
+    "A customer's message arrived and was stored; `data` is the inbound message (`status` null). Not sent for system notices.",
+  "message.sent": "The provider accepted an outbound message for delivery; `data.status` is `sent`.",
+  "message.delivered": "An outbound message reached the customer's phone; `data.status` is `delivered`.",
+  "message.read": "The customer read an outbound message; `data.status` is `read`.",
+  "message.failed": "An outbound message failed; `data.failure` says why and whether sending again may help.",
+};
+
+const EXAMPLE_EVENT_IDS = [
+  "evt_4Gh6Jk8Lm0Np2Qr4St6Uv8",
+  "evt_5Hj7Kl9Mn1Pq3Rs5Tu7Vw9",
+  "evt_6Jk8Lm0Np2Qr4St6Uv8Wx0",
+  "evt_7Kl9Mn1Pq3Rs5Tu7Vw9Xy1",
+  "evt_8Lm0Np2Qr4St6Uv8Wx0Yz2",
+];
+
+/** An example delivery of each event type (valid against the Event schema; the test checks it). */
+function exampleEvent(type: (typeof EVENT_TYPES)[number], index: number): Json {
+  const contact = { object: "contact", id: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY", phone: "+4915123456789" };
+  const created = 1767259800 + index * 60;
+  const data =
+    type === "message.received"
+      ? {
+          object: "message",
+          id: "msg_8Tb4Vc6Xd8Zf0Hg2Jk4Lm6",
+          direction: "inbound",
+          type: "text",
+          preview: "Hi, when does my parcel arrive?",
+          text: "Hi, when does my parcel arrive?",
+          media: null,
+          status: null,
+          failure: null,
+          created,
+          contact,
+        }
+      : {
+          object: "message",
+          id: "msg_3Rt5Yu7Io9Pa1Sd3Fg5Hj7",
+          direction: "outbound",
+          type: "template",
+          preview: "Hi Ana, your order A-1 has shipped.",
+          text: "Hi Ana, your order A-1 has shipped.",
+          media: null,
+          status: type.slice("message.".length),
+          failure:
+            type === "message.failed"
+              ? {
+                  code: "recipient_invalid",
+                  message: "The number is not on WhatsApp.",
+                  retryable: false,
+                }
+              : null,
+          created: 1767259800,
+          contact,
+        };
+  return { object: "event", id: EXAMPLE_EVENT_IDS[index], type, created, data };
+}
+
+/** The Standard Webhooks headers of every delivery, as `#/components/parameters`. */
+const WEBHOOK_PARAMETERS: Record<string, Json> = {
+  WebhookId: {
+    name: "webhook-id",
+    in: "header",
+    required: true,
+    description:
+      "The event's `evt_` id, the same on every attempt and replay of it: de-duplicate by it (keep the ids you handled for at least 3 days). A test event sent from the panel has an `evt_test_` id and made-up data.",
+    schema: { type: "string", pattern: "^evt_[0-9A-Za-z_]+$" },
+  },
+  WebhookTimestamp: {
+    name: "webhook-timestamp",
+    in: "header",
+    required: true,
+    description:
+      "When this attempt was signed, in Unix seconds. Refuse a delivery whose timestamp is more than 5 minutes from your clock (a replayed request).",
+    schema: { type: "string", pattern: "^[0-9]+$" },
+  },
+  WebhookSignature: {
+    name: "webhook-signature",
+    in: "header",
+    required: true,
+    description:
+      "`v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the base64-decoded part of the endpoint's `secret` after `whsec_`. While a secret is being rotated (24 hours) two signatures come, separated by a space: accept the delivery when either matches.",
+    schema: { type: "string", pattern: "^v1,[A-Za-z0-9+/=]+( v1,[A-Za-z0-9+/=]+)*$" },
+  },
+};
+
+const WEBHOOK_DELIVERY = `Posted to each enabled webhook endpoint subscribed to this type, signed per Standard Webhooks
+(standardwebhooks.com) with the endpoint's \`secret\`. Verify the signature over the raw body before you parse it (the
+SDK's \`client.webhooks.verify\`, or any Standard Webhooks library); see docs/webhooks.md for a receiver step by step.
+
+- **Acknowledge** with any 2xx within 10 seconds; do the work afterwards. The answer's body is ignored.
+- **Retries.** Anything else (another status, a timeout, a refused connection) is retried with exponential backoff and
+  jitter: 5 seconds, doubling up to 1 hour between attempts, for 3 days; then the endpoint is disabled
+  (\`disabled_reason: "failing"\`). A 410 disables it at once (\`"gone"\`). Enabled again (\`PATCH /webhook_endpoints/{endpoint_id}\`),
+  it resumes where it stopped: nothing is lost.
+- **Order.** Events of one contact come one at a time, in order: the next is posted only after the previous one was
+  acknowledged. Different contacts are posted in parallel.
+- **At least once.** An event may come more than once (a lost acknowledgement, a replay): de-duplicate by \`webhook-id\`.
+- **Catching up.** An endpoint's \`delivery.cursor\` is an \`evc_\` cursor of \`GET /events\`: read what is pending there,
+  or \`POST /webhook_endpoints/{endpoint_id}/replay\` to have it posted again.`;
+
+/** OpenAPI 3.1 `webhooks`: one entry per event type, what your receiver is posted. */
+function buildWebhooks(schemas: Components): Json {
+  const event = schemas.toJson(EventSchema);
+  const parameters = Object.keys(WEBHOOK_PARAMETERS).map((name) => ({
+    $ref: `#/components/parameters/${name}`,
+  }));
+  return Object.fromEntries(
+    EVENT_TYPES.map((type, index) => [
+      type,
+      {
+        post: {
+          operationId: `${type.replace(/\.(\w)/, (_, c: string) => c.toUpperCase())}Webhook`,
+          summary: `\`${type}\` event`,
+          description: `${EVENT_MOMENTS[type]}\n\n${WEBHOOK_DELIVERY}`,
+          tags: ["Webhooks"],
+          // Your receiver authenticates the delivery by its signature, not by a credential of ours.
+          security: [],
+          parameters,
+          requestBody: {
+            required: true,
+            description: `The \`${type}\` event, as JSON (\`content-type: application/json\`); the bytes the signature covers.`,
+            content: {
+              "application/json": {
+                schema: event,
+                examples: { [type]: { summary: `A \`${type}\` event`, value: exampleEvent(type, index) } },
+              },
+            },
+          },
+          responses: {
+            "2XX": {
+              description:
+                "Acknowledged: this event is done for this endpoint, and the next one of the contact is posted.",
+            },
+            "410": {
+              description:
+                'Gone: the endpoint is disabled at once (`disabled_reason: "gone"`); nothing more is posted.',
+            },
+            default: {
+              description:
+                "Not acknowledged (as is a timeout after 10 seconds or a failed connection): retried with backoff, 5 seconds doubling to 1 hour, for 3 days.",
+            },
+          },
+        },
+      },
+    ]),
+  );
+}
+
 const isObject = (value: unknown): value is Json =>
   typeof value === "object" && value !== null && !Array.isArray(value);
 
@@ -186,6 +338,7 @@ export function buildOpenApiDocument(routes: readonly DocumentedRoute[], options
     operationIds.add(operationId);
     paths[path] = { ...paths[path], [method]: operation };
   }
+  const webhooks = buildWebhooks(schemas);
   // The envelopes are referenced by every error response; make sure they are there.
   schemas.add(ErrorResponse);
   schemas.add(OAuthErrorResponse);
@@ -203,8 +356,10 @@ export function buildOpenApiDocument(routes: readonly DocumentedRoute[], options
     externalDocs: { description: "Error codes", url: `${options.baseUrl}/docs` },
     tags: TAGS,
     paths,
+    webhooks,
     components: {
       schemas: schemas.sorted(),
+      parameters: WEBHOOK_PARAMETERS,
       headers: HEADERS,
       securitySchemes: {
         bearerAuth: {
@@ -276,7 +431,7 @@ function buildOperation(
 
   const method = route.method.toUpperCase();
   if (hooks.body && method !== "GET" && method !== "HEAD") {
-    operation.requestBody = requestBodyOf(route, hooks, (bodySkeleton ?? {}) as Json, schemas);
+    operation.requestBody = requestBodyOf(hooks, (bodySkeleton ?? {}) as Json, schemas);
   }
   operation.responses = responsesOf(hooks.response, (responseSkeletons ?? {}) as Json, schemas, options);
   return operation;
@@ -300,14 +455,13 @@ function parametersOf(schema: unknown, where: "path" | "query" | "header", schem
 }
 
 /**
- * The route's `detail.requestBody.content` names the media types it reads; the body schema fills each,
- * or `detail.requestBody.schema`, a documented variant of it (e.g. withExclusivePairs) where the
- * validating schema cannot say everything a client should know.
+ * The route's `detail.requestBody.content` names the media types it reads (JSON when it names none,
+ * as for answers); the body schema fills each, or `detail.requestBody.schema`, a documented variant of
+ * it (e.g. withExclusivePairs) where the validating schema cannot say everything a client should know.
  */
-function requestBodyOf(route: DocumentedRoute, hooks: RouteHooks, skeleton: Json, schemas: Components): Json {
+function requestBodyOf(hooks: RouteHooks, skeleton: Json, schemas: Components): Json {
   const { schema: documented, ...rest } = skeleton;
-  const content = rest.content as Record<string, Json> | undefined;
-  if (!content) throw new Error(`${route.method} ${route.path} has a body but no detail.requestBody.content`);
+  const content = (rest.content as Record<string, Json> | undefined) ?? { "application/json": {} };
   const schema = schemas.toJson(documented ?? hooks.body);
   return {
     ...rest,
