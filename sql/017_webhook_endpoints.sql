@@ -19,6 +19,9 @@ CREATE TABLE webhook_endpoints (
   -- Raised by a replay or a change of event types: a delivery run of an older generation stops
   -- and writes nothing.
   generation                 integer NOT NULL DEFAULT 0,
+  -- The delivery run that owns the endpoint now: a run whose job was handed to another worker
+  -- (its lock lapsed) finds another lease at its next write and stops.
+  lease                      text,
   -- The earliest retry due of an event waiting for one: the sweeper nudges the endpoint then.
   retry_at                   timestamptz,
   -- Every attempt of the last run failed (the receiver is down): nothing is tried before this, so

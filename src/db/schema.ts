@@ -283,6 +283,7 @@ export interface WebhookEndpointsTable {
   previous_secret_expires_at: Date | null;
   cursor_seq: number;
   generation: Generated<number>;
+  lease: string | null;
   retry_at: Date | null;
   paused_until: Date | null;
   last_success_at: Date | null;

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { WebhookTuning } from "../config.ts";
@@ -20,8 +21,9 @@ import { type AddressLookup, endpointAddressProblem } from "./url-safety.ts";
  *
  * Position: `cursor_seq` = everything at or before it acknowledged (or of a type not subscribed).
  * Past it, acknowledgements out of order (another contact was faster) and events waiting for a retry
- * are rows of webhook_deliveries. Every write is guarded by the endpoint's generation: a replay, new
- * event types, a disable or a delete make the run stop without writing.
+ * are rows of webhook_deliveries. Every write is guarded by the endpoint's generation and the run's
+ * lease: a replay, new event types, a disable, a delete or a newer run make the run stop without
+ * writing.
  *
  * A run ends when nothing is ready (everything acknowledged, or waiting for a retry), after
  * RUN_LIMIT_MS (the job is nudged again to go on), or when its endpoint changed.
@@ -91,10 +93,13 @@ interface Item {
 class EndpointChanged extends Error {}
 
 export async function deliverEndpoint(deps: DeliveryDeps, endpointId: string): Promise<DeliveryRun> {
+  // The run takes the endpoint's lease: an older run still going (its job's lock lapsed and the
+  // job was handed on) stops at its next write, so one run at a time posts each contact's events.
   const endpoint = await deps.db
-    .selectFrom("webhook_endpoints")
-    .selectAll()
+    .updateTable("webhook_endpoints")
+    .set({ lease: randomUUID() })
     .where("id", "=", endpointId)
+    .returningAll()
     .executeTakeFirst();
   const idle = { attempts: 0, acknowledged: 0, more: false, retryAt: null };
   if (!endpoint) return { ended: "missing", ...idle };
@@ -107,6 +112,7 @@ export async function deliverEndpoint(deps: DeliveryDeps, endpointId: string): P
 class Run {
   private readonly tenantId: string;
   private readonly generation: number;
+  private readonly lease: string;
   private url: string;
   private secrets: string[];
   /** Unacknowledged events held, in log order; the acknowledged prefix is dropped at each write. */
@@ -140,6 +146,7 @@ class Run {
   ) {
     this.tenantId = endpoint.tenant_id;
     this.generation = endpoint.generation;
+    this.lease = endpoint.lease ?? "";
     this.url = endpoint.url;
     this.cursor = endpoint.cursor_seq;
     this.readUpTo = endpoint.cursor_seq;
@@ -381,6 +388,7 @@ class Run {
         })
         .where("id", "=", this.endpoint.id)
         .where("generation", "=", this.generation)
+        .where("lease", "=", this.lease)
         .where("status", "=", "enabled")
         .returningAll()
         .executeTakeFirst();
