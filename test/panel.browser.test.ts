@@ -8,7 +8,8 @@ import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProces
 
 /**
  * The panel in a real headless Chromium (issue 6): a person signs in, creates an application and
- * uses its secret, revokes it, watches a customer's message arrive without reloading, answers it,
+ * uses its secret, revokes it, adds a webhook endpoint (issue 22), watches a customer's message
+ * arrive without reloading, answers it,
  * and meets the template-only reply once the window has closed. Another tenant sees none of it.
  * Screenshots of the main pages land in test-results/screenshots/.
  */
@@ -156,6 +157,27 @@ describe("the panel in a browser", () => {
     await screenshot(page, "05-senders-templates");
   });
 
+  test("webhooks: create an endpoint, read its secret once, see it listed", async () => {
+    await page.getByRole("navigation", { name: "Panel" }).getByRole("link", { name: "Webhooks" }).click();
+    await page.waitForURL(/\/panel\/webhooks$/);
+    await page.getByText("No endpoints yet").waitFor(WAIT);
+    await page.getByLabel("URL").fill("https://hooks.bluebicycle.example/messaging");
+    await page.getByLabel("message.received").check();
+    await page.getByLabel("Description").fill("Order system");
+    await page.getByRole("button", { name: "Create endpoint" }).click();
+    const secret = (await page.locator("#endpoint-secret").textContent())?.trim() ?? "";
+    expect(secret).toMatch(/^whsec_/);
+    await screenshot(page, "05b-webhook-created");
+
+    await page.getByRole("link", { name: /back to webhooks/ }).click();
+    const card = page.locator("section.endpoint", { hasText: "https://hooks.bluebicycle.example/messaging" });
+    await card.waitFor(WAIT);
+    expect(await card.textContent()).toContain("Order system");
+    expect(await card.locator("code.scope").allTextContents()).toEqual(["message.received"]);
+    expect(await page.content()).not.toContain(secret);
+    await screenshot(page, "05c-webhooks");
+  });
+
   test("a customer's message appears in the list and the conversation without a reload", async () => {
     await page.goto(url("/panel/conversations"));
     await page.evaluate(() => {
@@ -256,6 +278,8 @@ describe("the panel in a browser", () => {
       expect(await other.content()).not.toContain("Order system");
       await other.goto(url("/panel/senders"));
       expect(await other.content()).not.toContain("+15550107701");
+      await other.goto(url("/panel/webhooks"));
+      expect(await other.content()).not.toContain("hooks.bluebicycle.example");
     } finally {
       await otherContext.close();
     }

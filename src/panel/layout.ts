@@ -5,12 +5,13 @@ import { CSRF_FIELD, CSRF_HEADER, PANEL_PREFIX } from "./paths.ts";
 /** Bumped when an asset changes, so browsers fetch it again (assets are cached for a day). */
 export const ASSET_VERSION = "2";
 
-export type PanelSection = "conversations" | "applications" | "senders";
+export type PanelSection = "conversations" | "applications" | "senders" | "webhooks";
 
 const SECTIONS: { id: PanelSection; label: string; href: string }[] = [
   { id: "conversations", label: "Conversations", href: `${PANEL_PREFIX}/conversations` },
   { id: "applications", label: "Applications", href: `${PANEL_PREFIX}/applications` },
   { id: "senders", label: "Senders & templates", href: `${PANEL_PREFIX}/senders` },
+  { id: "webhooks", label: "Webhooks", href: `${PANEL_PREFIX}/webhooks` },
 ];
 
 function head(title: string): Html {

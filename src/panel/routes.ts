@@ -11,6 +11,7 @@ import { PANEL_PREFIX } from "./paths.ts";
 import { senderPages } from "./senders.ts";
 import { signInRoutes } from "./sign-in.ts";
 import { redirect } from "./web.ts";
+import { webhookPages } from "./webhooks.ts";
 
 const ASSET_DIR = join(import.meta.dir, "assets");
 const require = createRequire(import.meta.url);
@@ -26,8 +27,9 @@ const ASSETS: Record<string, { body: string; type: string }> = {
 };
 
 /**
- * The web panel at /panel (SPEC §1): integrators sign in, manage their applications, see their
- * senders and templates, and read and answer their customers. Server-rendered HTML with htmx.
+ * The web panel at /panel (SPEC §1): integrators sign in, manage their applications and webhook
+ * endpoints, see their senders and templates, and read and answer their customers. Server-rendered
+ * HTML with htmx.
  */
 export function panelRoutes(deps: AppDeps, sending: OutboundSending) {
   // Every page and form of the panel: its per-IP limit, 64 KB forms, errors as pages.
@@ -53,6 +55,7 @@ export function panelRoutes(deps: AppDeps, sending: OutboundSending) {
         .use(signInRoutes(deps))
         .use(applicationPages(deps))
         .use(senderPages(deps))
+        .use(webhookPages(deps))
         .use(conversationPages(deps, sending)),
     );
 }

@@ -5,7 +5,7 @@ import { ENDPOINT_URL_MAX } from "./url-safety.ts";
 
 /** At most this many endpoints per tenant (DESIGN §12). */
 export const ENDPOINTS_PER_TENANT = 16;
-const DESCRIPTION_MAX = 500;
+export const DESCRIPTION_MAX = 500;
 
 export const EndpointIdParams = t.Object({
   endpoint_id: t.String({ maxLength: 100, description: "a `we_` id" }),
