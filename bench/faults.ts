@@ -2,7 +2,9 @@
  * Fault suite (issue 12): the api, the workers and the simulator as separate processes, against a
  * private Postgres cluster and a private Redis that this script starts, kills and restarts, while
  * 24 clients send. Every scenario must end with no duplicate send, no loss, no 500, no process
- * dead by itself and no message short of `read`. Run by hand, and from CI with a small --n.
+ * dead by itself and no message short of `read`. Every shop has a webhook endpoint subscribed to
+ * every event (issue 22), its receiver in this process: every event of the log must reach it, each
+ * contact's events first arriving in log order. Run by hand, and from CI with a small --n.
  *
  *   bun bench/faults.ts               # every scenario, 2,000 sends each
  *   bun bench/faults.ts --n 300       # CI's size
@@ -49,6 +51,8 @@ const SCENARIOS = [
   "postgres-30s",
   "flushall-replay",
   "inbound-finalize-kill",
+  "webhook-worker-kill",
+  "receiver-down-60s",
   "failover-queue-master",
   "failover-tenant-master",
 ] as const;
@@ -206,6 +210,8 @@ const childEnv: Record<string, string | undefined> = {
   // A send whose outcome is unknown (its worker killed mid-call) is resent only after this long
   // without an echo; the echo comes within a second here.
   SEND_IN_DOUBT_MS: "20000",
+  // Webhook retries from 1 s (doubling): a receiver back after 60 s is retried within a minute.
+  WEBHOOK_RETRY_BASE_MS: "1000",
 };
 
 function spawnChild(name: string, cmd: string[]): Child {
@@ -322,7 +328,44 @@ interface Shop {
   tenantId: string;
   token: string;
   phoneNumberId: string;
+  /** The shop's webhook receiver (an endpoint subscribed to every event posts to it). */
+  receiver: Receiver;
 }
+
+/**
+ * A webhook receiver: acknowledges every post (204) and records each event id as it arrives, in
+ * arrival order; `down` makes it unreachable (its port closed) until `up`.
+ */
+interface Receiver {
+  url: string;
+  arrivals: string[];
+  down(): Promise<void>;
+  up(): void;
+  stop(): Promise<void>;
+}
+
+function startReceiver(): Receiver {
+  const arrivals: string[] = [];
+  const handle = async (request: Request) => {
+    await request.arrayBuffer();
+    arrivals.push(request.headers.get("webhook-id") ?? "");
+    return new Response(null, { status: 204 });
+  };
+  let server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: handle });
+  const port = server.port;
+  return {
+    url: `http://127.0.0.1:${port}/hooks`,
+    arrivals,
+    down: () => server.stop(true),
+    up() {
+      server = Bun.serve({ port, hostname: "127.0.0.1", fetch: handle });
+    },
+    stop: () => server.stop(true),
+  };
+}
+
+/** The shop of the scenario running now: its webhook figures are measured after the scenario. */
+let currentShop: Shop | undefined;
 
 const apiUrl = `http://127.0.0.1:${ports.api}`;
 const simulatorUrl = `http://127.0.0.1:${ports.simulator}`;
@@ -354,7 +397,16 @@ async function openShop(db: Db, index: number): Promise<Shop> {
     sender,
   );
   const token = await accessToken(apiUrl, { clientId: application.clientId, clientSecret }, { attempts: 30 });
-  return { tenantId: tenant.id, token, phoneNumberId };
+  const receiver = startReceiver();
+  const endpoint = await fetch(`${apiUrl}/v2/webhook_endpoints`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ url: receiver.url }),
+  });
+  if (endpoint.status !== 201)
+    throw new Error(`webhook endpoint: ${endpoint.status} ${await endpoint.text()}`);
+  currentShop = { tenantId: tenant.id, token, phoneNumberId, receiver };
+  return currentShop;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -562,6 +614,14 @@ interface Row {
   recoverMs: number | undefined;
   settleMs: number | undefined;
   notes: string[];
+  /** The shop's events, those its receiver never got, contacts whose events first came out of order. */
+  webhook?: {
+    events: number;
+    lost: number;
+    outOfOrder: number;
+    duplicates: number;
+    settleMs: number | undefined;
+  };
 }
 
 /** The provider's sends of one sender, counted per our message id (biz_opaque_callback_data). */
@@ -649,7 +709,7 @@ async function outboundScenario(
   db: Db,
   scenario: ScenarioName,
   index: number,
-  fault?: () => Promise<number>,
+  fault?: (shop: Shop) => Promise<number>,
 ): Promise<Row> {
   const shop = await openShop(db, index);
   const deathsBefore = deaths.length;
@@ -657,7 +717,7 @@ async function outboundScenario(
   const { tally, faultEnd } = await load(
     n,
     (t, i) => attempt(t, i, sendRequest(shop, index, i), messageIdOf),
-    fault && { at: 0.3, run: fault },
+    fault && { at: 0.3, run: () => fault(shop) },
   );
   return measureOutbound(db, scenario, shop, n, tally, await faultEnd, deathsBefore);
 }
@@ -862,6 +922,62 @@ async function inboundScenario(db: Db, index: number): Promise<Row> {
   };
 }
 
+/**
+ * The shop's webhook deliveries, once the scenario is over: waits (bounded) until its receiver has
+ * had every event of the log, then counts the events it never got, the contacts whose events did not
+ * first arrive in log order, and the repeats (at least once: allowed, counted).
+ */
+async function webhookFigures(db: Db, shop: Shop): Promise<NonNullable<Row["webhook"]>> {
+  const from = Date.now();
+  const events = async () =>
+    (
+      await sql<{ id: string; seq: number; contact_id: string }>`
+        SELECT e.id, e.seq, m.contact_id FROM events e JOIN messages m ON m.id = e.message_id
+        WHERE e.tenant_id = ${shop.tenantId} ORDER BY e.seq`.execute(db)
+    ).rows;
+  let log = await events().catch(() => []);
+  let settleMs: number | undefined;
+  while (Date.now() - from < opts.settleTimeoutMs) {
+    const got = new Set(shop.receiver.arrivals);
+    log = await events().catch(() => log);
+    if (log.length > 0 && log.every((event) => got.has(event.id))) {
+      settleMs = Date.now() - from;
+      break;
+    }
+    await Bun.sleep(1000);
+  }
+  await shop.receiver.stop();
+  const got = new Set(shop.receiver.arrivals);
+  const seqOf = new Map(log.map((event) => [event.id, event]));
+  // Each contact's events in the order they first arrived must be in log order.
+  const lastSeq = new Map<string, number>();
+  const disordered = new Set<string>();
+  const seen = new Set<string>();
+  for (const id of shop.receiver.arrivals) {
+    const event = seqOf.get(id);
+    if (!event || seen.has(id)) continue;
+    seen.add(id);
+    if ((lastSeq.get(event.contact_id) ?? 0) > event.seq) disordered.add(event.contact_id);
+    lastSeq.set(event.contact_id, event.seq);
+  }
+  return {
+    events: log.length,
+    lost: log.filter((event) => !got.has(event.id)).length,
+    outOfOrder: disordered.size,
+    duplicates: shop.receiver.arrivals.length - got.size,
+    settleMs,
+  };
+}
+
+async function receiverDownFor(shop: Shop, seconds: number): Promise<number> {
+  say(`   the webhook receiver down (for ${seconds} s)`);
+  await shop.receiver.down();
+  await Bun.sleep(seconds * 1000);
+  shop.receiver.up();
+  say("   the webhook receiver answers again");
+  return Date.now();
+}
+
 // ---------------------------------------------------------------------------------------------
 // The table
 
@@ -876,6 +992,12 @@ function failures(row: Row): string[] {
   if (row.stalled) problems.push("load stalled");
   if (row.accepted !== row.n) problems.push(`${row.accepted}/${row.n} accepted`);
   if (row.settleMs === undefined) problems.push("did not settle");
+  if (row.webhook) {
+    if (row.webhook.lost > 0) problems.push(`${row.webhook.lost} event(s) never reached the receiver`);
+    if (row.webhook.outOfOrder > 0)
+      problems.push(`${row.webhook.outOfOrder} contact(s) with events out of order`);
+    if (row.webhook.events === 0) problems.push("no events");
+  }
   for (const note of row.notes)
     if (note.startsWith("not every") || note.startsWith("late:")) problems.push(note);
   return problems;
@@ -903,6 +1025,11 @@ function printTable(rows: Row[]): void {
     "died",
     "recover",
     "settle",
+    "events",
+    "wh lost",
+    "wh order",
+    "wh dup",
+    "wh settle",
     "client statuses",
   ];
   const lines = rows.map((row) => [
@@ -917,6 +1044,11 @@ function printTable(rows: Row[]): void {
     String(row.died.length),
     seconds(row.recoverMs),
     seconds(row.settleMs),
+    row.webhook ? String(row.webhook.events) : "-",
+    row.webhook ? String(row.webhook.lost) : "-",
+    row.webhook ? String(row.webhook.outOfOrder) : "-",
+    row.webhook ? String(row.webhook.duplicates) : "-",
+    seconds(row.webhook?.settleMs),
     describeStatuses(row.statuses),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
@@ -954,6 +1086,7 @@ async function main(): Promise<number> {
     spawnChild("status", ["bun", "workers/status.ts"]);
     spawnChild("finalize", ["bun", "workers/finalize.ts"]);
     spawnChild("maintenance", ["bun", "workers/maintenance.ts"]);
+    spawnChild("webhook", ["bun", "workers/webhook.ts"]);
     spawnChild("api", ["bun", "src/server.ts"]);
     await waitHttp(`${apiUrl}/readyz`, "api");
     await Bun.sleep(1000);
@@ -990,6 +1123,12 @@ async function main(): Promise<number> {
         case "inbound-finalize-kill":
           row = await inboundScenario(db, index);
           break;
+        case "webhook-worker-kill":
+          row = await outboundScenario(db, scenario, index, () => killAndRestart("webhook"));
+          break;
+        case "receiver-down-60s":
+          row = await outboundScenario(db, scenario, index, (shop) => receiverDownFor(shop, 60));
+          break;
         case "failover-queue-master":
           // Every send job's key: the send queue's hash tag.
           row = await failoverScenario(db, scenario, index, () => `${queuePrefix(REDIS_PREFIX, "send")}:id`);
@@ -1003,6 +1142,10 @@ async function main(): Promise<number> {
             (shop) => `${REDIS_PREFIX}:{t:${shop.tenantId}}:quota`,
           );
           break;
+      }
+      if (currentShop) {
+        row.webhook = await webhookFigures(db, currentShop);
+        currentShop = undefined;
       }
       // Every process must still be there (the ones we killed were started again).
       for (const child of children.values()) {
@@ -1026,7 +1169,7 @@ async function main(): Promise<number> {
 }
 
 const watchdogSeconds =
-  300 + opts.only.length * (Math.ceil(opts.n / 10) + LOAD_STALL_MS / 1000 + opts.settleTimeoutMs / 1000 + 60);
+  300 + opts.only.length * (Math.ceil(opts.n / 10) + LOAD_STALL_MS / 1000 + (2 * opts.settleTimeoutMs) / 1000 + 60);
 const watchdog = setTimeout(() => {
   console.error(`faults: time limit of ${watchdogSeconds} s reached, stopping everything`);
   console.log("faults: 0 passed, 1 failed");
