@@ -91,7 +91,7 @@ describe("several api processes", () => {
         expect(probes.reduce((sum, s) => sum + s.value, 0)).toBe(PROBES);
         expect(probes.map((s) => s.value).every((value) => value > 0)).toBe(true);
         // Read at scrape time by the process that answers, never from another's snapshot.
-        expect(samples(text, "queue_jobs")).toHaveLength(3 * 5);
+        expect(samples(text, "queue_jobs")).toHaveLength(4 * 5);
         expect(samples(text, "feed_pending_messages")).toHaveLength(1);
         expect(samples(text, "worker_processes").find((s) => s.labels.worker === "send")?.value).toBe(2);
       }

@@ -316,4 +316,22 @@ describe("webhook delivery", () => {
     await eventually(async () => receiver.deliveries.length >= 2);
     await receiver.stop();
   }, 30_000);
+
+  test("metrics: deliveries by outcome and their lag (the worker), endpoints by state and the longest failure (at scrape)", async () => {
+    const value = (text: string, pattern: RegExp) =>
+      text
+        .split("\n")
+        .filter((line) => pattern.test(line))
+        .reduce((sum, line) => sum + Number(line.split(" ").at(-1)), 0);
+    const text = await eventually(async () => {
+      const scraped = await call(env.app, "GET", "/metrics");
+      const body = scraped.text;
+      return value(body, /^webhook_deliveries_total\{.*outcome="acknowledged"/) > 0 && body;
+    }, 15_000);
+    expect(value(text, /^webhook_deliveries_total\{.*outcome="gone"/)).toBeGreaterThanOrEqual(1);
+    expect(value(text, /^webhook_delivery_lag_seconds_count\{/)).toBeGreaterThan(0);
+    expect(value(text, /^webhook_delivery_duration_seconds_count\{/)).toBeGreaterThan(0);
+    expect(text).toMatch(/^webhook_endpoints\{.*state="enabled".*\} \d+/m);
+    expect(text).toMatch(/^webhook_endpoint_longest_failure_seconds\{.*\} [\d.]+/m);
+  }, 30_000);
 });
