@@ -12,9 +12,9 @@ CREATE TABLE webhook_endpoints (
   disabled_reason            text,
   -- Sealed with PROVIDER_TOKEN_KEY (src/crypto/secret-box.ts), the endpoint's id as context.
   secret                     text NOT NULL,
-  -- After a rotation the old secret signs too, until previous_secret_expires_at.
-  previous_secret            text,
-  previous_secret_expires_at timestamptz,
+  -- After a rotation the replaced secrets sign too, each until its expiry: [{secret (sealed, the
+  -- id + ':previous' as context), expires_at}]. Rotating twice keeps both old secrets working.
+  previous_secrets           jsonb NOT NULL DEFAULT '[]',
   cursor_seq                 bigint NOT NULL,
   -- Raised by a replay or a change of event types: a delivery run of an older generation stops
   -- and writes nothing.

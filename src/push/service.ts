@@ -60,13 +60,14 @@ export async function scheduleEndpointRetry(
   );
 }
 
-/** The secrets a delivery is signed with now: the current one, and the previous one during its overlap. */
+/** The secrets a delivery is signed with now: the current one, and the replaced ones still in their overlap. */
 export function signingSecrets(key: Buffer, row: EndpointRow, now: Date): string[] {
-  const secrets = [open(key, row.secret, row.id)];
-  if (row.previous_secret && row.previous_secret_expires_at && row.previous_secret_expires_at > now) {
-    secrets.push(open(key, row.previous_secret, `${row.id}:previous`));
-  }
-  return secrets;
+  return [
+    open(key, row.secret, row.id),
+    ...row.previous_secrets
+      .filter((previous) => new Date(previous.expires_at) > now)
+      .map((previous) => open(key, previous.secret, `${row.id}:previous`)),
+  ];
 }
 
 async function checkUrl(deps: EndpointDeps, url: string): Promise<void> {
@@ -186,10 +187,19 @@ export async function rotateWebhookSecret(deps: EndpointDeps, tenantId: string, 
   if (!current) throw missing(id);
   const key = deps.config.providerTokenKey;
   const secret = newEndpointSecret();
+  const now = deps.clock.now();
+  // The replaced secret signs for SECRET_OVERLAP_MS more, as do earlier ones still in theirs: a
+  // rotation repeated (a retry after a lost answer) never cuts off the secret the receiver has.
+  const previous = [
+    {
+      secret: seal(key, open(key, current.secret, id), `${id}:previous`),
+      expires_at: new Date(now.getTime() + SECRET_OVERLAP_MS).toISOString(),
+    },
+    ...current.previous_secrets.filter((old) => new Date(old.expires_at) > now),
+  ];
   const row = await updateEndpoint(deps.db, tenantId, id, {
     secret: seal(key, secret, id),
-    previous_secret: seal(key, open(key, current.secret, id), `${id}:previous`),
-    previous_secret_expires_at: new Date(deps.clock.now().getTime() + SECRET_OVERLAP_MS),
+    previous_secrets: JSON.stringify(previous),
   });
   if (!row) throw missing(id);
   return { ...(await presentOne(deps, row)), secret };
