@@ -1169,7 +1169,8 @@ async function main(): Promise<number> {
 }
 
 const watchdogSeconds =
-  300 + opts.only.length * (Math.ceil(opts.n / 10) + LOAD_STALL_MS / 1000 + (2 * opts.settleTimeoutMs) / 1000 + 60);
+  300 +
+  opts.only.length * (Math.ceil(opts.n / 10) + LOAD_STALL_MS / 1000 + (2 * opts.settleTimeoutMs) / 1000 + 60);
 const watchdog = setTimeout(() => {
   console.error(`faults: time limit of ${watchdogSeconds} s reached, stopping everything`);
   console.log("faults: 0 passed, 1 failed");
