@@ -1,6 +1,6 @@
 /**
  * Webhook delivery benchmark, run by hand: `bun bench/webhooks.ts [--events N] [--contacts N]
- * [--receiver-ms MS] [--wait-quiet S]` (not part of the test suite). Needs the local Postgres and
+ * [--receiver-ms MS] [--wait-quiet S] [--profile DIR]` (not part of the test suite). Needs the local Postgres and
  * Redis; makes its own database and Redis prefix and drops them at the end. Loopback only.
  *
  * Throughput (issue 22: ≥ 3,000 events/s to one endpoint whose receiver answers in 50 ms): a
@@ -33,6 +33,7 @@ const { values: flags } = parseArgs({
     contacts: { type: "string", default: "2000" },
     "receiver-ms": { type: "string", default: "50" },
     "wait-quiet": { type: "string", default: "0" },
+    profile: { type: "string" },
   },
 });
 const EVENTS = Number(flags.events);
@@ -161,7 +162,9 @@ try {
     events: ["message.received"],
   });
 
-  worker = Bun.spawn(["bun", "workers/webhook.ts"], {
+  // --profile DIR: the worker under Bun's CPU profiler, its profile (and a Markdown summary) in DIR.
+  const profiler = flags.profile ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${flags.profile}`] : [];
+  worker = Bun.spawn(["bun", ...profiler, "workers/webhook.ts"], {
     env: { ...process.env, ...env },
     stdout: "inherit",
     stderr: "inherit",

@@ -36,6 +36,19 @@ describe("the service signs, the reference verifies", () => {
   });
 });
 
+describe("the service's HMAC is the reference's, byte for byte", () => {
+  test("for bodies with non-ASCII text, at several times, with several secrets", () => {
+    const unicode = JSON.stringify({ ...event, data: { text: "Olá, 注文 👋 \u2028 ok" } });
+    for (const at of [new Date(0), new Date(1_800_000_000_123), new Date()]) {
+      const [a, b] = [newEndpointSecret(), newEndpointSecret()];
+      const headers = signDelivery(event.id, unicode, at, [a, b]);
+      const reference = [a, b].map((secret) => new Webhook(secret).sign(event.id, at, unicode)).join(" ");
+      expect(headers["webhook-signature"]).toBe(reference);
+      expect(headers["webhook-timestamp"]).toBe(String(Math.floor(at.getTime() / 1000)));
+    }
+  });
+});
+
 describe("the reference signs, the SDK verifies", () => {
   const secret = newEndpointSecret();
   const signedNow = (payload = body, at = new Date()) => ({

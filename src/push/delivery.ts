@@ -5,6 +5,7 @@ import type { WebhookTuning } from "../config.ts";
 import type { Db } from "../db/connect.ts";
 import { presentEvent } from "../events/presenter.ts";
 import { type EventRow, eventEntriesAfter, eventHead } from "../events/repository.ts";
+import { MinHeap } from "../lib/min-heap.ts";
 import type { Logger } from "../logger.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { type DeliveryAttempt, recordAttempts } from "./attempt-log.ts";
@@ -119,7 +120,8 @@ class Run {
   private order: Item[] = [];
   /** Per contact, its held events not yet acknowledged, in order: only the first may be posted. */
   private readonly contacts = new Map<string, Item[]>();
-  private ready: Item[] = [];
+  /** Events that may be posted now, the oldest first. */
+  private readonly ready = new MinHeap<Item>((item) => item.seq);
   private inFlight = 0;
   private cursor: number;
   /** The last position read: every unacknowledged subscribed event up to it is held. */
@@ -168,7 +170,7 @@ class Run {
         if (!this.stopping) this.launch();
         if (this.inFlight === 0) {
           if (this.stopping || this.circuitOpen()) break;
-          if (this.ready.length === 0) {
+          if (this.ready.size === 0) {
             // Nothing ready and nothing in flight: one more look for new events (each look reads
             // further, so this ends), then the run is done.
             if (!(await this.read(true))) break;
@@ -183,7 +185,7 @@ class Run {
           await this.write(false);
           lastWrite = Date.now();
         }
-        if (!this.stopping && this.ready.length < this.deps.config.webhooks.maxInFlight) await this.read();
+        if (!this.stopping && this.ready.size < this.deps.config.webhooks.maxInFlight) await this.read();
       }
       await this.write(true);
     } catch (error) {
@@ -196,7 +198,7 @@ class Run {
     return {
       ended,
       ...this.report,
-      more: ended === "limit" && (this.ready.length > 0 || !this.atEnd),
+      more: ended === "limit" && (this.ready.size > 0 || !this.atEnd),
       retryAt: ended === "changed" || ended === "disabled" ? null : this.retryAt,
     };
   }
@@ -264,10 +266,8 @@ class Run {
   private launch(): void {
     const { maxInFlight } = this.deps.config.webhooks;
     const cap = this.successes > 0 ? maxInFlight : Math.min(PROBE_IN_FLIGHT, maxInFlight);
-    // Ready events in log order: the oldest waiting go first.
-    if (this.ready.length > 1) this.ready.sort((a, b) => a.seq - b.seq);
-    while (this.inFlight < cap && this.ready.length > 0 && !this.circuitOpen()) {
-      const item = this.ready.shift();
+    while (this.inFlight < cap && this.ready.size > 0 && !this.circuitOpen()) {
+      const item = this.ready.pop();
       if (item?.state !== "queued") continue;
       item.state = "inflight";
       this.inFlight++;
