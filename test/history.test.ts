@@ -100,6 +100,7 @@ describe("GET /contacts/{contact_id}/messages", () => {
       media: null,
       status: null,
       failure: null,
+      client_reference: null,
       ...fields,
     });
     expected = [

@@ -135,6 +135,10 @@ describe("POST /v2/messages: accepted", () => {
         language: "en",
       },
       created: Math.floor(env.clock.now().getTime() / 1000),
+      client_reference: null,
+      send_at: null,
+      valid_for: null,
+      failure: null,
     });
     expect(result.headers.get("idempotency-replayed")).toBeNull();
     expect(result.headers.get("ratelimit-limit")).toBe("1000");

@@ -181,6 +181,9 @@ export class MessagingClient {
         headers: { "idempotency-key": options.idempotencyKey ?? crypto.randomUUID() },
         signal: options.signal,
       }),
+    /** GET /messages/{id}: one message, inbound or outbound, with its current status and failure. */
+    get: (messageId: string): Promise<Message> =>
+      this.transport.request<Message>("GET", path`/messages/${messageId}`),
   };
 
   readonly media = {

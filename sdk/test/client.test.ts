@@ -192,6 +192,20 @@ describe("retries", () => {
     expect(tokenStatuses.filter((status) => status === 200)).toHaveLength(4);
   });
 
+  test("messages.get: the Message with its client_reference; an unknown id is ApiError resource_missing", async () => {
+    const { client } = sdkFor(await shop());
+    const sent = await client.messages.send({
+      ...orderShipped(freshPhone(), "G-1"),
+      client_reference: "order G-1",
+    });
+    const found = await client.messages.get(sent.id);
+    expect(found).toEqual(sent);
+    expect(found.client_reference).toBe("order G-1");
+    const error = await client.messages.get("msg_unknown").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ApiError);
+    expect(error).toMatchObject({ status: 404, code: "resource_missing" });
+  });
+
   test("quota_exceeded is thrown at once, with when the quota resets", async () => {
     const { client, count } = sdkFor(await shop({ dailyQuota: 1 }));
     const first = await client.messages.send(orderShipped(freshPhone(), "Q-1"));

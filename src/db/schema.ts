@@ -126,6 +126,8 @@ export interface MessagesTable {
   application_id: string | null;
   content: ColumnType<Record<string, unknown> | null, string | null, string | null>;
   provider_message_id: string | null;
+  /** The sender's own reference of a send (DESIGN §13), echoed wherever the message is shown. */
+  client_reference: ColumnType<string | null, string | null | undefined, string | null>;
   send_attempts: Generated<number>;
   /** Of send_attempts, those the provider refused as throttling (never counted against SEND_ATTEMPTS). */
   send_throttled: Generated<number>;

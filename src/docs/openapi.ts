@@ -201,6 +201,7 @@ function exampleEvent(type: (typeof EVENT_TYPES)[number], index: number): Json {
           media: null,
           status: null,
           failure: null,
+          client_reference: null,
           created,
           contact,
         }
@@ -221,6 +222,7 @@ function exampleEvent(type: (typeof EVENT_TYPES)[number], index: number): Json {
                   retryable: false,
                 }
               : null,
+          client_reference: "order-A-1",
           created: 1767259800,
           contact,
         };

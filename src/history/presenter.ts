@@ -12,6 +12,7 @@ export interface HistoryMessageRow {
   media_filename: string | null;
   status: string | null;
   failure: MessageFailure | null;
+  client_reference: string | null;
   created_at: Date;
 }
 
@@ -32,6 +33,7 @@ export function presentMessageFields(row: HistoryMessageRow) {
     status: row.direction === "inbound" ? null : row.status,
     // A failed message that was later delivered keeps no stale reason.
     failure: row.status === "failed" ? row.failure : null,
+    client_reference: row.client_reference,
     created: epochSeconds(row.created_at),
   };
 }

@@ -12,6 +12,7 @@ export const HISTORY_COLUMNS = [
   "messages.media_filename",
   "messages.status",
   "messages.failure",
+  "messages.client_reference",
   "messages.created_at",
 ] as const;
 

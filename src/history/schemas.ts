@@ -29,7 +29,7 @@ const MessageMediaSchema = t.Object(
   },
 );
 
-const MessageFailureSchema = t.Object(
+export const MessageFailureSchema = t.Object(
   {
     code: t.String(),
     message: t.String(),
@@ -65,6 +65,11 @@ export const messageFields = {
     }),
   ),
   failure: t.Nullable(MessageFailureSchema),
+  client_reference: t.Nullable(
+    t.String({
+      description: "The `client_reference` the send gave; null when none (and for inbound messages).",
+    }),
+  ),
   // TypeBox's own Integer: Elysia's t.Integer is a coercing transform, and a transform anywhere in a
   // response schema makes Elysia re-encode the whole body (a third of a 500-message feed page).
   created: Type.Integer({ description: "Unix epoch seconds." }),
@@ -80,6 +85,7 @@ export const storedMessageExample = {
   media: null,
   status: null,
   failure: null,
+  client_reference: null,
   created: 1767259800,
 };
 

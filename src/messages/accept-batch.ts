@@ -29,6 +29,7 @@ export interface AcceptRow {
   mediaFilename: string | null;
   /** JSON of what the send worker sends. */
   content: string;
+  clientReference: string | null;
   createdAt: Date;
   /** `marker`: where the key's done marker goes in Redis, written once the batch committed. */
   idempotency?: { key: string; fingerprint: Buffer; marker?: IdempotencyMarkerTarget };
@@ -78,6 +79,7 @@ export async function commitAcceptBatch(db: Db, rows: readonly AcceptRow[]): Pro
       applicationId: row.clientId,
       content: row.content,
       providerMessageId: null,
+      clientReference: row.clientReference,
       createdAt: row.createdAt,
       visible: true,
       idempotency: row.idempotency && {

@@ -147,6 +147,7 @@ async function replayOf(db: Db, tenantId: string, messageId: string): Promise<Ac
       "messages.contact_id",
       "contacts.phone",
       "messages.content",
+      "messages.client_reference",
       "messages.created_at",
     ])
     .where("messages.tenant_id", "=", tenantId)
@@ -160,6 +161,7 @@ async function replayOf(db: Db, tenantId: string, messageId: string): Promise<Ac
       contactId: row.contact_id,
       phone: row.phone,
       content: row.content as unknown as StoredContent,
+      clientReference: row.client_reference,
       createdAt: row.created_at,
     },
   };
@@ -329,6 +331,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
         mediaType: valid.media?.type ?? null,
         mediaFilename: valid.media?.filename ?? null,
         content: JSON.stringify(valid.content),
+        clientReference: input.client_reference ?? null,
         createdAt: now,
         idempotency:
           idempotencyKey !== undefined && fingerprint
@@ -352,6 +355,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
           contactId: committed.contactId,
           phone: valid.recipient.phone,
           content: valid.content,
+          clientReference: input.client_reference ?? null,
           createdAt: now,
         },
       };

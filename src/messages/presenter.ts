@@ -1,5 +1,6 @@
 import { CHANNEL } from "../channel/provider.ts";
 import { epochSeconds } from "../clock.ts";
+import type { MessageFailure } from "../db/schema.ts";
 
 /** What the accepting transaction stores in messages.content: the send worker's instructions. */
 export type StoredContent =
@@ -18,6 +19,7 @@ export interface AcceptedMessage {
   contactId: string;
   phone: string;
   content: StoredContent;
+  clientReference: string | null;
   createdAt: Date;
 }
 
@@ -29,8 +31,8 @@ export function presentAcceptedMessage(message: AcceptedMessage) {
   return {
     object: "message" as const,
     id: message.id,
-    status: "accepted",
-    direction: "outbound" as const,
+    status: "accepted" as string | null,
+    direction: "outbound" as "outbound" | "inbound",
     channel: CHANNEL,
     sender: message.senderId,
     to: { object: "contact" as const, id: message.contactId, phone: message.phone },
@@ -44,5 +46,44 @@ export function presentAcceptedMessage(message: AcceptedMessage) {
           }
         : { kind: "text" as const, preview: message.content.body },
     created: epochSeconds(message.createdAt),
+    client_reference: message.clientReference,
+    // DESIGN §13: every Message carries these; scheduling and expiry are not taken yet.
+    send_at: null,
+    valid_for: null,
+    failure: null,
+  };
+}
+
+/** A stored message as GET /messages/{id} finds it (DESIGN §13): the Message, with its current status. */
+export interface StoredMessageRow {
+  id: string;
+  direction: "inbound" | "outbound";
+  status: string | null;
+  failure: MessageFailure | null;
+  sender_id: string | null;
+  content: Record<string, unknown> | null;
+  preview: string;
+  client_reference: string | null;
+  created_at: Date;
+  contact_id: string;
+  contact_phone: string | null;
+}
+
+export function presentStoredMessage(row: StoredMessageRow) {
+  const content = row.content as StoredContent | null;
+  return {
+    ...presentAcceptedMessage({
+      id: row.id,
+      senderId: row.sender_id ?? "",
+      contactId: row.contact_id,
+      phone: row.contact_phone ?? "",
+      // An inbound message (or one stored before contents were kept) shows its text as a preview.
+      content: row.direction === "outbound" && content ? content : { kind: "text", body: row.preview },
+      clientReference: row.client_reference,
+      createdAt: row.created_at,
+    }),
+    direction: row.direction,
+    status: row.direction === "inbound" ? null : row.status,
+    failure: row.status === "failed" ? row.failure : null,
   };
 }

@@ -1,5 +1,6 @@
 import { t } from "elysia";
 import { ContactRefSchema } from "../contacts/schemas.ts";
+import { MessageFailureSchema } from "../history/schemas.ts";
 import { withExclusivePairs } from "../http/schemas.ts";
 
 const MediaHeader = t.Object(
@@ -56,6 +57,15 @@ export const SendTemplate = t.Object(
   },
 );
 
+/** DESIGN §13: the sender's own reference, echoed on the message wherever it is shown and on its events. */
+export const ClientReference = t.String({
+  minLength: 1,
+  maxLength: 128,
+  pattern: "^[\\x20-\\x7E]+$",
+  description:
+    "Your own reference for this message (1-128 printable ASCII characters, not unique): echoed on the message in every view and on its events.",
+});
+
 export const SendMessageRequest = t.Object(
   {
     sender: t.Optional(
@@ -73,6 +83,7 @@ export const SendMessageRequest = t.Object(
         description: "Free text, 1 to 4096 characters; only inside the 24-hour window.",
       }),
     ),
+    client_reference: t.Optional(ClientReference),
   },
   {
     additionalProperties: false,
@@ -100,8 +111,15 @@ export const MessageSchema = t.Object(
   {
     object: t.Literal("message"),
     id: t.String({ description: "`msg_` id." }),
-    status: t.String({ description: "`accepted` on creation." }),
-    direction: t.Literal("outbound"),
+    status: t.Nullable(
+      t.String({
+        description:
+          "`accepted` on creation; then `sent`, `delivered`, `read` or `failed` (GET). Null for an inbound message.",
+      }),
+    ),
+    direction: t.Union([t.Literal("outbound"), t.Literal("inbound")], {
+      description: "`outbound` for a send; GET /messages/{id} also serves inbound messages.",
+    }),
     channel: t.String({ description: "Channel name, `whatsapp`." }),
     sender: t.String({ description: "`snd_` id of the sender used." }),
     to: ContactRefSchema,
@@ -124,10 +142,19 @@ export const MessageSchema = t.Object(
       { description: "What was sent: a template, or free text." },
     ),
     created: t.Integer({ description: "Unix epoch seconds." }),
+    client_reference: t.Nullable(t.String({ description: "The `client_reference` the send gave, or null." })),
+    send_at: t.Nullable(
+      t.Integer({ description: "When a scheduled message goes out (Unix seconds); null." }),
+    ),
+    valid_for: t.Nullable(
+      t.Integer({ description: "Seconds the message may wait to be handed over; null." }),
+    ),
+    failure: t.Nullable(MessageFailureSchema),
   },
   {
     title: "Message",
-    description: "An outbound message as accepted by POST /messages.",
+    description:
+      "A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status and failure).",
     examples: [
       {
         object: "message",
@@ -144,6 +171,10 @@ export const MessageSchema = t.Object(
           language: "en",
         },
         created: 1767225600,
+        client_reference: "order-A-1001",
+        send_at: null,
+        valid_for: null,
+        failure: null,
       },
     ],
   },

@@ -37,6 +37,8 @@ export interface NewMessage {
   visible: boolean;
   /** A send's Idempotency-Key: the message is written only if its record is (accept-batch.ts). */
   idempotency?: { key: string; fingerprint: Buffer };
+  /** A send's `client_reference` (DESIGN §13). */
+  clientReference?: string | null;
 }
 
 export interface StoredMessage {
@@ -65,10 +67,11 @@ WITH batch AS MATERIALIZED (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
     $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
     $14::text[], $15::text[], $16::text[], $17::timestamptz[], $18::timestamptz[], $19::bool[],
-    $20::text[], $21::bytea[], $22::text[])
+    $20::text[], $21::bytea[], $22::text[], $24::text[])
     WITH ORDINALITY AS r(id, tenant_id, contact_id, new_contact_id, phone, contact_name, sender_id,
       direction, type, preview, text, media_type, media_filename, status, application_id, content,
-      created_at, window_from, visible, idempotency_key, request_hash, provider_message_id, n)
+      created_at, window_from, visible, idempotency_key, request_hash, provider_message_id,
+      client_reference, n)
 ), idem AS (
   INSERT INTO idempotency_keys (application_id, key, tenant_id, request_hash, message_id, created_at)
   SELECT application_id, idempotency_key, tenant_id, request_hash, id, created_at
@@ -95,10 +98,10 @@ WITH batch AS MATERIALIZED (
   RETURNING id, tenant_id, phone
 ), inserted AS (
   INSERT INTO messages (id, tenant_id, contact_id, sender_id, direction, type, preview, text, media_type,
-    media_filename, status, application_id, content, provider_message_id, created_at)
+    media_filename, status, application_id, content, provider_message_id, client_reference, created_at)
   SELECT l.id, l.tenant_id, COALESCE(l.contact_id, c.id), l.sender_id, l.direction, l.type, l.preview,
     l.text, l.media_type, l.media_filename, l.status, l.application_id, l.content::jsonb,
-    l.provider_message_id, l.created_at
+    l.provider_message_id, l.client_reference, l.created_at
   FROM live l
   LEFT JOIN contact c ON l.contact_id IS NULL AND c.tenant_id = l.tenant_id AND c.phone = l.phone
   ORDER BY l.n
@@ -184,6 +187,7 @@ export async function storeMessages(
       column((m) => m.idempotency?.fingerprint ?? null),
       column((m) => m.providerMessageId),
       options.idempotencyExpiredBefore ?? new Date(0),
+      column((m) => m.clientReference ?? null),
     ],
   );
   const byId = new Map(rows.map((row) => [row.id, row]));

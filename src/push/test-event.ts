@@ -41,6 +41,7 @@ export function sampleEvent(now: Date): Static<typeof EventSchema> {
       media: null,
       status: null,
       failure: null,
+      client_reference: null,
       created,
       // 555-0100..0199 numbers are reserved for fiction: no real customer has it.
       contact: { object: "contact", id: `ctc_${"test".padEnd(22, "0")}`, phone: "+15555550100" },

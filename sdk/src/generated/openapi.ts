@@ -184,6 +184,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/messages/{message_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a message
+         * @description One message of your account by its id, inbound or outbound: the Message as POST /messages returned it, with its current `status` and `failure`, and its `client_reference`.
+         *
+         *     Requires the scope `messaging:read`.
+         */
+        get: operations["getMessage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/oauth/token": {
         parameters: {
             query?: never;
@@ -623,6 +645,7 @@ export interface components {
          *         "media": null,
          *         "status": null,
          *         "failure": null,
+         *         "client_reference": null,
          *         "created": 1767259800
          *       },
          *       "unread": 1
@@ -729,6 +752,7 @@ export interface components {
          *       "media": null,
          *       "status": null,
          *       "failure": null,
+         *       "client_reference": null,
          *       "created": 1767259800,
          *       "contact": {
          *         "object": "contact",
@@ -738,6 +762,8 @@ export interface components {
          *     }
          */
         FeedMessage: {
+            /** @description The `client_reference` the send gave; null when none (and for inbound messages). */
+            client_reference: string | null;
             contact: components["schemas"]["ContactRef"];
             /** @description Unix epoch seconds. */
             created: number;
@@ -786,6 +812,7 @@ export interface components {
          *       "media": null,
          *       "status": null,
          *       "failure": null,
+         *       "client_reference": null,
          *       "created": 1767259800
          *     }
          * @example {
@@ -801,10 +828,13 @@ export interface components {
          *       },
          *       "status": "delivered",
          *       "failure": null,
+         *       "client_reference": null,
          *       "created": 1767260100
          *     }
          */
         HistoryMessage: {
+            /** @description The `client_reference` the send gave; null when none (and for inbound messages). */
+            client_reference: string | null;
             /** @description Unix epoch seconds. */
             created: number;
             /** @enum {string} */
@@ -842,6 +872,8 @@ export interface components {
          * @description The conversation's newest message.
          */
         LastMessage: {
+            /** @description The `client_reference` the send gave; null when none (and for inbound messages). */
+            client_reference: string | null;
             /** @description Unix epoch seconds. */
             created: number;
             /** @enum {string} */
@@ -892,7 +924,7 @@ export interface components {
         };
         /**
          * Message
-         * @description An outbound message as accepted by POST /messages.
+         * @description A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status and failure).
          * @example {
          *       "object": "message",
          *       "id": "msg_4Fq9ZtB2xLmN8pRsV3wYcD",
@@ -911,27 +943,41 @@ export interface components {
          *         "template_name": "order_shipped",
          *         "language": "en"
          *       },
-         *       "created": 1767225600
+         *       "created": 1767225600,
+         *       "client_reference": "order-A-1001",
+         *       "send_at": null,
+         *       "valid_for": null,
+         *       "failure": null
          *     }
          */
         Message: {
             /** @description Channel name, `whatsapp`. */
             channel: string;
+            /** @description The `client_reference` the send gave, or null. */
+            client_reference: string | null;
             /** @description What was sent: a template, or free text. */
             content: components["schemas"]["TemplateContent"] | components["schemas"]["TextContent"];
             /** @description Unix epoch seconds. */
             created: number;
-            /** @constant */
-            direction: "outbound";
+            /**
+             * @description `outbound` for a send; GET /messages/{id} also serves inbound messages.
+             * @enum {string}
+             */
+            direction: "outbound" | "inbound";
+            failure: components["schemas"]["MessageFailure"] | null;
             /** @description `msg_` id. */
             id: string;
             /** @constant */
             object: "message";
+            /** @description When a scheduled message goes out (Unix seconds); null. */
+            send_at: number | null;
             /** @description `snd_` id of the sender used. */
             sender: string;
-            /** @description `accepted` on creation. */
-            status: string;
+            /** @description `accepted` on creation; then `sent`, `delivered`, `read` or `failed` (GET). Null for an inbound message. */
+            status: string | null;
             to: components["schemas"]["ContactRef"];
+            /** @description Seconds the message may wait to be handed over; null. */
+            valid_for: number | null;
         };
         /**
          * MessageFailure
@@ -1068,6 +1114,8 @@ export interface components {
         SendMessageRequest: {
             /** @description Free text, 1 to 4096 characters; only inside the 24-hour window. */
             body?: string;
+            /** @description Your own reference for this message (1-128 printable ASCII characters, not unique): echoed on the message in every view and on its events. */
+            client_reference?: string;
             /** @description `ctc_` id, instead of `to`. */
             contact?: string;
             /** @description Name for a new contact. */
@@ -2681,6 +2729,153 @@ export interface operations {
              * @description - `rate_limit_exceeded`: Too many requests in the current one-second window.
              *     - `quota_exceeded`: The daily send quota for this channel is used up (it resets at 00:00 UTC).
              */
+            429: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
+            500: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `service_unavailable`: A service we depend on is briefly unreachable. */
+            503: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a `msg_` id */
+                message_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status and failure). */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Message"];
+                };
+            };
+            /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
+            400: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
+            401: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
+            403: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
+            404: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `rate_limit_exceeded`: Too many requests in the current one-second window. */
             429: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
