@@ -12,6 +12,7 @@ import {
   call,
   createTenantWithApp,
   createTestEnv,
+  deliverOne,
   getToken,
   type TestEnv,
 } from "./support.ts";
@@ -82,6 +83,7 @@ describe("GET /senders", () => {
           name: "Shop",
           phone_number: "+15550100011",
           quota: expect.any(Object),
+          throughput: expect.any(Object),
         },
         {
           object: "sender",
@@ -90,6 +92,7 @@ describe("GET /senders", () => {
           name: null,
           phone_number: "+15550100012",
           quota: expect.any(Object),
+          throughput: expect.any(Object),
         },
       ],
     });
@@ -112,6 +115,34 @@ describe("GET /senders", () => {
     });
     expect(sent.status).toBe(201);
     expect(await quotaNow()).toEqual({ ...before, used: before.used + 1 });
+  });
+
+  test("throughput: the sender's pace, its backlog of unsent messages, and when it drains", async () => {
+    const throughputNow = async () =>
+      (await call(env.app, "GET", "/v2/senders", { token })).body.data.find(
+        (s: { id: string }) => s.id === sender.id,
+      ).throughput;
+    const before = await throughputNow();
+    expect(before).toEqual({
+      mps: 80,
+      backlog: expect.any(Number),
+      estimated_drain_seconds: expect.any(Number),
+    });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const sent = await call(env.app, "POST", "/v2/messages", {
+        token,
+        body: { sender: sender.id, to: `+1555010099${i}`, template: { name: "welcome" } },
+      });
+      expect(sent.status).toBe(201);
+      ids.push(sent.body.id);
+    }
+    const queued = await throughputNow();
+    expect(queued.backlog).toBe(before.backlog + 3);
+    expect(queued.estimated_drain_seconds).toBe(Math.ceil(queued.backlog / 80));
+    // Handed to the provider: out of the backlog.
+    for (const id of ids) expect(await deliverOne(env.deps, id)).toBe("sent");
+    expect((await throughputNow()).backlog).toBe(before.backlog);
   });
 
   test("needs a token with messaging:read", async () => {

@@ -7,6 +7,7 @@ import {
 } from "../channel/provider.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
+import { unsent } from "../db/unsent.ts";
 import { isDependencyDown } from "../http/dependency-faults.ts";
 import { withTimeout } from "../lib/with-timeout.ts";
 import type { Logger } from "../logger.ts";
@@ -16,7 +17,6 @@ import { type RedisClient, redisKeys } from "../redis/connect.ts";
 import { senderCredentials } from "../senders/repository.ts";
 import { type Recorded, recordOutcomes, type Settled } from "./record.ts";
 import { adoptProviderIds, applyStatusEvents } from "./status.ts";
-import { unsent } from "./unsent.ts";
 
 /**
  * The send worker's work: hand accepted messages to the provider, exactly once, in order per

@@ -3,8 +3,8 @@ import { statusFailure } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
 import { deleteInBatches } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
+import { unsent } from "../db/unsent.ts";
 import { recordOutcomes } from "./record.ts";
-import { unsent } from "./unsent.ts";
 
 /**
  * Message status moves forward only (DESIGN §3): accepted -> sent -> delivered -> read, skips

@@ -1,8 +1,11 @@
 import type { DailyQuota } from "./quota.ts";
 import type { SenderRow } from "./repository.ts";
 
-/** SPEC §2 Sender, plus its channel's daily quota as the panel shows it. */
-export function presentSender(sender: SenderRow, quota: DailyQuota) {
+/**
+ * SPEC §2 Sender, plus its channel's daily quota as the panel shows it, and its backpressure
+ * (DESIGN §13): its pace, its backlog, and how long the backlog takes to drain at that pace.
+ */
+export function presentSender(sender: SenderRow, quota: DailyQuota, backlog: number) {
   return {
     object: "sender" as const,
     id: sender.id,
@@ -10,6 +13,11 @@ export function presentSender(sender: SenderRow, quota: DailyQuota) {
     name: sender.name,
     phone_number: sender.phone_number,
     quota: { limit: quota.limit, used: quota.used, resets_at: quota.resetsAt.toISOString() },
+    throughput: {
+      mps: sender.mps,
+      backlog,
+      estimated_drain_seconds: sender.mps > 0 ? Math.ceil(backlog / sender.mps) : 0,
+    },
   };
 }
 

@@ -1,8 +1,10 @@
 import type { Selectable } from "kysely";
+import { sql } from "kysely";
 import { ProviderError, type SenderCredentials } from "../channel/provider.ts";
 import { isSealed, open, SEALED_PREFIX, SecretBoxError, seal } from "../crypto/secret-box.ts";
 import type { Db } from "../db/connect.ts";
 import type { SendersTable } from "../db/schema.ts";
+import { unsent } from "../db/unsent.ts";
 import { newId } from "../ids.ts";
 
 export type SenderRow = Selectable<SendersTable>;
@@ -69,6 +71,32 @@ export async function listActiveSenders(db: Db, tenantId: string): Promise<Sende
     .orderBy("created_at")
     .orderBy("id")
     .execute();
+}
+
+/** Counting stops here: a backlog this long drains in hours either way, and the count stays cheap. */
+export const BACKLOG_COUNT_CAP = 1_000_000;
+
+/**
+ * Each sender's backlog (DESIGN §13): its accepted messages not yet handed to the provider, retries
+ * included, counted on the index of unsent messages (sql/009, src/db/unsent.ts).
+ */
+export async function senderBacklogs(
+  db: Db,
+  tenantId: string,
+  senderIds: readonly string[],
+): Promise<Map<string, number>> {
+  if (senderIds.length === 0) return new Map();
+  const result = await sql<{ sender_id: string; backlog: number }>`
+    SELECT s.id AS sender_id, b.backlog
+    FROM unnest(${senderIds}::text[]) AS s(id)
+    CROSS JOIN LATERAL (
+      SELECT count(*)::int AS backlog FROM (
+        SELECT 1 FROM messages m
+        WHERE m.sender_id = s.id AND m.tenant_id = ${tenantId} AND ${unsent("m")} AND m.status = 'accepted'
+        LIMIT ${BACKLOG_COUNT_CAP}
+      ) capped
+    ) b`.execute(db);
+  return new Map(result.rows.map((row) => [row.sender_id, row.backlog]));
 }
 
 export async function setSenderActive(

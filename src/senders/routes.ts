@@ -8,7 +8,7 @@ import { scopeGuard } from "../http/scope.ts";
 import { presentTemplate } from "../templates/presenter.ts";
 import { presentSender } from "./presenter.ts";
 import { dailyQuotaToday } from "./quota.ts";
-import { listActiveSenders } from "./repository.ts";
+import { listActiveSenders, senderBacklogs } from "./repository.ts";
 import { SenderIdParams, SenderList, TemplateList } from "./schemas.ts";
 import { listTemplatesOfSender } from "./service.ts";
 
@@ -24,9 +24,14 @@ export function senderRoutes(deps: AppDeps) {
           // Every sender is on CHANNEL, so they share the tenant's one quota.
           dailyQuotaToday(deps, auth.tenantId),
         ]);
+        const backlogs = await senderBacklogs(
+          deps.db,
+          auth.tenantId,
+          senders.map((sender) => sender.id),
+        );
         return listEnvelope(
           pathOf(request.url),
-          senders.map((sender) => presentSender(sender, quota)),
+          senders.map((sender) => presentSender(sender, quota, backlogs.get(sender.id) ?? 0)),
         );
       },
       {
@@ -37,7 +42,7 @@ export function senderRoutes(deps: AppDeps) {
           operationId: "listSenders",
           summary: "List senders",
           description:
-            "The active connected sender numbers of your account, each with the daily send quota of its channel (`quota`: the limit, today's use, and when it resets).",
+            "The active connected sender numbers of your account, each with the daily send quota of its channel (`quota`: the limit, today's use, and when it resets) and its backpressure (`throughput`: its pace in messages per second, its backlog of accepted messages not yet handed to the provider, and how long that backlog takes to drain).",
           tags: ["Senders"],
         },
       },

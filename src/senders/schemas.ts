@@ -29,6 +29,21 @@ export const SenderSchema = t.Object(
     name: t.Nullable(t.String()),
     phone_number: t.Nullable(t.String({ description: "E.164." })),
     quota: SenderQuotaSchema,
+    throughput: t.Object(
+      {
+        mps: t.Integer({
+          description: "The sender's pace: messages per second handed to the provider at most.",
+        }),
+        backlog: t.Integer({
+          description:
+            "Accepted messages not yet handed to the provider (retries included; counted up to 1,000,000).",
+        }),
+        estimated_drain_seconds: t.Integer({
+          description: "backlog / mps, rounded up: when a send made now goes out.",
+        }),
+      },
+      { title: "SenderThroughput", description: "Backpressure you can see before you send more." },
+    ),
   },
   {
     title: "Sender",
@@ -41,6 +56,7 @@ export const SenderSchema = t.Object(
         name: "Acme Support",
         phone_number: "+4930123456789",
         quota: { limit: 1000, used: 120, resets_at: "2026-01-02T00:00:00.000Z" },
+        throughput: { mps: 80, backlog: 1200, estimated_drain_seconds: 15 },
       },
     ],
   },

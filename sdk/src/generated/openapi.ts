@@ -235,7 +235,7 @@ export interface paths {
         };
         /**
          * List senders
-         * @description The active connected sender numbers of your account, each with the daily send quota of its channel (`quota`: the limit, today's use, and when it resets).
+         * @description The active connected sender numbers of your account, each with the daily send quota of its channel (`quota`: the limit, today's use, and when it resets) and its backpressure (`throughput`: its pace in messages per second, its backlog of accepted messages not yet handed to the provider, and how long that backlog takes to drain).
          *
          *     Requires the scope `messaging:read`.
          */
@@ -1046,6 +1046,11 @@ export interface components {
          *         "limit": 1000,
          *         "used": 120,
          *         "resets_at": "2026-01-02T00:00:00.000Z"
+         *       },
+         *       "throughput": {
+         *         "mps": 80,
+         *         "backlog": 1200,
+         *         "estimated_drain_seconds": 15
          *       }
          *     }
          */
@@ -1060,6 +1065,7 @@ export interface components {
             /** @description E.164. */
             phone_number: string | null;
             quota: components["schemas"]["SenderQuota"];
+            throughput: components["schemas"]["SenderThroughput"];
         };
         /**
          * SenderList
@@ -1088,6 +1094,18 @@ export interface components {
             resets_at: string;
             /** @description Messages accepted today; at `limit`, sends get 429 `quota_exceeded`. */
             used: number;
+        };
+        /**
+         * SenderThroughput
+         * @description Backpressure you can see before you send more.
+         */
+        SenderThroughput: {
+            /** @description Accepted messages not yet handed to the provider (retries included; counted up to 1,000,000). */
+            backlog: number;
+            /** @description backlog / mps, rounded up: when a send made now goes out. */
+            estimated_drain_seconds: number;
+            /** @description The sender's pace: messages per second handed to the provider at most. */
+            mps: number;
         };
         /**
          * SendMessageRequest
