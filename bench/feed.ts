@@ -35,6 +35,7 @@ import { insertSender } from "../src/senders/repository.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 import { runLostNothing } from "../test/lost-nothing.ts";
 import { deleteRedisPrefix } from "../test/support.ts";
+import { waitForQuietMachine } from "./quiet.ts";
 import { accessToken } from "./token.ts";
 
 const { values: flags } = parseArgs({
@@ -91,34 +92,6 @@ function percentile(sorted: number[], p: number): number {
 }
 
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits;
-
-/** CPU busy share over one second, from /proc/stat (Linux). */
-async function cpuBusy(): Promise<number> {
-  const sample = async () => {
-    const fields = (await Bun.file("/proc/stat").text())
-      .split("\n")[0]!
-      .trim()
-      .split(/\s+/)
-      .slice(1)
-      .map(Number);
-    const idle = fields[3]! + (fields[4] ?? 0);
-    return { idle, total: fields.reduce((sum, value) => sum + value, 0) };
-  };
-  const before = await sample();
-  await Bun.sleep(1000);
-  const after = await sample();
-  return 1 - (after.idle - before.idle) / Math.max(1, after.total - before.total);
-}
-
-/** Figures from a shared machine mean little: wait (bounded) for three quiet seconds in a row. */
-async function waitForQuietMachine(maxSeconds: number): Promise<boolean> {
-  let quiet = 0;
-  for (let second = 0; second < maxSeconds; second++) {
-    quiet = (await cpuBusy()) < 0.15 ? quiet + 1 : 0;
-    if (quiet >= 3) return true;
-  }
-  return false;
-}
 
 async function freePort(): Promise<number> {
   const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });

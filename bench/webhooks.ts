@@ -24,6 +24,7 @@ import { createRedis } from "../src/redis/connect.ts";
 import { insertSender } from "../src/senders/repository.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 import { deleteRedisPrefix } from "../test/support.ts";
+import { waitForQuietMachine } from "./quiet.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -53,23 +54,6 @@ const env = {
 const config = loadConfig(env);
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits;
 
-/** CPU busy share over one second, from /proc/stat (Linux). */
-async function cpuBusy(): Promise<number> {
-  const sample = async () => {
-    const fields = ((await Bun.file("/proc/stat").text()).split("\n")[0] ?? "")
-      .trim()
-      .split(/\s+/)
-      .slice(1)
-      .map(Number);
-    const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
-    return { idle, total: fields.reduce((sum, value) => sum + value, 0) };
-  };
-  const before = await sample();
-  await Bun.sleep(1000);
-  const after = await sample();
-  return 1 - (after.idle - before.idle) / Math.max(1, after.total - before.total);
-}
-
 /** CPU seconds a process has used (user + system), from /proc/<pid>/stat. */
 async function cpuSeconds(pid: number): Promise<number> {
   const fields = (await Bun.file(`/proc/${pid}/stat`).text()).split(") ")[1]?.split(" ") ?? [];
@@ -77,11 +61,8 @@ async function cpuSeconds(pid: number): Promise<number> {
 }
 
 if (Number(flags["wait-quiet"]) > 0) {
-  let quiet = 0;
-  for (let second = 0; second < Number(flags["wait-quiet"]) && quiet < 3; second++) {
-    quiet = (await cpuBusy()) < 0.15 ? quiet + 1 : 0;
-  }
-  console.log(quiet >= 3 ? "machine quiet" : "machine NOT quiet: figures are indicative only");
+  const quiet = await waitForQuietMachine(Number(flags["wait-quiet"]));
+  console.log(quiet ? "machine quiet" : "machine NOT quiet: figures are indicative only");
 }
 
 await ensureDatabase(config.databaseUrl);

@@ -15,6 +15,7 @@ export function findMessage(db: Db, tenantId: string, id: string): Promise<Store
     .selectFrom("messages")
     .innerJoin("contacts", "contacts.id", "messages.contact_id")
     .select([
+      "messages.id",
       "messages.direction",
       "messages.status",
       "messages.failure",
@@ -26,9 +27,10 @@ export function findMessage(db: Db, tenantId: string, id: string): Promise<Store
       "contacts.id as contact_id",
       "contacts.phone as contact_phone",
     ])
-    .select((eb) => eb.fn.coalesce("messages.id", eb.val("")).as("id"))
     .where("messages.tenant_id", "=", tenantId)
     .where("messages.id", "=", id)
+    // Found by its id, so it has one (only legacy rows have none).
+    .$narrowType<{ id: string }>()
     .executeTakeFirst();
 }
 

@@ -1,4 +1,5 @@
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+import type { PostOutcome } from "./post.ts";
 
 /**
  * The last deliveries to each endpoint (the panel's "last deliveries"): a short list in Redis, newest
@@ -19,6 +20,19 @@ export interface DeliveryAttempt {
 }
 
 export const ATTEMPTS_KEPT = 50;
+
+/** The log's entry for one post of event `eventId` of `type`, answered (or given up) `at`. */
+export function attemptOf(eventId: string, type: string, outcome: PostOutcome, at: Date): DeliveryAttempt {
+  return {
+    at: at.getTime(),
+    event_id: eventId,
+    type,
+    status_code: outcome.statusCode,
+    latency_ms: outcome.latencyMs,
+    outcome: outcome.acknowledged ? "acknowledged" : "failed",
+    error: outcome.error,
+  };
+}
 
 export async function recordAttempts(
   redis: RedisClient,

@@ -8,11 +8,10 @@ import { type EventRow, eventEntriesAfter, eventHead } from "../events/repositor
 import { MinHeap } from "../lib/min-heap.ts";
 import type { Logger } from "../logger.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
-import { type DeliveryAttempt, recordAttempts } from "./attempt-log.ts";
-import { type PostOutcome, postDelivery } from "./post.ts";
+import { attemptOf, type DeliveryAttempt, recordAttempts } from "./attempt-log.ts";
+import { deliverEvent } from "./post.ts";
 import type { EndpointRow } from "./repository.ts";
 import { signingSecrets } from "./service.ts";
-import { signDelivery } from "./signature.ts";
 import { type AddressLookup, endpointAddressProblem } from "./url-safety.ts";
 
 /**
@@ -98,20 +97,28 @@ interface Item {
 class EndpointChanged extends Error {}
 
 export async function deliverEndpoint(deps: DeliveryDeps, endpointId: string): Promise<DeliveryRun> {
+  const now = deps.clock.now();
   // The run takes the endpoint's lease: an older run still going (its job's lock lapsed and the
   // job was handed on) stops at its next write, so one run at a time posts each contact's events.
+  // Only a run that goes ahead takes it: a nudge of a paused or disabled endpoint writes nothing.
   const endpoint = await deps.db
     .updateTable("webhook_endpoints")
     .set({ lease: randomUUID() })
     .where("id", "=", endpointId)
+    .where("status", "=", "enabled")
+    .where((eb) => eb.or([eb("paused_until", "is", null), eb("paused_until", "<=", now)]))
     .returningAll()
     .executeTakeFirst();
+  if (endpoint) return new Run(deps, endpoint).execute();
   const idle = { attempts: 0, acknowledged: 0, more: false, retryAt: null };
-  if (!endpoint) return { ended: "missing", ...idle };
-  if (endpoint.status !== "enabled") return { ended: "disabled", ...idle };
-  if (endpoint.paused_until && endpoint.paused_until > deps.clock.now())
-    return { ended: "paused", ...idle, retryAt: endpoint.paused_until };
-  return new Run(deps, endpoint).execute();
+  const state = await deps.db
+    .selectFrom("webhook_endpoints")
+    .select(["status", "paused_until"])
+    .where("id", "=", endpointId)
+    .executeTakeFirst();
+  if (!state) return { ended: "missing", ...idle };
+  if (state.status !== "enabled") return { ended: "disabled", ...idle };
+  return { ended: "paused", ...idle, retryAt: state.paused_until };
 }
 
 class Run {
@@ -134,7 +141,6 @@ class Run {
   private atEnd = false;
   private headAtRead = 0;
   private lastReadAt = 0;
-  private successes = 0;
   private failuresInARow = 0;
   private stopping: DeliveryRun["ended"] | undefined;
   private disable: "failing" | "gone" | undefined;
@@ -208,7 +214,7 @@ class Run {
   }
 
   private circuitOpen(): boolean {
-    return this.successes === 0 && this.failuresInARow >= CIRCUIT_FAILURES;
+    return this.report.acknowledged === 0 && this.failuresInARow >= CIRCUIT_FAILURES;
   }
 
   /**
@@ -220,6 +226,7 @@ class Run {
     if (this.order.length >= WINDOW_MAX) return false;
     if (!force && this.atEnd && now - this.lastReadAt < POLL_EVERY_MS) return false;
     this.lastReadAt = now;
+    const limit = Math.min(READ_BATCH, WINDOW_MAX - this.order.length);
     // The head first: every event up to it is committed, so when the read reaches past the last row
     // it returns, the cursor may move up to the head (events of types not subscribed in between).
     const head = await eventHead(this.deps.db, this.tenantId);
@@ -229,12 +236,11 @@ class Run {
       )
       .select(["d.attempts", "d.first_failed_at", "d.next_attempt_at"])
       .where((eb) => eb.or([eb("d.acknowledged", "is", null), eb("d.acknowledged", "=", false)]))
-      .limit(Math.min(READ_BATCH, WINDOW_MAX - this.order.length))
+      .limit(limit)
       .execute();
-    const limit = Math.min(READ_BATCH, WINDOW_MAX - this.order.length);
     this.atEnd = rows.length < limit;
     this.headAtRead = head;
-    const now_ = this.deps.clock.now();
+    const readAt = this.deps.clock.now();
     for (const row of rows) {
       const item: Item = {
         seq: row.event_seq,
@@ -249,7 +255,7 @@ class Run {
       const queue = this.contacts.get(row.contact_id);
       if (queue) queue.push(item);
       else this.contacts.set(row.contact_id, [item]);
-      if (this.contacts.get(row.contact_id)?.[0] === item) this.offer(item, now_);
+      if (this.contacts.get(row.contact_id)?.[0] === item) this.offer(item, readAt);
     }
     const last = rows.at(-1);
     if (last) this.readUpTo = last.event_seq;
@@ -269,7 +275,7 @@ class Run {
 
   private launch(): void {
     const { maxInFlight } = this.deps.config.webhooks;
-    const cap = this.successes > 0 ? maxInFlight : Math.min(PROBE_IN_FLIGHT, maxInFlight);
+    const cap = this.report.acknowledged > 0 ? maxInFlight : Math.min(PROBE_IN_FLIGHT, maxInFlight);
     while (this.inFlight < cap && this.ready.size > 0 && !this.circuitOpen()) {
       const item = this.ready.pop();
       if (item?.state !== "queued") continue;
@@ -283,37 +289,24 @@ class Run {
   }
 
   private async attempt(item: Item): Promise<void> {
-    const sentAt = this.deps.clock.now();
     const body = JSON.stringify(presentEvent(item.row));
-    const outcome: PostOutcome = this.addressProblem
-      ? {
-          acknowledged: false,
-          statusCode: null,
-          error: `not posted: url ${this.addressProblem}`,
-          latencyMs: 0,
-          timedOut: false,
-        }
-      : await postDelivery(
-          this.url,
-          body,
-          signDelivery(item.row.event_id, body, sentAt, this.secrets),
-          this.deps.config.webhooks.timeoutMs,
-        );
+    const outcome = await deliverEvent(
+      {
+        url: this.url,
+        addressProblem: this.addressProblem,
+        secrets: this.secrets,
+        timeoutMs: this.deps.config.webhooks.timeoutMs,
+      },
+      item.row.event_id,
+      body,
+      this.deps.clock.now(),
+    );
     this.report.attempts++;
     const at = this.deps.clock.now();
-    this.attempts.push({
-      at: at.getTime(),
-      event_id: item.row.event_id,
-      type: item.row.event_type,
-      status_code: outcome.statusCode,
-      latency_ms: outcome.latencyMs,
-      outcome: outcome.acknowledged ? "acknowledged" : "failed",
-      error: outcome.error,
-    });
+    this.attempts.push(attemptOf(item.row.event_id, item.row.event_type, outcome, at));
     if (this.stopping === "changed") return;
     if (outcome.acknowledged) {
       this.report.acknowledged++;
-      this.successes++;
       this.failuresInARow = 0;
       this.lastSuccessAt = at;
       item.state = "acked";
@@ -371,7 +364,7 @@ class Run {
       null,
     );
     // Every attempt of this run failed: the receiver looks down; nothing is tried until the first retry.
-    const pausedUntil = final && this.report.attempts > 0 && this.successes === 0 ? retryAt : null;
+    const pausedUntil = final && this.report.attempts > 0 && this.report.acknowledged === 0 ? retryAt : null;
     const attempts = this.attempts;
     this.attempts = [];
     this.retryAt = retryAt;

@@ -1,4 +1,4 @@
-import type { SignedDelivery } from "./signature.ts";
+import { type SignedDelivery, signDelivery } from "./signature.ts";
 
 /** One POST of one event to a receiver (DESIGN §12): a 2xx within the timeout acknowledges it. */
 export interface PostOutcome {
@@ -59,6 +59,28 @@ export async function postDelivery(
       timedOut,
     };
   }
+}
+
+/**
+ * One delivery of `body` as event `id` at `at` (a run's, or the panel's test event): signed by every
+ * secret in force, and not posted at all when the URL's address was refused (`addressProblem`).
+ */
+export function deliverEvent(
+  target: { url: string; addressProblem: string | undefined; secrets: readonly string[]; timeoutMs: number },
+  id: string,
+  body: string,
+  at: Date,
+): Promise<PostOutcome> {
+  if (target.addressProblem) {
+    return Promise.resolve({
+      acknowledged: false,
+      statusCode: null,
+      error: `not posted: url ${target.addressProblem}`,
+      latencyMs: 0,
+      timedOut: false,
+    });
+  }
+  return postDelivery(target.url, body, signDelivery(id, body, at, target.secrets), target.timeoutMs);
 }
 
 /** The start of the answer's body (at most READ_LIMIT_BYTES, the rest discarded). */

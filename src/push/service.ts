@@ -75,7 +75,8 @@ async function checkUrl(deps: EndpointDeps, url: string): Promise<void> {
   if (problem) throw new ApiError("parameter_invalid", `url ${problem}.`, { param: "url" });
 }
 
-function missing(id: string): ApiError {
+/** 404 for an endpoint id that is unknown or another tenant's. */
+export function endpointMissing(id: string): ApiError {
   return new ApiError("resource_missing", `No such webhook endpoint: ${id}.`, { param: "endpoint_id" });
 }
 
@@ -136,7 +137,7 @@ export async function listWebhookEndpoints(deps: EndpointDeps, tenantId: string)
 
 export async function getWebhookEndpoint(deps: EndpointDeps, tenantId: string, id: string) {
   const row = await findEndpoint(deps.db, tenantId, id);
-  if (!row) throw missing(id);
+  if (!row) throw endpointMissing(id);
   return presentOne(deps, row);
 }
 
@@ -151,7 +152,7 @@ export async function changeWebhookEndpoint(
     status?: "enabled" | "disabled";
   },
 ) {
-  if (!(await findEndpoint(deps.db, tenantId, id))) throw missing(id);
+  if (!(await findEndpoint(deps.db, tenantId, id))) throw endpointMissing(id);
   if (body.url !== undefined) await checkUrl(deps, body.url);
   const change: EndpointChange = {
     ...(body.url !== undefined && { url: body.url }),
@@ -171,20 +172,20 @@ export async function changeWebhookEndpoint(
     restart: body.events !== undefined,
     retryNow: body.status === "enabled",
   });
-  if (!row) throw missing(id);
+  if (!row) throw endpointMissing(id);
   if (row.status === "enabled") await nudgeEndpoint(deps.queues, id);
   return presentOne(deps, row);
 }
 
 export async function deleteWebhookEndpoint(deps: EndpointDeps, tenantId: string, id: string) {
-  if (!(await deleteEndpoint(deps.db, tenantId, id))) throw missing(id);
+  if (!(await deleteEndpoint(deps.db, tenantId, id))) throw endpointMissing(id);
   return { object: "webhook_endpoint" as const, id, deleted: true as const };
 }
 
 /** A new secret; the old one keeps signing for SECRET_OVERLAP_MS, so receivers can switch without a gap. */
 export async function rotateWebhookSecret(deps: EndpointDeps, tenantId: string, id: string) {
   const current = await findEndpoint(deps.db, tenantId, id);
-  if (!current) throw missing(id);
+  if (!current) throw endpointMissing(id);
   const key = deps.config.providerTokenKey;
   const secret = newEndpointSecret();
   const now = deps.clock.now();
@@ -201,7 +202,7 @@ export async function rotateWebhookSecret(deps: EndpointDeps, tenantId: string, 
     secret: seal(key, secret, id),
     previous_secrets: JSON.stringify(previous),
   });
-  if (!row) throw missing(id);
+  if (!row) throw endpointMissing(id);
   return { ...(await presentOne(deps, row)), secret };
 }
 
@@ -215,7 +216,7 @@ export async function replayWebhookEndpoint(
   id: string,
   since: string | null,
 ) {
-  if (!(await findEndpoint(deps.db, tenantId, id))) throw missing(id);
+  if (!(await findEndpoint(deps.db, tenantId, id))) throw endpointMissing(id);
   let seq = 0;
   if (since !== null) {
     const position = deps.cursors.decode(tenantId, since);
@@ -234,7 +235,7 @@ export async function replayWebhookEndpoint(
     { cursor_seq: seq, paused_until: null, retry_at: null },
     { restart: true },
   );
-  if (!row) throw missing(id);
+  if (!row) throw endpointMissing(id);
   if (row.status === "enabled") await nudgeEndpoint(deps.queues, id);
   return presentOne(deps, row);
 }

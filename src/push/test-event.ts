@@ -3,12 +3,10 @@ import type { Static } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { epochSeconds } from "../clock.ts";
 import type { EventSchema } from "../events/schemas.ts";
-import { ApiError } from "../http/errors.ts";
-import { type DeliveryAttempt, recordAttempts } from "./attempt-log.ts";
-import { postDelivery } from "./post.ts";
+import { attemptOf, type DeliveryAttempt, recordAttempts } from "./attempt-log.ts";
+import { deliverEvent } from "./post.ts";
 import { findEndpoint } from "./repository.ts";
-import { signingSecrets } from "./service.ts";
-import { signDelivery } from "./signature.ts";
+import { endpointMissing, signingSecrets } from "./service.ts";
 import { endpointAddressProblem } from "./url-safety.ts";
 
 export type TestEventDeps = Pick<AppDeps, "db" | "redis" | "keys" | "clock" | "logger"> & {
@@ -60,33 +58,22 @@ export async function sendTestEvent(
   endpointId: string,
 ): Promise<DeliveryAttempt> {
   const endpoint = await findEndpoint(deps.db, tenantId, endpointId);
-  if (!endpoint) {
-    throw new ApiError("resource_missing", `No such webhook endpoint: ${endpointId}.`, {
-      param: "endpoint_id",
-    });
-  }
+  if (!endpoint) throw endpointMissing(endpointId);
   const now = deps.clock.now();
   const event = sampleEvent(now);
-  const body = JSON.stringify(event);
-  // Checked now as for a delivery: the name may have been re-pointed since the endpoint was made.
-  const problem = await endpointAddressProblem(endpoint.url, deps.config.webhooks.allowPrivateUrls);
-  const outcome = problem
-    ? { acknowledged: false, statusCode: null, error: `not posted: url ${problem}`, latencyMs: 0 }
-    : await postDelivery(
-        endpoint.url,
-        body,
-        signDelivery(event.id, body, now, signingSecrets(deps.config.providerTokenKey, endpoint, now)),
-        deps.config.webhooks.timeoutMs,
-      );
-  const attempt: DeliveryAttempt = {
-    at: deps.clock.now().getTime(),
-    event_id: event.id,
-    type: event.type,
-    status_code: outcome.statusCode,
-    latency_ms: outcome.latencyMs,
-    outcome: outcome.acknowledged ? "acknowledged" : "failed",
-    error: outcome.error,
-  };
+  const outcome = await deliverEvent(
+    {
+      url: endpoint.url,
+      // Checked now as for a delivery: the name may have been re-pointed since the endpoint was made.
+      addressProblem: await endpointAddressProblem(endpoint.url, deps.config.webhooks.allowPrivateUrls),
+      secrets: signingSecrets(deps.config.providerTokenKey, endpoint, now),
+      timeoutMs: deps.config.webhooks.timeoutMs,
+    },
+    event.id,
+    JSON.stringify(event),
+    now,
+  );
+  const attempt = attemptOf(event.id, event.type, outcome, deps.clock.now());
   // The log is diagnostics: a Redis that is down loses the entry, not the answer.
   await recordAttempts(deps.redis, deps.keys, endpoint.id, [attempt]).catch((error) =>
     deps.logger.warn({ endpoint: endpoint.id, err: (error as Error).message }, "attempt log not written"),
