@@ -11,27 +11,29 @@ import { MessageSchema } from "./schemas.ts";
 
 /** A message of the tenant by its id, inbound or outbound, with its contact. */
 export function findMessage(db: Db, tenantId: string, id: string): Promise<StoredMessageRow | undefined> {
-  return db
-    .selectFrom("messages")
-    .innerJoin("contacts", "contacts.id", "messages.contact_id")
-    .select([
-      "messages.id",
-      "messages.direction",
-      "messages.status",
-      "messages.failure",
-      "messages.sender_id",
-      "messages.content",
-      "messages.preview",
-      "messages.client_reference",
-      "messages.created_at",
-      "contacts.id as contact_id",
-      "contacts.phone as contact_phone",
-    ])
-    .where("messages.tenant_id", "=", tenantId)
-    .where("messages.id", "=", id)
-    // Found by its id, so it has one (only legacy rows have none).
-    .$narrowType<{ id: string }>()
-    .executeTakeFirst();
+  return (
+    db
+      .selectFrom("messages")
+      .innerJoin("contacts", "contacts.id", "messages.contact_id")
+      .select([
+        "messages.id",
+        "messages.direction",
+        "messages.status",
+        "messages.failure",
+        "messages.sender_id",
+        "messages.content",
+        "messages.preview",
+        "messages.client_reference",
+        "messages.created_at",
+        "contacts.id as contact_id",
+        "contacts.phone as contact_phone",
+      ])
+      .where("messages.tenant_id", "=", tenantId)
+      .where("messages.id", "=", id)
+      // Found by its id, so it has one (only legacy rows have none).
+      .$narrowType<{ id: string }>()
+      .executeTakeFirst()
+  );
 }
 
 /** GET /messages/{id} (DESIGN §13): one message, as POST returned it, with what happened to it since. */
