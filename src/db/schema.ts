@@ -100,6 +100,8 @@ export interface ContactsTable {
   phone: string;
   name: string | null;
   last_inbound_at: Date | null;
+  /** Opted out (DESIGN §13): by keyword, provider failure 131050 or by hand; null = may be messaged. */
+  opted_out_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: CreatedAt;
 }
 
@@ -134,6 +136,12 @@ export interface MessagesTable {
   send_started_at: Date | null;
   /** A retryable failure is not tried again before this. */
   send_not_before: Date | null;
+  /** Out of delivery (sql/019): `scheduled` until send_at, `canceled` for good; null = in delivery. */
+  parked: ColumnType<"scheduled" | "canceled" | null, "scheduled" | "canceled" | null | undefined>;
+  send_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  valid_for: ColumnType<number | null, number | null | undefined, number | null>;
+  /** Acceptance (or send_at) + valid_for: not handed to the provider after this. */
+  expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: Date;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }
@@ -234,7 +242,8 @@ export type EventType =
   | "message.sent"
   | "message.delivered"
   | "message.read"
-  | "message.failed";
+  | "message.failed"
+  | "message.canceled";
 
 export interface FeedEpochTable {
   singleton: Generated<boolean>;

@@ -163,6 +163,7 @@ const EXAMPLE_PARAMS: Partial<Record<ApiErrorCode, string>> = {
   media_expired: "template.header.media",
   resource_missing: "contact",
   messaging_window_closed: "body",
+  recipient_opted_out: "to",
 };
 
 const EXAMPLE_REQUEST_ID = "req_Q2w3E4r5T6y7U8i9O0p1A2";

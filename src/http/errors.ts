@@ -137,6 +137,21 @@ export const API_ERRORS = {
       "Free text can only be sent within 24 hours of the customer's last message, and only through an active sender.",
     action: "Send an approved template instead; `messaging_state` shows the contact's window.",
   },
+  recipient_opted_out: {
+    status: 409,
+    type: "invalid_request_error",
+    meaning:
+      "The customer opted out (answered STOP or a like word, the provider reported 131050, or you opted them out); nothing is sent to them.",
+    action:
+      "Do not message them until they opt back in (they answer START, or you call POST /v2/contacts/{id}/opt_in with their consent).",
+  },
+  message_not_cancelable: {
+    status: 409,
+    type: "invalid_request_error",
+    meaning:
+      "The message was already handed to the provider (or has failed), so it can no longer be canceled; the error's message names its status.",
+    action: "Nothing to undo on our side; GET /v2/messages/{id} shows where it is.",
+  },
   resource_limit_reached: {
     status: 409,
     type: "invalid_request_error",
