@@ -14,6 +14,7 @@ import { API_PREFIX, ROUTER_STANDARD_HOSTNAME } from "./http/paths.ts";
 import { mediaRoutes } from "./media/routes.ts";
 import { createMessageAcceptor } from "./messages/accept.ts";
 import { createSendAdmission, outboundSending } from "./messages/admission.ts";
+import { messageCancelRoutes } from "./messages/cancel.ts";
 import { messageLookupRoutes } from "./messages/lookup.ts";
 import { messageRoutes } from "./messages/routes.ts";
 import { oauthMetadataRoutes } from "./oauth/metadata.ts";
@@ -43,6 +44,7 @@ export function createApp(deps: AppDeps) {
     .use(senderRoutes(deps))
     .use(messageRoutes(sending))
     .use(messageLookupRoutes(deps))
+    .use(messageCancelRoutes(deps))
     .use(contactRoutes(deps))
     .use(historyRoutes(deps))
     .use(conversationRoutes(deps))

@@ -1,3 +1,4 @@
+import { releaseDueMessages } from "../src/outbound/scheduler.ts";
 import { deliverBatch } from "../src/outbound/send.ts";
 import { enqueueSendRetries } from "../src/queues/index.ts";
 import { startWorkerRuntime } from "./runtime.ts";
@@ -7,6 +8,8 @@ import { startWorkerRuntime } from "./runtime.ts";
  * (sender, contact), at each sender's pace (src/outbound/send.ts). Retries are delayed jobs.
  */
 const runtime = startWorkerRuntime("send");
+/** A scheduled message goes out within this of its send_at. */
+const SCHEDULER_TICK_MS = 250;
 
 runtime.consume(
   "send",
@@ -22,3 +25,10 @@ runtime.consume(
   },
   runtime.config.workers.sendConcurrency,
 );
+
+// Scheduled sends whose time has come, into delivery (src/outbound/scheduler.ts). Every send worker
+// runs it; they share the due messages without doubling any.
+runtime.every("scheduled-sends", SCHEDULER_TICK_MS, async () => {
+  const released = await releaseDueMessages(runtime);
+  if (released > 0) runtime.logger.info({ messages: released }, "scheduled messages due, into delivery");
+});

@@ -176,6 +176,8 @@ const EVENT_MOMENTS: Record<(typeof EVENT_TYPES)[number], string> = {
   "message.delivered": "An outbound message reached the customer's phone; `data.status` is `delivered`.",
   "message.read": "The customer read an outbound message; `data.status` is `read`.",
   "message.failed": "An outbound message failed; `data.failure` says why and whether sending again may help.",
+  "message.canceled":
+    "A scheduled or accepted message was canceled (POST /messages/{id}/cancel) before it was handed to the provider; `data.status` is `canceled`, and it is never sent.",
 };
 
 const EXAMPLE_EVENT_IDS = [
@@ -184,6 +186,7 @@ const EXAMPLE_EVENT_IDS = [
   "evt_6Jk8Lm0Np2Qr4St6Uv8Wx0",
   "evt_7Kl9Mn1Pq3Rs5Tu7Vw9Xy1",
   "evt_8Lm0Np2Qr4St6Uv8Wx0Yz2",
+  "evt_9Mn1Pq3Rs5Tu7Vw9Xy1Za3",
 ];
 
 /** An example delivery of each event type (valid against the Event schema; the test checks it). */
@@ -580,6 +583,7 @@ function exampleError(errors: DocumentedErrors, code: string, options: DocumentO
           within_window: false,
           window_expires_at: null,
           requires_template: true,
+          opted_out: false,
         },
       }),
     },

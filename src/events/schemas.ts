@@ -9,6 +9,7 @@ export const EVENT_TYPES = [
   "message.delivered",
   "message.read",
   "message.failed",
+  "message.canceled",
 ] as const;
 
 export const EventTypeSchema = t.Union(
@@ -18,6 +19,7 @@ export const EventTypeSchema = t.Union(
     t.Literal("message.delivered"),
     t.Literal("message.read"),
     t.Literal("message.failed"),
+    t.Literal("message.canceled"),
   ],
   { description: "What happened to the message." },
 );

@@ -30,6 +30,10 @@ export interface AcceptRow {
   /** JSON of what the send worker sends. */
   content: string;
   clientReference: string | null;
+  /** A scheduled send (status `scheduled`, DESIGN §13); null = into delivery now. */
+  sendAt: Date | null;
+  validFor: number | null;
+  expiresAt: Date | null;
   createdAt: Date;
   /** `marker`: where the key's done marker goes in Redis, written once the batch committed. */
   idempotency?: { key: string; fingerprint: Buffer; marker?: IdempotencyMarkerTarget };
@@ -38,7 +42,9 @@ export interface AcceptRow {
 export type AcceptCommit =
   | { kind: "committed"; contactId: string }
   /** A live idempotency record for this key exists: the caller replays it. */
-  | { kind: "idempotency-taken" };
+  | { kind: "idempotency-taken" }
+  /** The contact opted out (found by the statement, for a send that looked up no contact). */
+  | { kind: "opted-out" };
 
 const keyOf = (...parts: string[]) => parts.join("\u0000");
 
@@ -75,11 +81,14 @@ export async function commitAcceptBatch(db: Db, rows: readonly AcceptRow[]): Pro
       text: row.text,
       mediaType: row.mediaType,
       mediaFilename: row.mediaFilename,
-      status: "accepted",
+      status: row.sendAt ? "scheduled" : "accepted",
       applicationId: row.clientId,
       content: row.content,
       providerMessageId: null,
       clientReference: row.clientReference,
+      sendAt: row.sendAt,
+      validFor: row.validFor,
+      expiresAt: row.expiresAt,
       createdAt: row.createdAt,
       visible: true,
       idempotency: row.idempotency && {
@@ -90,8 +99,8 @@ export async function commitAcceptBatch(db: Db, rows: readonly AcceptRow[]): Pro
     { idempotencyExpiredBefore: new Date(live[0]!.row.createdAt.getTime() - IDEMPOTENCY_RETENTION_MS) },
   );
   live.forEach(({ i }, n) => {
-    const row = stored[n];
-    outcome[i] = row ? { kind: "committed", contactId: row.contactId } : { kind: "idempotency-taken" };
+    const row = stored[n]!;
+    outcome[i] = typeof row === "string" ? { kind: row } : { kind: "committed", contactId: row.contactId };
   });
   return outcome as AcceptCommit[];
 }
@@ -110,7 +119,7 @@ function doneMarkersOf(rows: readonly AcceptRow[]) {
  */
 export function createAcceptBatcher(
   { db, logger, redis }: { db: Db; logger: Logger; redis: RedisClient },
-  afterCommit: (committed: AcceptRow[]) => Promise<void>,
+  afterCommit: (dueNow: AcceptRow[], committed: AcceptRow[]) => Promise<void>,
 ) {
   const batcher = createGroupCommit<AcceptRow, AcceptCommit>({
     name: "accept",
@@ -118,8 +127,10 @@ export function createAcceptBatcher(
     commit: (rows) => commitAcceptBatch(db, rows),
     async afterCommit(rows, results) {
       const committed = rows.filter((_, i) => results[i]?.kind === "committed");
+      const dueNow = committed.filter((row) => row.sendAt === null);
       await Promise.all([
-        afterCommit(committed),
+        // Scheduled ones are nudged by the scheduler at their time (src/outbound/scheduler.ts).
+        afterCommit(dueNow, committed),
         // A marker left in flight only delays a retry of its key (409) until it expires.
         writeDoneMarkers(redis, doneMarkersOf(committed)).catch(() => {}),
       ]);

@@ -1,7 +1,7 @@
 import type { Static } from "elysia";
 import { CompiledQuery } from "kysely";
 import type { Clock } from "../clock.ts";
-import { type MessagingState, messagingState } from "../contacts/messaging-state.ts";
+import { type MessagingState, messagingState, WINDOW_MS } from "../contacts/messaging-state.ts";
 import { toE164 } from "../contacts/phone.ts";
 import type { Db } from "../db/connect.ts";
 import type { ReadDatabase } from "../db/read-replica.ts";
@@ -56,6 +56,32 @@ function windowClosed(state: MessagingState, message: string, param: string): Ap
   return new ApiError("messaging_window_closed", message, { param, extra: { messaging_state: state } });
 }
 
+export function optedOut(param: "to" | "contact"): ApiError {
+  return new ApiError(
+    "recipient_opted_out",
+    "The customer opted out of messages from you (they answered STOP, or were opted out); nothing was sent.",
+    { param },
+  );
+}
+
+/** DESIGN §13: `send_at` from now + 60 s to now + 30 days, both ends inclusive. */
+export const SEND_AT_MIN_AHEAD_S = 60;
+export const SEND_AT_MAX_AHEAD_S = 30 * 24 * 3600;
+
+/** When a scheduled send goes out, checked against `now`; undefined for a send that goes now. */
+function scheduledTime(input: SendMessageInput, now: Date): Date | undefined {
+  if (input.send_at === undefined) return undefined;
+  const nowS = Math.floor(now.getTime() / 1000);
+  if (input.send_at < nowS + SEND_AT_MIN_AHEAD_S || input.send_at > nowS + SEND_AT_MAX_AHEAD_S) {
+    throw new ApiError(
+      "parameter_invalid",
+      `send_at must be a Unix time from now + ${SEND_AT_MIN_AHEAD_S} seconds to now + 30 days (now is ${nowS}).`,
+      { param: "send_at" },
+    );
+  }
+  return new Date(input.send_at * 1000);
+}
+
 /** Checks that need nothing but the request itself, before any lookup. */
 function checkShape(input: SendMessageInput): void {
   if ((input.template === undefined) === (input.body === undefined)) {
@@ -93,6 +119,7 @@ interface Recipient {
   contactId: string | undefined;
   phone: string;
   lastInboundAt: Date | null;
+  optedOut: boolean;
 }
 
 function phoneOrRefuse(to: string | undefined): string {
@@ -107,11 +134,18 @@ function phoneOrRefuse(to: string | undefined): string {
 
 // Hot lookups, written once (nothing is built per request; only the values are bound).
 const CONTACT_BY_ID = CompiledQuery.raw(
-  "SELECT id, phone, last_inbound_at FROM contacts WHERE tenant_id = $1 AND id = $2",
+  "SELECT id, phone, last_inbound_at, opted_out_at FROM contacts WHERE tenant_id = $1 AND id = $2",
 );
 const CONTACT_BY_PHONE = CompiledQuery.raw(
-  "SELECT id, last_inbound_at FROM contacts WHERE tenant_id = $1 AND channel = 'whatsapp' AND phone = $2",
+  "SELECT id, last_inbound_at, opted_out_at FROM contacts WHERE tenant_id = $1 AND channel = 'whatsapp' AND phone = $2",
 );
+
+interface ContactRow {
+  id: string;
+  phone: string;
+  last_inbound_at: Date | null;
+  opted_out_at: Date | null;
+}
 
 async function lookup<Row>(db: Db, query: CompiledQuery, values: unknown[]): Promise<Row | undefined> {
   return (await db.executeQuery<Row>({ ...query, parameters: values })).rows[0];
@@ -120,21 +154,25 @@ async function lookup<Row>(db: Db, query: CompiledQuery, values: unknown[]): Pro
 async function resolveRecipient(db: Db, tenantId: string, input: SendMessageInput): Promise<Recipient> {
   if (input.contact !== undefined) {
     const contact = isId(input.contact, "ctc")
-      ? await lookup<{ id: string; phone: string; last_inbound_at: Date | null }>(db, CONTACT_BY_ID, [
-          tenantId,
-          input.contact,
-        ])
+      ? await lookup<ContactRow>(db, CONTACT_BY_ID, [tenantId, input.contact])
       : undefined;
     if (!contact)
       throw new ApiError("resource_missing", `No such contact: ${input.contact}.`, { param: "contact" });
-    return { contactId: contact.id, phone: contact.phone, lastInboundAt: contact.last_inbound_at };
+    return {
+      contactId: contact.id,
+      phone: contact.phone,
+      lastInboundAt: contact.last_inbound_at,
+      optedOut: contact.opted_out_at !== null,
+    };
   }
   const phone = phoneOrRefuse(input.to);
-  const contact = await lookup<{ id: string; last_inbound_at: Date | null }>(db, CONTACT_BY_PHONE, [
-    tenantId,
+  const contact = await lookup<Omit<ContactRow, "phone">>(db, CONTACT_BY_PHONE, [tenantId, phone]);
+  return {
+    contactId: contact?.id,
     phone,
-  ]);
-  return { contactId: contact?.id, phone, lastInboundAt: contact?.last_inbound_at ?? null };
+    lastInboundAt: contact?.last_inbound_at ?? null,
+    optedOut: (contact?.opted_out_at ?? null) !== null,
+  };
 }
 
 async function replayOf(db: Db, tenantId: string, messageId: string): Promise<AcceptOutcome> {
@@ -148,6 +186,8 @@ async function replayOf(db: Db, tenantId: string, messageId: string): Promise<Ac
       "contacts.phone",
       "messages.content",
       "messages.client_reference",
+      "messages.send_at",
+      "messages.valid_for",
       "messages.created_at",
     ])
     .where("messages.tenant_id", "=", tenantId)
@@ -162,6 +202,8 @@ async function replayOf(db: Db, tenantId: string, messageId: string): Promise<Ac
       phone: row.phone,
       content: row.content as unknown as StoredContent,
       clientReference: row.client_reference,
+      sendAt: row.send_at,
+      validFor: row.valid_for,
       createdAt: row.created_at,
     },
   };
@@ -182,15 +224,17 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     const [tenantId, senderId, name] = key.split("\u0000") as [string, string, string];
     return findApprovedTemplates(deps.db, tenantId, senderId, name);
   });
-  const commit = createAcceptBatcher(deps, async (committed) => {
-    // One job for the whole committed batch: the send worker claims and sends it as a batch.
+  const commit = createAcceptBatcher(deps, async (dueNow, committed) => {
     if (committed.length === 0) return;
     await Promise.all([
-      deps.queues.send.add(
-        "send",
-        { messageIds: committed.map((row) => row.messageId) },
-        { jobId: `b-${committed[0]!.messageId}`, ...sendJobOptions(deps.config.workers.sendRetryBaseMs) },
-      ),
+      // One job for the whole committed batch: the send worker claims and sends it as a batch.
+      dueNow.length > 0
+        ? deps.queues.send.add(
+            "send",
+            { messageIds: dueNow.map((row) => row.messageId) },
+            { jobId: `b-${dueNow[0]!.messageId}`, ...sendJobOptions(deps.config.workers.sendRetryBaseMs) },
+          )
+        : undefined,
       // Once per batch, before any of its requests answers: the senders' next reads see their sends
       // even on a lagging replica (src/db/read-replica.ts).
       deps.readDb
@@ -209,13 +253,17 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     input: SendMessageInput,
     now: Date,
     directoryVersion: string | undefined,
+    sendAt: Date | undefined,
   ) {
     const sender = chooseSender(await senders.get(auth.tenantId, directoryVersion), input.sender);
     // A template to a phone number needs no lookup: the commit creates or finds the contact.
     const recipient =
       input.contact !== undefined || input.body !== undefined || !sender?.active
         ? await resolveRecipient(deps.db, auth.tenantId, input)
-        : { contactId: undefined, phone: phoneOrRefuse(input.to), lastInboundAt: null };
+        : { contactId: undefined, phone: phoneOrRefuse(input.to), lastInboundAt: null, optedOut: false };
+    // Opted out wins over a closed window (DESIGN §13). A send that looked up no contact is checked
+    // by the statement that stores it (store.ts).
+    if (recipient.optedOut) throw optedOut(input.contact !== undefined ? "contact" : "to");
     const state = messagingState(recipient.lastInboundAt, now, sender?.active === true);
     if (!sender?.active) {
       throw windowClosed(
@@ -230,6 +278,14 @@ export function createMessageAcceptor(deps: AcceptDeps) {
           state,
           "Free text can only be sent within 24 hours of the customer's last message; send an approved template.",
           "body",
+        );
+      }
+      // Scheduled: the window must still be open at send_at as known now (checked again then).
+      if (sendAt && recipient.lastInboundAt!.getTime() + WINDOW_MS <= sendAt.getTime()) {
+        throw windowClosed(
+          state,
+          `The 24-hour window closes at ${state.window_expires_at}, before send_at; free text can only be scheduled inside it. Send an approved template.`,
+          "send_at",
         );
       }
       return {
@@ -290,6 +346,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     // A refusal before the claim below leaves a reservation to the admission, which refunds it.
     checkShape(input);
     const now = deps.clock.now();
+    const sendAt = scheduledTime(input, now);
     const fingerprint = idempotencyKey === undefined ? undefined : requestFingerprint(input);
     let claim: IdempotencyClaim | undefined;
     if (idempotencyKey !== undefined && fingerprint) {
@@ -303,7 +360,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     try {
       let valid: Awaited<ReturnType<typeof validate>>;
       try {
-        valid = await validate(auth, input, now, directoryVersion);
+        valid = await validate(auth, input, now, directoryVersion, sendAt);
       } catch (error) {
         // Redis may have forgotten a finished key: Postgres decides before we refuse a replay.
         const replay =
@@ -332,6 +389,10 @@ export function createMessageAcceptor(deps: AcceptDeps) {
         mediaFilename: valid.media?.filename ?? null,
         content: JSON.stringify(valid.content),
         clientReference: input.client_reference ?? null,
+        sendAt: sendAt ?? null,
+        validFor: input.valid_for ?? null,
+        expiresAt:
+          input.valid_for === undefined ? null : new Date((sendAt ?? now).getTime() + input.valid_for * 1000),
         createdAt: now,
         idempotency:
           idempotencyKey !== undefined && fingerprint
@@ -345,6 +406,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
         if (claim?.kind === "new") await claim.complete(replay.message.id);
         return replay;
       }
+      if (committed.kind === "opted-out") throw optedOut("to");
       // The key's done marker was written with the batch (accept-batch.ts).
       deps.metrics.messagesAccepted.inc({ type: valid.type });
       return {
@@ -356,6 +418,8 @@ export function createMessageAcceptor(deps: AcceptDeps) {
           phone: valid.recipient.phone,
           content: valid.content,
           clientReference: input.client_reference ?? null,
+          sendAt: sendAt ?? null,
+          validFor: input.valid_for ?? null,
           createdAt: now,
         },
       };

@@ -24,6 +24,8 @@ export function findMessage(db: Db, tenantId: string, id: string): Promise<Store
         "messages.content",
         "messages.preview",
         "messages.client_reference",
+        "messages.send_at",
+        "messages.valid_for",
         "messages.created_at",
         "contacts.id as contact_id",
         "contacts.phone as contact_phone",

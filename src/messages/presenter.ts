@@ -20,18 +20,21 @@ export interface AcceptedMessage {
   phone: string;
   content: StoredContent;
   clientReference: string | null;
+  /** A scheduled send's time (it was accepted as `scheduled`). */
+  sendAt: Date | null;
+  validFor: number | null;
   createdAt: Date;
 }
 
 /**
  * SPEC §2 Message as POST /messages returns it. A replay presents the same object the first
- * request got (status `accepted`), so both answers carry the same body.
+ * request got (status `accepted`, or `scheduled` with a send_at), so both answers carry the same body.
  */
 export function presentAcceptedMessage(message: AcceptedMessage) {
   return {
     object: "message" as const,
     id: message.id,
-    status: "accepted" as string | null,
+    status: (message.sendAt ? "scheduled" : "accepted") as string | null,
     direction: "outbound" as "outbound" | "inbound",
     channel: CHANNEL,
     sender: message.senderId,
@@ -47,10 +50,9 @@ export function presentAcceptedMessage(message: AcceptedMessage) {
         : { kind: "text" as const, preview: message.content.body },
     created: epochSeconds(message.createdAt),
     client_reference: message.clientReference,
-    // DESIGN §13: every Message carries these; scheduling and expiry are not taken yet.
-    send_at: null,
-    valid_for: null,
-    failure: null,
+    send_at: message.sendAt ? epochSeconds(message.sendAt) : null,
+    valid_for: message.validFor,
+    failure: null as MessageFailure | null,
   };
 }
 
@@ -64,6 +66,8 @@ export interface StoredMessageRow {
   content: Record<string, unknown> | null;
   preview: string;
   client_reference: string | null;
+  send_at: Date | null;
+  valid_for: number | null;
   created_at: Date;
   contact_id: string;
   contact_phone: string | null;
@@ -80,6 +84,8 @@ export function presentStoredMessage(row: StoredMessageRow) {
       // An inbound message (or one stored before contents were kept) shows its text as a preview.
       content: row.direction === "outbound" && content ? content : { kind: "text", body: row.preview },
       clientReference: row.client_reference,
+      sendAt: row.send_at,
+      validFor: row.valid_for,
       createdAt: row.created_at,
     }),
     direction: row.direction,

@@ -84,6 +84,20 @@ export const SendMessageRequest = t.Object(
       }),
     ),
     client_reference: t.Optional(ClientReference),
+    send_at: t.Optional(
+      t.Integer({
+        description:
+          "Schedule the send (Unix seconds, from now + 60 s to now + 30 days): the message is `scheduled` until then, cancelable, and goes out at that time.",
+      }),
+    ),
+    valid_for: t.Optional(
+      t.Integer({
+        minimum: 1,
+        maximum: 86400,
+        description:
+          "Seconds (1-86,400) the message may wait to be handed to the provider after acceptance (after `send_at` when scheduled); past that it fails with `failure.code` `expired` and is never sent late.",
+      }),
+    ),
   },
   {
     additionalProperties: false,
@@ -114,7 +128,7 @@ export const MessageSchema = t.Object(
     status: t.Nullable(
       t.String({
         description:
-          "`accepted` on creation; then `sent`, `delivered`, `read` or `failed` (GET). Null for an inbound message.",
+          "`accepted` on creation (`scheduled` with `send_at`); then `sent`, `delivered`, `read` or `failed`, or `canceled` (GET). Null for an inbound message.",
       }),
     ),
     direction: t.Union([t.Literal("outbound"), t.Literal("inbound")], {
@@ -144,10 +158,12 @@ export const MessageSchema = t.Object(
     created: t.Integer({ description: "Unix epoch seconds." }),
     client_reference: t.Nullable(t.String({ description: "The `client_reference` the send gave, or null." })),
     send_at: t.Nullable(
-      t.Integer({ description: "When a scheduled message goes out (Unix seconds); null." }),
+      t.Integer({ description: "When a scheduled message goes out (Unix seconds); null when sent at once." }),
     ),
     valid_for: t.Nullable(
-      t.Integer({ description: "Seconds the message may wait to be handed over; null." }),
+      t.Integer({
+        description: "Seconds the message may wait to be handed to the provider; null = no limit.",
+      }),
     ),
     failure: t.Nullable(MessageFailureSchema),
   },

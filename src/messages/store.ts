@@ -26,8 +26,8 @@ export interface NewMessage {
   text: string | null;
   mediaType: string | null;
   mediaFilename: string | null;
-  /** `accepted` for a send, null for a received message. */
-  status: "accepted" | null;
+  /** `accepted` for a send (`scheduled` with a send_at), null for a received message. */
+  status: "accepted" | "scheduled" | null;
   applicationId: string | null;
   /** JSON of what the send worker sends. */
   content: string | null;
@@ -39,7 +39,18 @@ export interface NewMessage {
   idempotency?: { key: string; fingerprint: Buffer };
   /** A send's `client_reference` (DESIGN §13). */
   clientReference?: string | null;
+  /** A scheduled send's time (status `scheduled`), its `valid_for` and the instant it expires. */
+  sendAt?: Date | null;
+  validFor?: number | null;
+  expiresAt?: Date | null;
 }
+
+/** Why a message of the batch was not written. */
+export type NotStored =
+  /** its Idempotency-Key is held by a live record */
+  | "idempotency-taken"
+  /** a send to a contact who opted out (DESIGN §13) */
+  | "opted-out";
 
 export interface StoredMessage {
   id: string;
@@ -54,6 +65,8 @@ export interface StoredMessage {
 // arrays' order (WITH ORDINALITY): messages get their seq in the batch's order; idempotency keys,
 // contacts and conversations are written sorted, so concurrent batches lock rows in one order.
 //
+// - blocked: sends to a contact who opted out (by id, or by phone for a send that names no contact):
+//   written nowhere, not even their Idempotency-Key;
 // - idem: the Idempotency-Keys of the batch's sends (a key taken by a live record keeps its message
 //   out of every table; a record past its 24 hours may be taken over);
 // - contact: one row per (tenant, phone) without a contact id: created, or named if it has no name,
@@ -67,15 +80,23 @@ WITH batch AS MATERIALIZED (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
     $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
     $14::text[], $15::text[], $16::text[], $17::timestamptz[], $18::timestamptz[], $19::bool[],
-    $20::text[], $21::bytea[], $22::text[], $24::text[])
+    $20::text[], $21::bytea[], $22::text[], $24::text[], $25::timestamptz[], $26::int[],
+    $27::timestamptz[])
     WITH ORDINALITY AS r(id, tenant_id, contact_id, new_contact_id, phone, contact_name, sender_id,
       direction, type, preview, text, media_type, media_filename, status, application_id, content,
       created_at, window_from, visible, idempotency_key, request_hash, provider_message_id,
-      client_reference, n)
+      client_reference, send_at, valid_for, expires_at, n)
+), blocked AS MATERIALIZED (
+  SELECT b.id FROM batch b JOIN contacts c ON c.id = b.contact_id
+  WHERE b.direction = 'outbound' AND c.opted_out_at IS NOT NULL
+  UNION ALL
+  SELECT b.id FROM batch b
+  JOIN contacts c ON c.tenant_id = b.tenant_id AND c.channel = 'whatsapp' AND c.phone = b.phone
+  WHERE b.direction = 'outbound' AND b.contact_id IS NULL AND c.opted_out_at IS NOT NULL
 ), idem AS (
   INSERT INTO idempotency_keys (application_id, key, tenant_id, request_hash, message_id, created_at)
   SELECT application_id, idempotency_key, tenant_id, request_hash, id, created_at
-  FROM batch WHERE idempotency_key IS NOT NULL
+  FROM batch WHERE idempotency_key IS NOT NULL AND id NOT IN (SELECT id FROM blocked)
   ORDER BY application_id, idempotency_key
   ON CONFLICT (application_id, key) DO UPDATE SET
     request_hash = excluded.request_hash, message_id = excluded.message_id,
@@ -84,7 +105,8 @@ WITH batch AS MATERIALIZED (
   RETURNING message_id
 ), live AS MATERIALIZED (
   SELECT * FROM batch
-  WHERE idempotency_key IS NULL OR id IN (SELECT message_id FROM idem)
+  WHERE (idempotency_key IS NULL OR id IN (SELECT message_id FROM idem))
+    AND id NOT IN (SELECT id FROM blocked)
 ), contact AS (
   INSERT INTO contacts (id, tenant_id, phone, name, last_inbound_at)
   SELECT (array_agg(new_contact_id ORDER BY n))[1], tenant_id, phone,
@@ -98,10 +120,12 @@ WITH batch AS MATERIALIZED (
   RETURNING id, tenant_id, phone
 ), inserted AS (
   INSERT INTO messages (id, tenant_id, contact_id, sender_id, direction, type, preview, text, media_type,
-    media_filename, status, application_id, content, provider_message_id, client_reference, created_at)
+    media_filename, status, application_id, content, provider_message_id, client_reference, created_at,
+    parked, send_at, valid_for, expires_at)
   SELECT l.id, l.tenant_id, COALESCE(l.contact_id, c.id), l.sender_id, l.direction, l.type, l.preview,
     l.text, l.media_type, l.media_filename, l.status, l.application_id, l.content::jsonb,
-    l.provider_message_id, l.client_reference, l.created_at
+    l.provider_message_id, l.client_reference, l.created_at,
+    CASE WHEN l.status = 'scheduled' THEN 'scheduled' END, l.send_at, l.valid_for, l.expires_at
   FROM live l
   LEFT JOIN contact c ON l.contact_id IS NULL AND c.tenant_id = l.tenant_id AND c.phone = l.phone
   ORDER BY l.n
@@ -136,7 +160,9 @@ WITH batch AS MATERIALIZED (
   SELECT tenant_id, feed_shard_of(tenant_id, (SELECT shards FROM feed_shards)), 'message.received', id, status
   FROM visible WHERE direction = 'inbound' ORDER BY seq
 )
-SELECT id, seq, contact_id, tenant_id FROM inserted`;
+SELECT id, seq, contact_id, tenant_id, false AS opted_out FROM inserted
+UNION ALL
+SELECT id, NULL, NULL, NULL, true FROM blocked`;
 
 /** One precompiled statement's rows, with this batch's parameters. */
 async function run<Row>(db: Db, text: string, parameters: unknown[]): Promise<Row[]> {
@@ -150,51 +176,56 @@ export interface StoreOptions {
 
 /**
  * Writes the batch in ONE statement, in `db` or the caller's transaction. The rows come back in the
- * batch's order; undefined for a message that was not written because its Idempotency-Key is held
- * by a live record (the batch must not carry one key twice).
+ * batch's order, or why one was not written (NotStored; the batch must not carry one key twice).
  */
 export async function storeMessages(
   db: Db,
   batch: readonly NewMessage[],
   options: StoreOptions = {},
-): Promise<(StoredMessage | undefined)[]> {
+): Promise<(StoredMessage | NotStored)[]> {
   if (batch.length === 0) return [];
   const column = <T>(read: (message: NewMessage) => T) => batch.map(read);
-  const rows = await run<{ id: string; seq: number; contact_id: string; tenant_id: string }>(
-    db,
-    STORE_MESSAGES,
-    [
-      column((m) => m.id),
-      column((m) => m.tenantId),
-      column((m) => m.contactId ?? null),
-      column((m) => (m.contactId ? null : newId("ctc"))),
-      column((m) => m.phone),
-      column((m) => m.contactName),
-      column((m) => m.senderId),
-      column((m) => m.direction),
-      column((m) => m.type),
-      column((m) => m.preview),
-      column((m) => m.text),
-      column((m) => m.mediaType),
-      column((m) => m.mediaFilename),
-      column((m) => m.status),
-      column((m) => m.applicationId),
-      column((m) => m.content),
-      column((m) => m.createdAt),
-      column((m) => m.windowFrom),
-      column((m) => m.visible),
-      column((m) => m.idempotency?.key ?? null),
-      column((m) => m.idempotency?.fingerprint ?? null),
-      column((m) => m.providerMessageId),
-      options.idempotencyExpiredBefore ?? new Date(0),
-      column((m) => m.clientReference ?? null),
-    ],
-  );
+  const rows = await run<{
+    id: string;
+    seq: number;
+    contact_id: string;
+    tenant_id: string;
+    opted_out: boolean;
+  }>(db, STORE_MESSAGES, [
+    column((m) => m.id),
+    column((m) => m.tenantId),
+    column((m) => m.contactId ?? null),
+    column((m) => (m.contactId ? null : newId("ctc"))),
+    column((m) => m.phone),
+    column((m) => m.contactName),
+    column((m) => m.senderId),
+    column((m) => m.direction),
+    column((m) => m.type),
+    column((m) => m.preview),
+    column((m) => m.text),
+    column((m) => m.mediaType),
+    column((m) => m.mediaFilename),
+    column((m) => m.status),
+    column((m) => m.applicationId),
+    column((m) => m.content),
+    column((m) => m.createdAt),
+    column((m) => m.windowFrom),
+    column((m) => m.visible),
+    column((m) => m.idempotency?.key ?? null),
+    column((m) => m.idempotency?.fingerprint ?? null),
+    column((m) => m.providerMessageId),
+    options.idempotencyExpiredBefore ?? new Date(0),
+    column((m) => m.clientReference ?? null),
+    column((m) => m.sendAt ?? null),
+    column((m) => m.validFor ?? null),
+    column((m) => m.expiresAt ?? null),
+  ]);
   const byId = new Map(rows.map((row) => [row.id, row]));
   return batch.map((message) => {
     const row = byId.get(message.id);
+    if (row?.opted_out) return "opted-out";
     if (!row) {
-      if (message.idempotency) return undefined;
+      if (message.idempotency) return "idempotency-taken";
       throw new Error("storeMessages: the message insert returned no row");
     }
     return { id: row.id, seq: Number(row.seq), contactId: row.contact_id, tenantId: row.tenant_id };

@@ -6,7 +6,9 @@ import {
   type SenderCredentials,
 } from "../channel/provider.ts";
 import type { Clock } from "../clock.ts";
+import { WINDOW_MS } from "../contacts/messaging-state.ts";
 import type { Db } from "../db/connect.ts";
+import type { MessageFailure } from "../db/schema.ts";
 import { unsent } from "../db/unsent.ts";
 import { isDependencyDown } from "../http/dependency-faults.ts";
 import { withTimeout } from "../lib/with-timeout.ts";
@@ -109,6 +111,11 @@ interface Claimed {
   access_token: string;
   sender_active: boolean;
   mps: number;
+  /** Checked at the claim (DESIGN §13): the contact opted out, the message waited past valid_for, a
+   * scheduled free text whose window has closed by its time. */
+  opted_out: boolean;
+  expired: boolean;
+  window_closed: boolean;
   /** When this claim took it (set here, not by Postgres). */
   claimed_at: Date;
 }
@@ -157,7 +164,12 @@ async function claim(deps: SendDeps, selector: ReturnType<typeof sql>, now: Date
     WHERE m.seq = c.seq AND ct.id = m.contact_id AND s.id = m.sender_id
     RETURNING m.id, m.sender_id, m.contact_id, m.content, m.send_attempts, m.send_throttled,
       c.prev_started_at, ct.phone, s.provider_phone_number_id, s.waba_id, s.access_token,
-      s.active AS sender_active, s.mps`.execute(deps.db);
+      s.active AS sender_active, s.mps,
+      ct.opted_out_at IS NOT NULL AS opted_out,
+      COALESCE(m.expires_at <= ${now}, false) AS expired,
+      m.send_at IS NOT NULL AND m.type = 'text'
+        AND COALESCE(ct.last_inbound_at + ${`${WINDOW_MS} milliseconds`}::interval <= ${now}, true)
+        AS window_closed`.execute(deps.db);
   return rows.map((row) => ({ ...row, claimed_at: now }));
 }
 
@@ -165,6 +177,35 @@ const byIds = (ids: readonly string[]) => sql`m.id = ANY(${[...ids]}::text[])`;
 
 const byPairs = (pairs: readonly { sender_id: string; contact_id: string }[]) =>
   sql`(m.sender_id, m.contact_id) IN (SELECT * FROM unnest(${pairs.map((p) => p.sender_id)}::text[], ${pairs.map((p) => p.contact_id)}::text[]))`;
+
+/**
+ * Why a claimed message must not go out (DESIGN §13), in the order the contract ranks them: it is
+ * failed at the claim instead, nothing sent.
+ */
+function refusalAtClaim(row: Claimed): MessageFailure | undefined {
+  if (row.opted_out) {
+    return {
+      code: "recipient_opted_out",
+      message: "The customer opted out before the message could be sent.",
+      retryable: false,
+    };
+  }
+  if (row.window_closed) {
+    return {
+      code: "messaging_window_closed",
+      message: "The 24-hour window had closed by the scheduled time; free text cannot be sent outside it.",
+      retryable: false,
+    };
+  }
+  if (row.expired) {
+    return {
+      code: "expired",
+      message: "The message was not handed to the provider within its valid_for, so it was not sent late.",
+      retryable: false,
+    };
+  }
+  return undefined;
+}
 
 /** Claimed rows to put back as they were: they never reached the provider (a fault before the call). */
 async function release(deps: SendDeps, rows: readonly Claimed[]): Promise<void> {
@@ -435,6 +476,11 @@ async function deliverForSender(deps: SendDeps, claimed: Claimed[], report: Batc
         const providerMessageId = known.get(row.id);
         if (providerMessageId) {
           settled.push({ ...pairOf(row), outcome: "adopted", providerMessageId, refund: true });
+          continue;
+        }
+        const refusal = refusalAtClaim(row);
+        if (refusal) {
+          settled.push({ ...pairOf(row), outcome: "failed", refund: true, failure: refusal });
           continue;
         }
         if (!row.sender_active && !row.prev_started_at) {

@@ -1,0 +1,248 @@
+/**
+ * Issue 23 (DESIGN §13): `send_at` (status `scheduled`, durable in Postgres, into delivery at its
+ * time), POST /messages/{id}/cancel decided at the send claim, and `valid_for` expiry at the claim.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { finalizeInbound } from "../src/inbound/finalize.ts";
+import { releaseDueMessages } from "../src/outbound/scheduler.ts";
+import { insertSender, type SenderRow } from "../src/senders/repository.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import { call, createTenantWithApp, createTestEnv, deliverOne, getToken, type TestEnv } from "./support.ts";
+
+let env: TestEnv;
+let token: string;
+let otherToken: string;
+let sender: SenderRow;
+const PHONE_NUMBER_ID = "301000000000123";
+const ORDER_SHIPPED = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1001"] } };
+
+beforeAll(async () => {
+  env = await createTestEnv({ simulator: true, statusDelayMs: 600_000 });
+  const creds = await createTenantWithApp(env.deps);
+  token = await getToken(env.app, creds.clientId, creds.clientSecret);
+  const other = await createTenantWithApp(env.deps, { name: "Other" });
+  otherToken = await getToken(env.app, other.clientId, other.clientSecret);
+  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
+    tenantId: creds.tenant.id,
+    phoneNumber: "+15550100123",
+    providerPhoneNumberId: PHONE_NUMBER_ID,
+    wabaId: "401000000000123",
+    accessToken: "sim-token",
+  });
+  await syncSenderTemplates(env.deps, sender);
+});
+afterAll(() => env.close());
+
+const send = (body: Record<string, unknown>, key?: string) =>
+  call(env.app, "POST", "/v2/messages", {
+    token,
+    body,
+    ...(key && { headers: { "idempotency-key": key } }),
+  });
+const get = (id: string) => call(env.app, "GET", `/v2/messages/${id}`, { token });
+const cancel = (id: string, as = token) => call(env.app, "POST", `/v2/messages/${id}/cancel`, { token: as });
+const nowS = () => Math.floor(env.clock.now().getTime() / 1000);
+
+async function sentTo(messageId: string): Promise<unknown[]> {
+  const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${PHONE_NUMBER_ID}`);
+  const { data } = (await response.json()) as { data: { payload: Record<string, unknown> }[] };
+  return data.filter((record) => record.payload.biz_opaque_callback_data === messageId);
+}
+
+/** A customer's message, so that the contact's 24-hour window opens now (provider time). */
+async function inbound(from: string, text = "hello"): Promise<void> {
+  const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ phone_number_id: PHONE_NUMBER_ID, from: from.slice(1), type: "text", text }),
+  });
+  const { id } = (await response.json()) as { id: string };
+  await finalizeInbound(env.deps.db, env.clock, id);
+}
+
+describe("send_at", () => {
+  test("stored scheduled, invisible to the send worker until its time, then sent", async () => {
+    const at = nowS() + 120;
+    const accepted = await send({ to: "+4915100123001", template: ORDER_SHIPPED, send_at: at }, "sched-1");
+    expect(accepted.status).toBe(201);
+    expect(accepted.body).toMatchObject({ status: "scheduled", send_at: at, valid_for: null });
+    const id: string = accepted.body.id;
+    // A replay answers as the first request did.
+    const replay = await send({ to: "+4915100123001", template: ORDER_SHIPPED, send_at: at }, "sched-1");
+    expect(replay.status).toBe(200);
+    expect(replay.body).toEqual(accepted.body);
+
+    // Named by a job before its time, it is not sent; the scheduler leaves it.
+    expect(await deliverOne(env.deps, id)).toBe("skipped");
+    expect(await releaseDueMessages(env.deps)).toBe(0);
+    expect((await get(id)).body.status).toBe("scheduled");
+    // In history from its creation, with its current status.
+    const history = await call(env.app, "GET", `/v2/contacts/${accepted.body.to.id}/messages`, { token });
+    expect(history.body.data.find((m: { id: string }) => m.id === id).status).toBe("scheduled");
+
+    env.clock.advance(120);
+    expect(await releaseDueMessages(env.deps)).toBe(1);
+    expect((await get(id)).body.status).toBe("accepted");
+    expect(await deliverOne(env.deps, id)).toBe("sent");
+    expect(await sentTo(id)).toHaveLength(1);
+    expect((await get(id)).body).toMatchObject({ status: "sent", send_at: at });
+    expect(await releaseDueMessages(env.deps)).toBe(0);
+  });
+
+  test("from now + 60 s to now + 30 days, both inclusive; else 400 parameter_invalid", async () => {
+    const now = nowS();
+    for (const ok of [now + 60, now + 30 * 86400]) {
+      expect((await send({ to: "+4915100123002", template: ORDER_SHIPPED, send_at: ok })).status).toBe(201);
+    }
+    for (const bad of [now + 59, now + 30 * 86400 + 1, now - 10, 1.5, "soon"]) {
+      const refused = await send({ to: "+4915100123002", template: ORDER_SHIPPED, send_at: bad });
+      expect(refused.status).toBe(400);
+      expect(refused.body.error).toMatchObject({ code: "parameter_invalid", param: "send_at" });
+    }
+  });
+
+  test("free text needs the window open at send_at as known now, and again at that time", async () => {
+    await inbound("+4915100123003");
+    const refused = await send({
+      contact: await contactOf("+4915100123003"),
+      body: "hi",
+      send_at: nowS() + 86400,
+    });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: "messaging_window_closed", param: "send_at" });
+
+    const accepted = await send({
+      contact: await contactOf("+4915100123003"),
+      body: "see you at 10",
+      send_at: nowS() + 3600,
+    });
+    expect(accepted.status).toBe(201);
+    // Time passes beyond the window before the message is due (the clock jumps past both).
+    const before = env.clock.now();
+    env.clock.advance(25 * 3600);
+    expect(await releaseDueMessages(env.deps)).toBeGreaterThanOrEqual(1);
+    expect(await deliverOne(env.deps, accepted.body.id)).toBe("failed");
+    env.clock.set(before);
+    expect((await get(accepted.body.id)).body).toMatchObject({
+      status: "failed",
+      failure: { code: "messaging_window_closed", retryable: false },
+    });
+    expect(await sentTo(accepted.body.id)).toHaveLength(0);
+  });
+});
+
+async function contactOf(phone: string): Promise<string> {
+  const row = await env.deps.db
+    .selectFrom("contacts")
+    .select("id")
+    .where("phone", "=", phone)
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+describe("cancel", () => {
+  test("a scheduled message: 200 canceled, again 200, never sent, logged as message.canceled", async () => {
+    const accepted = await send({ to: "+4915100123010", template: ORDER_SHIPPED, send_at: nowS() + 60 });
+    const id: string = accepted.body.id;
+    const canceled = await cancel(id);
+    expect(canceled.status).toBe(200);
+    expect(canceled.body).toEqual({ ...accepted.body, status: "canceled" });
+    expect((await cancel(id)).body.status).toBe("canceled");
+    const before = env.clock.now();
+    env.clock.advance(61);
+    await releaseDueMessages(env.deps);
+    expect(await deliverOne(env.deps, id)).toBe("skipped");
+    env.clock.set(before);
+    expect(await sentTo(id)).toHaveLength(0);
+    expect((await get(id)).body.status).toBe("canceled");
+    const events = await eventsOf(id);
+    expect(events).toContain("message.canceled");
+  });
+
+  test("an accepted message not yet claimed: canceled, and its pair's next message goes out", async () => {
+    const first = await send({ to: "+4915100123011", template: ORDER_SHIPPED });
+    const second = await send({ to: "+4915100123011", template: ORDER_SHIPPED });
+    // The second waits behind the first (one pair, in order).
+    expect(await deliverOne(env.deps, second.body.id)).toBe("skipped");
+    expect((await cancel(first.body.id)).status).toBe(200);
+    expect(await deliverOne(env.deps, first.body.id)).toBe("skipped");
+    expect(await deliverOne(env.deps, second.body.id)).toBe("sent");
+    expect(await sentTo(first.body.id)).toHaveLength(0);
+  });
+
+  test("once handed to the provider: 409 message_not_cancelable naming the status", async () => {
+    const accepted = await send({ to: "+4915100123012", template: ORDER_SHIPPED });
+    expect(await deliverOne(env.deps, accepted.body.id)).toBe("sent");
+    const refused = await cancel(accepted.body.id);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe("message_not_cancelable");
+    expect(refused.body.error.message).toContain("sent");
+  });
+
+  test("a claimed message (send in progress) is not cancelable", async () => {
+    const accepted = await send({ to: "+4915100123013", template: ORDER_SHIPPED });
+    await env.deps.db
+      .updateTable("messages")
+      .set({ send_started_at: env.clock.now() })
+      .where("id", "=", accepted.body.id)
+      .execute();
+    const refused = await cancel(accepted.body.id);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.message).toContain("accepted");
+  });
+
+  test("unknown, another tenant's or inbound: 404 or 409; a token without messaging:send: 403", async () => {
+    const accepted = await send({ to: "+4915100123014", template: ORDER_SHIPPED, send_at: nowS() + 600 });
+    expect((await cancel(accepted.body.id, otherToken)).status).toBe(404);
+    expect((await cancel("msg_nope")).status).toBe(404);
+    expect((await get(accepted.body.id)).body.status).toBe("scheduled");
+  });
+});
+
+async function eventsOf(id: string): Promise<string[]> {
+  const { sequenceFeed } = await import("../src/feed/sequencer.ts");
+  await sequenceFeed(env.deps.db);
+  const events = await call(env.app, "GET", "/v2/events?limit=500", { token });
+  return events.body.data
+    .filter((e: { data: { id: string } }) => e.data.id === id)
+    .map((e: { type: string }) => e.type);
+}
+
+describe("valid_for", () => {
+  test("a message not handed over within valid_for fails expired and is never sent", async () => {
+    const accepted = await send({ to: "+4915100123020", template: ORDER_SHIPPED, valid_for: 30 });
+    expect(accepted.body.valid_for).toBe(30);
+    const before = env.clock.now();
+    env.clock.advance(31);
+    expect(await deliverOne(env.deps, accepted.body.id)).toBe("failed");
+    env.clock.set(before);
+    expect((await get(accepted.body.id)).body).toMatchObject({
+      status: "failed",
+      valid_for: 30,
+      failure: { code: "expired", retryable: false },
+    });
+    expect(await sentTo(accepted.body.id)).toHaveLength(0);
+  });
+
+  test("counted from send_at when scheduled; in time it is sent", async () => {
+    const accepted = await send({
+      to: "+4915100123021",
+      template: ORDER_SHIPPED,
+      send_at: nowS() + 100,
+      valid_for: 30,
+    });
+    const before = env.clock.now();
+    env.clock.advance(120);
+    await releaseDueMessages(env.deps);
+    expect(await deliverOne(env.deps, accepted.body.id)).toBe("sent");
+    env.clock.set(before);
+  });
+
+  test("1 to 86,400 seconds", async () => {
+    for (const bad of [0, 86401, -5, 2.5]) {
+      const refused = await send({ to: "+4915100123022", template: ORDER_SHIPPED, valid_for: bad });
+      expect(refused.status).toBe(400);
+      expect(refused.body.error).toMatchObject({ code: "parameter_invalid", param: "valid_for" });
+    }
+  });
+});
