@@ -13,7 +13,7 @@ import { MEDIA_BODY_LIMIT } from "./http/body.ts";
 import { API_PREFIX, ROUTER_STANDARD_HOSTNAME } from "./http/paths.ts";
 import { mediaRoutes } from "./media/routes.ts";
 import { createMessageAcceptor } from "./messages/accept.ts";
-import { createSendAdmission, outboundSending } from "./messages/admission.ts";
+import { createQuotaReservation, createSendAdmission, outboundSending } from "./messages/admission.ts";
 import { messageCancelRoutes } from "./messages/cancel.ts";
 import { messageLookupRoutes } from "./messages/lookup.ts";
 import { messageRoutes } from "./messages/routes.ts";
@@ -31,9 +31,11 @@ import { webhookRoutes } from "./webhooks/routes.ts";
 export function createApp(deps: AppDeps) {
   // One send path per process, shared by POST /v2/messages and the panel's replies: one group
   // commit, one set of directory and quota caches.
+  const quota = { ...deps, defaultDailyQuota: deps.config.dailySendQuota };
   const sending = outboundSending(
-    createSendAdmission({ ...deps, defaultDailyQuota: deps.config.dailySendQuota }),
+    createSendAdmission(quota),
     createMessageAcceptor(deps),
+    createQuotaReservation(quota),
   );
   // Every route of the finished app, read on request: openapi.json documents them, and the pipeline
   // answers 405 (with Allow) and labels metrics from them.
@@ -42,7 +44,7 @@ export function createApp(deps: AppDeps) {
     .use(apiReferenceRoutes(deps, routes))
     .use(oauthRoutes(deps))
     .use(senderRoutes(deps))
-    .use(messageRoutes(sending))
+    .use(messageRoutes(sending, deps.config.publicBaseUrl))
     .use(messageLookupRoutes(deps))
     .use(messageCancelRoutes(deps))
     .use(contactRoutes(deps))

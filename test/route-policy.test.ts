@@ -9,7 +9,7 @@ import net from "node:net";
 import { Elysia } from "elysia";
 import { setRequestState } from "../src/http/request-state.ts";
 import { createMessageAcceptor } from "../src/messages/accept.ts";
-import { createSendAdmission, outboundSending } from "../src/messages/admission.ts";
+import { createQuotaReservation, createSendAdmission, outboundSending } from "../src/messages/admission.ts";
 import { messageRoutes } from "../src/messages/routes.ts";
 import { assertEveryRouteHasPolicy } from "../src/pipeline/request-pipeline.ts";
 import { insertSender } from "../src/senders/repository.ts";
@@ -204,9 +204,11 @@ describe("the router and the pipeline read one path", () => {
 describe("POST /messages fails closed", () => {
   test("a send that reaches its route without an admission is admitted there: its limit holds", async () => {
     const creds = await sendCredentials({ sendLimit: 1 });
+    const quota = { ...env.deps, defaultDailyQuota: 1000 };
     const sending = outboundSending(
-      createSendAdmission({ ...env.deps, defaultDailyQuota: 1000 }),
+      createSendAdmission(quota),
       createMessageAcceptor(env.deps),
+      createQuotaReservation(quota),
     );
     // A stand-in for a pipeline that forgot the admission: it authenticates and nothing else.
     const auth = {
@@ -225,7 +227,7 @@ describe("POST /messages fails closed", () => {
           auth: { ...auth, scopes: [...auth.scopes] },
         });
       })
-      .use(messageRoutes(sending));
+      .use(messageRoutes(sending, env.config.publicBaseUrl));
     await nextSecond();
     const statuses: number[] = [];
     for (let i = 0; i < 3; i++) {

@@ -12,6 +12,8 @@ const MB = 1024 * KB;
 
 /** JSON and form bodies of the API (and the token endpoint). */
 export const JSON_BODY_LIMIT = MB;
+/** POST /v2/messages/batch: up to 1,000 sends (DESIGN §13). */
+export const BATCH_BODY_LIMIT = 4 * MB;
 /** A provider webhook batches up to 1,000 events; 3 MB leaves room. */
 export const WEBHOOK_BODY_LIMIT = 3 * MB;
 /** POST /v2/media: a 16 MB file plus the multipart envelope. */
@@ -21,7 +23,7 @@ export const FORM_BODY_LIMIT = 64 * KB;
 /** Deeper JSON than any of our schemas needs; refused before it is parsed. */
 export const MAX_JSON_DEPTH = 32;
 
-export type BodyKind = "media" | "webhook" | "api" | "form";
+export type BodyKind = "media" | "webhook" | "api" | "batch" | "form";
 
 export interface BodyPolicy {
   kind: BodyKind;
@@ -32,6 +34,7 @@ const POLICIES: Record<BodyKind, BodyPolicy> = {
   media: { kind: "media", limit: MEDIA_BODY_LIMIT },
   webhook: { kind: "webhook", limit: WEBHOOK_BODY_LIMIT },
   api: { kind: "api", limit: JSON_BODY_LIMIT },
+  batch: { kind: "batch", limit: BATCH_BODY_LIMIT },
   form: { kind: "form", limit: FORM_BODY_LIMIT },
 };
 

@@ -15,6 +15,7 @@ import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
 import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
+import { type AcceptBatch, createBatchAcceptor } from "./batch.ts";
 import {
   IN_FLIGHT_MS,
   idempotencyRedisKey,
@@ -40,10 +41,10 @@ export interface SendAdmission extends AdmittedSend {
 const QUOTA_CACHE_MS = 30_000;
 
 /**
- * One Redis call per send decides both limits (scripts/send_admission.lua). The tenant's quota is
- * cached briefly; a counter Redis lost is rebuilt from the day's accepted messages in Postgres.
+ * A tenant's daily quota (cached briefly) and the count a counter Redis lost is rebuilt from: the
+ * day's accepted messages in Postgres.
  */
-export function createSendAdmission(deps: SendAdmissionDeps) {
+function dailyQuota(deps: Pick<SendAdmissionDeps, "db" | "defaultDailyQuota">) {
   const quotaCache = new Map<string, { quota: number; until: number }>();
 
   async function tenantQuota(tenantId: string): Promise<number> {
@@ -70,6 +71,25 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
       .executeTakeFirstOrThrow();
     return row.n;
   }
+
+  return { tenantQuota, acceptedToday };
+}
+
+function quotaExceeded(quota: number, now: Date, dayEnd: Date): ApiError {
+  const secondsToMidnight = Math.max(1, Math.ceil((dayEnd.getTime() - now.getTime()) / 1000));
+  return new ApiError(
+    "quota_exceeded",
+    `The daily send quota of ${quota} messages is used up; it resets at 00:00 UTC.`,
+    { headers: { "retry-after": String(secondsToMidnight) } },
+  );
+}
+
+/**
+ * One Redis call per send decides both limits (scripts/send_admission.lua). The tenant's quota is
+ * cached briefly; a counter Redis lost is rebuilt from the day's accepted messages in Postgres.
+ */
+export function createSendAdmission(deps: SendAdmissionDeps) {
+  const { tenantQuota, acceptedToday } = dailyQuota(deps);
 
   /**
    * Reserves a send: the rate limit, a unit of the daily quota and, with `idempotency` (the request's
@@ -120,15 +140,7 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
     }
     if (code === 2) {
       deps.metrics.rateLimited.inc({ kind: "quota" satisfies RateLimitKind });
-      const secondsToMidnight = Math.max(1, Math.ceil((day.end.getTime() - now.getTime()) / 1000));
-      throw withRateHeaders(
-        new ApiError(
-          "quota_exceeded",
-          `The daily send quota of ${quota} messages is used up; it resets at 00:00 UTC.`,
-          { headers: { "retry-after": String(secondsToMidnight) } },
-        ),
-        rate,
-      );
+      throw withRateHeaders(quotaExceeded(quota, now, day.end), rate);
     }
     const reservation =
       idempotency && idempotencyKey
@@ -180,6 +192,57 @@ function reserved(
 
 export type AdmitSend = ReturnType<typeof createSendAdmission>;
 
+/** Units of the daily quota reserved at once (POST /messages/batch). */
+export interface QuotaReservation {
+  granted: number;
+  directoryVersion: string;
+  /** Why units were not granted, for the items left without one. */
+  exceeded: ApiError;
+  /** Gives back `units` of the granted ones (items that created no message). */
+  refund(units: number): Promise<void>;
+}
+
+/** Reserves up to `wanted` units of the tenant's daily quota in one Redis call (scripts/reserve_quota.lua). */
+export function createQuotaReservation(deps: SendAdmissionDeps) {
+  const { tenantQuota, acceptedToday } = dailyQuota(deps);
+  return async function reserveQuota(auth: AuthContext, wanted: number): Promise<QuotaReservation> {
+    const now = deps.clock.now();
+    const day = utcDay(now);
+    const quotaKey = deps.keys.dailyQuota(auth.tenantId, CHANNEL, day.key);
+    const quota = await tenantQuota(auth.tenantId);
+    const ttl = Math.ceil((day.end.getTime() - now.getTime()) / 1000) + 3600;
+    const call = (seed: number) =>
+      deps.redis
+        .reserveQuota(
+          quotaKey,
+          deps.keys.directoryVersion(auth.tenantId),
+          quota,
+          ttl,
+          seed,
+          DIRECTORY_VERSION_TTL_SECONDS,
+          wanted,
+        )
+        .catch(() => {
+          throw serviceUnavailable();
+        });
+    let reply = await call(-1);
+    if (reply[0] === 3) reply = await call(await acceptedToday(auth.tenantId, day));
+    const [, granted, , directoryVersion] = reply;
+    if (granted < wanted) deps.metrics.rateLimited.inc({ kind: "quota" satisfies RateLimitKind });
+    return {
+      granted,
+      directoryVersion,
+      exceeded: quotaExceeded(quota, now, day.end),
+      async refund(units) {
+        // A unit not given back only undercounts the day's remaining quota.
+        if (units > 0) await deps.redis.refundQuota(quotaKey, units).catch(() => {});
+      },
+    };
+  };
+}
+
+export type ReserveQuota = ReturnType<typeof createQuotaReservation>;
+
 /**
  * Admits the send of a request (POST /messages): its Idempotency-Key, when well-formed, claimed under
  * the request's id (a malformed one is the route's 400), the limits' headers set, and the admission
@@ -213,11 +276,18 @@ export interface OutboundSending {
     input: SendMessageInput,
     idempotencyKey: string | undefined,
   ): Promise<AcceptOutcome>;
+  /** POST /v2/messages/batch: each item through the same acceptor (src/messages/batch.ts). */
+  acceptBatch: AcceptBatch;
 }
 
-export function outboundSending(admitSend: AdmitSend, accept: AcceptOutboundMessage): OutboundSending {
+export function outboundSending(
+  admitSend: AdmitSend,
+  accept: AcceptOutboundMessage,
+  reserveQuota: ReserveQuota,
+): OutboundSending {
   return {
     admitSend,
+    acceptBatch: createBatchAcceptor(accept, reserveQuota),
     /**
      * Only accepted sends count against the daily quota: a send that created a message keeps its
      * unit; a replay or a refusal gives it back (and its claimed key) before it answers.

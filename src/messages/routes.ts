@@ -1,15 +1,60 @@
-import { Elysia } from "elysia";
+import { Elysia, type Static, t } from "elysia";
+import { ApiError, apiErrorBody } from "../http/errors.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import { requestState } from "../http/request-state.ts";
 import { routePolicy } from "../http/route-policy.ts";
-import { standardErrors } from "../http/schemas.ts";
+import { ErrorResponse, listOf, standardErrors, withExclusivePairs } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { admitSendRequest, type OutboundSending } from "./admission.ts";
+import {
+  BATCH_MAX_ITEMS,
+  type BatchItemResult,
+  SendBatchItem,
+  SendBatchRequest,
+  SendBatchRequestDocumented,
+} from "./batch.ts";
 import { KEY_FORMAT, parseIdempotencyKey } from "./idempotency.ts";
 import { presentAcceptedMessage } from "./presenter.ts";
 import { MessageSchema, SendMessageRequest, SendMessageRequestDocumented } from "./schemas.ts";
 
-export function messageRoutes(sending: OutboundSending) {
+const BatchResultSchema = t.Object(
+  {
+    object: t.Literal("batch_result"),
+    index: t.Integer({ description: "The item's position in `messages` (from 0)." }),
+    status: t.Integer({
+      description:
+        "The HTTP status the item would have had alone: 201 accepted, 200 a replay of its `idempotency_key`, 400/404/409/429 refused.",
+    }),
+    message: t.Nullable(MessageSchema),
+    // The envelope's error object (its schema, typed as apiErrorBody writes it).
+    error: t.Nullable(t.Unsafe<ErrorObject>(ErrorResponse.properties.error)),
+  },
+  {
+    title: "BatchResult",
+    description:
+      "One item's outcome: `message` when accepted or replayed, else `error` (its `param` relative to the item).",
+  },
+);
+
+type ErrorObject = ReturnType<typeof apiErrorBody>["error"];
+
+const BatchResultList = listOf(BatchResultSchema, "One row per item, in item order.");
+
+function presentBatchResult(
+  result: BatchItemResult,
+  requestId: string,
+  baseUrl: string,
+): Static<typeof BatchResultSchema> {
+  return {
+    object: "batch_result" as const,
+    index: result.index,
+    status: result.status,
+    message: "outcome" in result ? presentAcceptedMessage(result.outcome.message) : null,
+    error: "error" in result ? apiErrorBody(result.error, requestId, baseUrl).error : null,
+  };
+}
+
+export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
   return new Elysia()
     .use(routePolicy)
     .use(scopeGuard)
@@ -132,5 +177,79 @@ export function messageRoutes(sending: OutboundSending) {
           },
         },
       },
+    )
+    .post(
+      "/messages/batch",
+      async ({ auth, body, request }) => {
+        if (request.headers.has("idempotency-key")) {
+          throw new ApiError(
+            "parameter_invalid",
+            "A batch takes no Idempotency-Key header: give each item its own idempotency_key.",
+            { param: "Idempotency-Key" },
+          );
+        }
+        const state = requestState(request);
+        const results = await sending.acceptBatch(auth, body.messages);
+        const list: Static<typeof BatchResultList> = {
+          object: "list" as const,
+          url: new URL(request.url).pathname,
+          has_more: false,
+          data: results.map((result) => presentBatchResult(result, state?.requestId ?? "", publicBaseUrl)),
+        };
+        return list;
+      },
+      {
+        // One unit of the send limit for the call, before the body; the daily quota per item.
+        policy: { limit: "send", body: "batch" },
+        scope: "messaging:send",
+        body: SendBatchRequest,
+        response: {
+          200: BatchResultList,
+          ...standardErrors(
+            "parameter_missing",
+            "parameter_invalid",
+            "parameter_unknown",
+            "invalid_json",
+            "invalid_content_type",
+            "request_too_large",
+          ),
+        },
+        detail: {
+          operationId: "sendMessageBatch",
+          summary: "Send a batch of messages",
+          description: `Up to ${BATCH_MAX_ITEMS} sends in one call, each validated and answered on its own: 200 with one \`batch_result\` per item, in item order, whose \`status\` is what the item would have had alone (201, 200 for a replay, 400/404/409/429) with its \`message\` or its \`error\` (\`param\` relative to the item, e.g. \`template.name\`). Give each item its own \`idempotency_key\` (an \`Idempotency-Key\` header is refused): a retried batch then sends nothing twice. The call spends one unit of the send limit (${DEFAULT_LIMITS.send} per second; 429 for the whole call); each accepted item spends one unit of the daily quota, and the items past it (the last ones) get 429 \`quota_exceeded\` in their row. Messages to one contact are handed to the provider in item order.`,
+          tags: ["Messages"],
+          requestBody: {
+            schema: withExclusivePairs(SendBatchRequestDocumented, []),
+            content: {
+              "application/json": {
+                examples: {
+                  batch: {
+                    summary: "Two order notices, each with its own key",
+                    value: {
+                      messages: [
+                        {
+                          to: "+4915123456789",
+                          template: { name: "order_shipped", variables: { body: ["Ana", "A-1"] } },
+                          client_reference: "order-A-1",
+                          idempotency_key: "order-A-1-shipped",
+                        },
+                        {
+                          to: "+4915123456780",
+                          template: { name: "order_shipped", variables: { body: ["Ben", "A-2"] } },
+                          client_reference: "order-A-2",
+                          idempotency_key: "order-A-2-shipped",
+                        },
+                      ],
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
     );
 }
+
+export { SendBatchItem };

@@ -145,7 +145,6 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
         headers: { "retry-after": String(webhookRejections.retryAfterSeconds(ip)) },
       });
     }
-    if (declaredTooLarge(request, state.bodyPolicy)) throw tooLargeError(state.bodyPolicy);
     switch (policy.limit) {
       case "none":
       case "webhook-rejections":
@@ -162,6 +161,8 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
       default:
         await spendCallerLimit(request, set, state, policy.limit);
     }
+    // After the limit: a refused request spends its unit like any other (DESIGN §13), and is never read.
+    if (declaredTooLarge(request, state.bodyPolicy)) throw tooLargeError(state.bodyPolicy);
     return state;
   };
 

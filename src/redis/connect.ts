@@ -29,7 +29,17 @@ export interface ScriptCommands {
     mode?: "peek",
   ): Promise<[number, number, number]>;
   /** See scripts/refund_quota.lua. */
-  refundQuota(key: string): Promise<number>;
+  refundQuota(key: string, units?: number): Promise<number>;
+  /** See scripts/reserve_quota.lua. */
+  reserveQuota(
+    quotaKey: string,
+    directoryVersionKey: string,
+    quota: number,
+    quotaTtlSeconds: number,
+    seed: number,
+    directoryVersionTtlSeconds: number,
+    wanted: number,
+  ): Promise<[number, number, number, string]>;
   /** See scripts/raise_feed_head.lua. */
   raiseFeedHead(key: string, epoch: number, lastSeq: number): Promise<number>;
   /** See scripts/take_send_tokens.lua. */
@@ -52,6 +62,7 @@ const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
   { name: "sendAdmission", file: "send_admission.lua", keys: 4 },
   { name: "attemptWindow", file: "attempt_window.lua", keys: 1 },
   { name: "refundQuota", file: "refund_quota.lua", keys: 1 },
+  { name: "reserveQuota", file: "reserve_quota.lua", keys: 2 },
   { name: "raiseFeedHead", file: "raise_feed_head.lua", keys: 1 },
   { name: "takeSendTokens", file: "take_send_tokens.lua", keys: 1 },
 ];

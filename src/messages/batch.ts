@@ -1,0 +1,204 @@
+import { t } from "elysia";
+import { toE164 } from "../contacts/phone.ts";
+import { ApiError } from "../http/errors.ts";
+import type { AuthContext } from "../http/request-state.ts";
+import { bodyValidationProblem } from "../http/validation.ts";
+import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
+import type { ReserveQuota } from "./admission.ts";
+import { KEY_FORMAT } from "./idempotency.ts";
+import { SendMessageRequest } from "./schemas.ts";
+
+/**
+ * POST /messages/batch (DESIGN §13): up to 1,000 sends in one call, each validated and answered on
+ * its own. Items go through the one acceptor of sends (accept.ts), all at once, so they share its
+ * group commit: 1,000 items are a few multi-row statements and a few send jobs, not 1,000 of each.
+ * The call's rate unit is spent by its route's policy; the daily quota is reserved for the items in
+ * one Redis call and what items do not use is given back in one more.
+ */
+
+export const BATCH_MAX_ITEMS = 1000;
+
+export const IdempotencyKeyProperty = t.String({
+  minLength: 1,
+  maxLength: 255,
+  pattern: KEY_FORMAT.source,
+  description:
+    "1-255 printable ASCII characters, in your application's namespace of Idempotency-Keys (shared with the header of single sends), kept 24 hours: the same key with the same item replays the original message (200); with another item, `idempotency_key_reused`.",
+});
+
+/** One item: a SendMessageRequest and its own optional idempotency key. */
+export const SendBatchItem = t.Object(
+  { ...SendMessageRequest.properties, idempotency_key: t.Optional(IdempotencyKeyProperty) },
+  {
+    additionalProperties: false,
+    title: "SendBatchItem",
+    description: "A SendMessageRequest, with an optional `idempotency_key` of its own.",
+  },
+);
+
+/** What the route validates as a whole: the list; each item is validated on its own (its own row). */
+export const SendBatchRequest = t.Object(
+  {
+    messages: t.Array(t.Unknown(), {
+      minItems: 1,
+      maxItems: BATCH_MAX_ITEMS,
+      description: `1 to ${BATCH_MAX_ITEMS} SendBatchItems.`,
+    }),
+  },
+  { additionalProperties: false, title: "SendBatchRequest" },
+);
+
+/** What the OpenAPI document and the SDK show. */
+export const SendBatchRequestDocumented = t.Object(
+  {
+    messages: t.Array(SendBatchItem, {
+      minItems: 1,
+      maxItems: BATCH_MAX_ITEMS,
+      description: `1 to ${BATCH_MAX_ITEMS} messages, answered in this order.`,
+    }),
+  },
+  { additionalProperties: false, title: "SendBatchRequest" },
+);
+
+export type BatchItemResult =
+  | { index: number; status: 200 | 201; outcome: AcceptOutcome }
+  | { index: number; status: number; error: ApiError };
+
+function itemError(index: number, error: ApiError): BatchItemResult {
+  return { index, status: error.status, error };
+}
+
+interface ValidItem {
+  index: number;
+  input: SendMessageInput;
+  key: string | undefined;
+}
+
+/** The item as a send, or why it is not one (params relative to the item). */
+function validateItem(index: number, item: unknown): ValidItem | BatchItemResult {
+  if (item === null || typeof item !== "object" || Array.isArray(item)) {
+    return itemError(
+      index,
+      new ApiError("parameter_invalid", "Each item of messages must be a JSON object."),
+    );
+  }
+  const problem = bodyValidationProblem(SendBatchItem, item);
+  if (problem) return itemError(index, problem);
+  const { idempotency_key: key, ...input } = item as SendMessageInput & { idempotency_key?: string };
+  return { index, input, key };
+}
+
+/** The recipient as the item names it (a number in its E.164 form). */
+function recipientOf(input: SendMessageInput): string | undefined {
+  if (input.contact !== undefined) return `c:${input.contact}`;
+  if (input.to !== undefined) return `t:${toE164(input.to) ?? input.to}`;
+  return undefined;
+}
+
+/** Items in chains: those sharing a recipient or an idempotency key in one, in item order. */
+function chainsOf(items: ValidItem[]): ValidItem[][] {
+  const chainOf = new Map<string, number>();
+  const parent: number[] = items.map((_, i) => i);
+  const root = (i: number): number => {
+    while (parent[i] !== i) {
+      parent[i] = parent[parent[i]!]!;
+      i = parent[i]!;
+    }
+    return i;
+  };
+  items.forEach((item, i) => {
+    for (const name of [recipientOf(item.input), item.key === undefined ? undefined : `k:${item.key}`]) {
+      if (name === undefined) continue;
+      const seen = chainOf.get(name);
+      if (seen === undefined) chainOf.set(name, i);
+      else parent[root(i)] = root(seen);
+    }
+  });
+  const chains = new Map<number, ValidItem[]>();
+  items.forEach((item, i) => {
+    const r = root(i);
+    const chain = chains.get(r);
+    if (chain) chain.push(item);
+    else chains.set(r, [item]);
+  });
+  return [...chains.values()];
+}
+
+/** Errors about the idempotency key name the item's field, not the single send's header. */
+function relativeToItem(error: ApiError): ApiError {
+  if (error.param !== "Idempotency-Key") return error;
+  return new ApiError(error.code, error.message.replace("Idempotency-Key", "idempotency_key"), {
+    param: "idempotency_key",
+    headers: error.headers,
+    extra: error.extra,
+  });
+}
+
+export function createBatchAcceptor(accept: AcceptOutboundMessage, reserveQuota: ReserveQuota) {
+  /** One item through the one acceptor; its refusal becomes its row. */
+  async function acceptItem(auth: AuthContext, item: ValidItem, version: string): Promise<BatchItemResult> {
+    try {
+      const outcome = await accept(auth, item.input, item.key, version);
+      return { index: item.index, status: outcome.replayed ? 200 : 201, outcome };
+    } catch (error) {
+      // A dependency away (503) or a fault of ours fails the call: retried with the same item keys,
+      // nothing already accepted is sent twice.
+      if (!(error instanceof ApiError) || error.status >= 500) throw error;
+      return itemError(item.index, relativeToItem(error));
+    }
+  }
+
+  /**
+   * Items sharing a recipient or a key run one after another, in item order: the messages to one
+   * contact get their order (seq) from their commits, and a later item with an earlier one's key is
+   * its retry (a replay, or `idempotency_key_reused`). All other items run side by side.
+   */
+  async function acceptGranted(auth: AuthContext, items: ValidItem[], version: string) {
+    const results = await Promise.all(
+      chainsOf(items).map(async (chain) => {
+        const done: BatchItemResult[] = [];
+        for (const item of chain) done.push(await acceptItem(auth, item, version));
+        return done;
+      }),
+    );
+    return results.flat();
+  }
+
+  return async function acceptBatch(
+    auth: AuthContext,
+    items: readonly unknown[],
+  ): Promise<BatchItemResult[]> {
+    const results: BatchItemResult[] = new Array(items.length);
+    let pending: ValidItem[] = [];
+    items.forEach((item, index) => {
+      const valid = validateItem(index, item);
+      if ("input" in valid) pending.push(valid);
+      else results[index] = valid;
+    });
+    // The quota is spent by accepted items only, and the items past it are the last ones: units are
+    // reserved for the next items in order; units of items that end without a new message are given
+    // back, and reserved again for the items after them.
+    while (pending.length > 0) {
+      const reservation = await reserveQuota(auth, pending.length);
+      const granted = pending.slice(0, reservation.granted);
+      const rest = pending.slice(reservation.granted);
+      if (granted.length === 0) {
+        for (const item of rest) results[item.index] = itemError(item.index, reservation.exceeded);
+        break;
+      }
+      let created = 0;
+      try {
+        for (const result of await acceptGranted(auth, granted, reservation.directoryVersion)) {
+          results[result.index] = result;
+          if (result.status === 201) created++;
+        }
+      } finally {
+        await reservation.refund(granted.length - created);
+      }
+      pending = rest;
+    }
+    return results;
+  };
+}
+
+export type AcceptBatch = ReturnType<typeof createBatchAcceptor>;
