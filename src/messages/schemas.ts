@@ -66,6 +66,8 @@ export const ClientReference = t.String({
     "Your own reference for this message (1-128 printable ASCII characters, not unique): echoed on the message in every view and on its events.",
 });
 
+// Whole numbers are t.Number({ multipleOf: 1 }), not t.Integer: an Integer in a body schema makes
+// Elysia coerce a missing body into an object, so an empty body would no longer be "missing".
 export const SendMessageRequest = t.Object(
   {
     sender: t.Optional(
@@ -85,13 +87,15 @@ export const SendMessageRequest = t.Object(
     ),
     client_reference: t.Optional(ClientReference),
     send_at: t.Optional(
-      t.Integer({
+      t.Number({
+        multipleOf: 1,
         description:
           "Schedule the send (Unix seconds, from now + 60 s to now + 30 days): the message is `scheduled` until then, cancelable, and goes out at that time.",
       }),
     ),
     valid_for: t.Optional(
-      t.Integer({
+      t.Number({
+        multipleOf: 1,
         minimum: 1,
         maximum: 86400,
         description:
