@@ -4,6 +4,7 @@
  *
  *   bun bench/send.ts                 # --mode accept: the api alone accepting sends
  *   bun bench/send.ts --mode drain    # + simulator, send and status workers delivering meanwhile
+ *   bun bench/send.ts --batch 1000    # POST /v2/messages/batch, 1,000 sends a call (either mode)
  *
  * Everything runs in a database and a Redis prefix of its own (dropped and recreated per run), on
  * loopback, with free ports; every process it starts is stopped at the end, also on failure or
@@ -45,7 +46,9 @@ const { values: flags } = parseArgs({
     mode: { type: "string", default: "accept" },
     duration: { type: "string", default: "20" },
     warmup: { type: "string", default: "5" },
-    connections: { type: "string", default: "64" },
+    // 64, or BATCH_CONNECTIONS with --batch: more concurrent 1,000-item batches only queue.
+    connections: { type: "string" },
+    batch: { type: "string", default: "0" },
     threads: { type: "string", default: "2" },
     apps: { type: "string", default: "50" },
     "send-workers": { type: "string", default: "2" },
@@ -71,7 +74,9 @@ if (flags.help) {
   console.log(`bun bench/send.ts [--mode accept|drain] [options]   (see bench/README.md)
   --duration S          measured wrk run, seconds (20)
   --warmup S            wrk warm-up before it, seconds (5)
-  --connections N       wrk connections (64)
+  --connections N       wrk connections (64; ${BATCH_CONNECTIONS} with --batch)
+  --batch N             POST /v2/messages/batch with N sends a call (1-1000), counting accepted items;
+                        no baseline then (it serves single sends only)
   --threads N           wrk threads (2)
   --apps N              applications whose tokens the requests rotate over (50)
   --send-workers N      drain: send worker processes (2)
@@ -92,8 +97,8 @@ if (flags.help) {
   process.exit(0);
 }
 
-function int(name: keyof typeof flags, min: number): number {
-  const raw = String(flags[name]);
+function int(name: keyof typeof flags, min: number, fallback?: number): number {
+  const raw = String(flags[name] ?? fallback);
   if (!/^\d+$/.test(raw) || Number(raw) < min) fatal(`--${name} must be an integer of at least ${min}`);
   return Number(raw);
 }
@@ -103,13 +108,21 @@ function fatal(message: string): never {
   process.exit(1);
 }
 
+/** wrk connections with --batch unless --connections says otherwise. */
+const BATCH_CONNECTIONS = 8;
+const BATCH_MAX = 1000;
+
 const mode = flags.mode;
 if (mode !== "accept" && mode !== "drain") fatal("--mode is accept or drain");
+const batch = int("batch", 0);
+if (batch > BATCH_MAX) fatal(`--batch is at most ${BATCH_MAX}`);
 const opts = {
   mode,
+  /** Sends per POST /v2/messages/batch; 0: single sends (POST /v2/messages). */
+  batch,
   duration: int("duration", 1),
   warmup: int("warmup", 0),
-  connections: int("connections", 1),
+  connections: int("connections", 1, batch > 0 ? BATCH_CONNECTIONS : 64),
   threads: int("threads", 1),
   apps: int("apps", 1),
   sendWorkers: int("send-workers", 1),
@@ -118,7 +131,8 @@ const opts = {
   drainTimeout: int("drain-timeout", 0),
   database: String(flags.database),
   redisPrefix: String(flags["redis-prefix"]),
-  baseline: !flags["no-baseline"],
+  // The baseline serves single sends only: no ratio in batch mode.
+  baseline: !flags["no-baseline"] && batch === 0,
   profile: Boolean(flags.profile),
   keep: Boolean(flags.keep),
   waitQuiet: int("wait-quiet", 0),

@@ -404,6 +404,7 @@ describe("normalizeProviderError", () => {
     [132007, "template_mismatch", false],
     [132012, "template_mismatch", false],
     [131047, "reengagement_required", false],
+    [131050, "recipient_opted_out", false],
     [100, "parameter_invalid", false],
     [131008, "parameter_invalid", false],
     [131009, "parameter_invalid", false],

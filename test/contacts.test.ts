@@ -54,6 +54,7 @@ describe("GET /contacts/{contact_id}", () => {
         within_window: true,
         window_expires_at: iso(wroteAt + DAY),
         requires_template: false,
+        opted_out: false,
       },
     });
   });
@@ -76,6 +77,7 @@ describe("GET /contacts/{contact_id}", () => {
         within_window: true,
         window_expires_at: iso(wroteAt + DAY),
         requires_template: false,
+        opted_out: false,
       });
       env.clock.set(new Date((wroteAt + DAY) * 1000));
       token = await getToken(env.app, shop.clientId, shop.clientSecret);
@@ -84,6 +86,7 @@ describe("GET /contacts/{contact_id}", () => {
         within_window: false,
         window_expires_at: null,
         requires_template: true,
+        opted_out: false,
       });
     } finally {
       env.clock.set(start);
@@ -103,6 +106,7 @@ describe("GET /contacts/{contact_id}", () => {
       within_window: false,
       window_expires_at: null,
       requires_template: true,
+      opted_out: false,
     });
   });
 
@@ -122,7 +126,13 @@ describe("GET /contacts/{contact_id}", () => {
       name: null,
       phone: "+4915100000005",
       channel: "whatsapp",
-      messaging: { sendable: false, within_window: false, window_expires_at: null, requires_template: true },
+      messaging: {
+        sendable: false,
+        within_window: false,
+        window_expires_at: null,
+        requires_template: true,
+        opted_out: false,
+      },
     });
   });
 
@@ -142,6 +152,7 @@ describe("GET /contacts/{contact_id}", () => {
       within_window: true,
       window_expires_at: iso(wroteAt + DAY),
       requires_template: true,
+      opted_out: false,
     });
   });
 
@@ -186,6 +197,7 @@ describe("GET /contacts?phone=", () => {
           within_window: true,
           window_expires_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
           requires_template: false,
+          opted_out: false,
         },
       });
     }

@@ -180,6 +180,7 @@ describe("POST /v2/messages: accepted", () => {
       within_window: false,
       window_expires_at: null,
       requires_template: true,
+      opted_out: false,
     });
     // A template is still fine.
     expect((await send({ contact: contactId, template: ORDER_SHIPPED })).status).toBe(201);

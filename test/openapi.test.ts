@@ -330,7 +330,7 @@ describe("GET /v2/openapi.json", () => {
         "contact",
       ],
       Contact: ["object", "id", "name", "phone", "channel", "messaging"],
-      MessagingState: ["sendable", "within_window", "window_expires_at", "requires_template"],
+      MessagingState: ["sendable", "within_window", "window_expires_at", "requires_template", "opted_out"],
       Sender: ["object", "id", "channel", "name", "phone_number"],
       Template: ["object", "id", "name", "language", "category", "variables", "preview"],
       Conversation: ["object", "contact", "last_message", "unread"],

@@ -935,6 +935,7 @@ describe("sandbox recipients", () => {
         "template_mismatch",
         "template_not_found",
         "reengagement_required",
+        "recipient_opted_out",
         "parameter_invalid",
         "provider_auth_failed",
         "provider_error",

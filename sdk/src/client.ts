@@ -216,6 +216,16 @@ export class MessagingClient {
     /** GET /contacts?phone=: the contact of an E.164 number; ApiError `resource_missing` (404) when none. */
     findByPhone: (phone: string): Promise<Contact> =>
       this.transport.request<Contact>("GET", "/contacts", { query: { phone } }),
+    /**
+     * POST /contacts/{id}/opt_out (scope `messaging:send`): nothing is sent to the contact from now
+     * on (a send is refused with ApiError `recipient_opted_out`, 409); `messaging.opted_out` is true.
+     * Idempotent: an opted-out contact keeps its first opt-out.
+     */
+    optOut: (contactId: string): Promise<Contact> =>
+      this.transport.request<Contact>("POST", path`/contacts/${contactId}/opt_out`),
+    /** POST /contacts/{id}/opt_in (scope `messaging:send`): the contact may be messaged again; only with their consent. */
+    optIn: (contactId: string): Promise<Contact> =>
+      this.transport.request<Contact>("POST", path`/contacts/${contactId}/opt_in`),
     /** GET /contacts/{id}/messages, every page followed. */
     history: (contactId: string, options: HistoryOptions = {}): AsyncGenerator<HistoryMessage> =>
       walkNewestFirst(

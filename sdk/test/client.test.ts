@@ -291,6 +291,28 @@ describe("reading", () => {
     expect(desc).toEqual([...ids].reverse());
   });
 
+  test("contacts.optOut and contacts.optIn: the Contact, opted out and back in", async () => {
+    const tenant = await shop();
+    const { contactId } = await receive(env, tenant, { from: freshPhone(), type: "text", text: "hi" });
+    const { client, attempts } = sdkFor(tenant);
+    const out = await client.contacts.optOut(contactId);
+    expect(out).toMatchObject({ object: "contact", id: contactId });
+    expect(out.messaging).toMatchObject({ opted_out: true, sendable: false });
+    expect((await client.contacts.optOut(contactId)).messaging.opted_out).toBe(true);
+    expect((await client.contacts.get(contactId)).messaging.opted_out).toBe(true);
+    const back = await client.contacts.optIn(contactId);
+    expect(back.messaging).toMatchObject({ opted_out: false, sendable: true });
+    expect(
+      attempts.filter((a) => a.method === "POST" && a.path.includes("/contacts/")).map((a) => a.path),
+    ).toEqual([
+      `/v2/contacts/${contactId}/opt_out`,
+      `/v2/contacts/${contactId}/opt_out`,
+      `/v2/contacts/${contactId}/opt_in`,
+    ]);
+    const missing = await client.contacts.optOut("ctc_doesNotExist0000000000").catch((e: unknown) => e);
+    expect(missing).toMatchObject({ status: 404, code: "resource_missing" });
+  });
+
   test("conversations followed page by page", async () => {
     const tenant = await shop();
     const start = Math.floor(Date.now() / 1000) - 200;
@@ -437,7 +459,14 @@ describe("webhook endpoints", () => {
     expect(created).toMatchObject({
       object: "webhook_endpoint",
       url: "https://hooks.example.com/orders",
-      events: ["message.received", "message.sent", "message.delivered", "message.read", "message.failed"],
+      events: [
+        "message.received",
+        "message.sent",
+        "message.delivered",
+        "message.read",
+        "message.failed",
+        "message.canceled",
+      ],
       description: "orders",
       status: "enabled",
       disabled_reason: null,

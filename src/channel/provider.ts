@@ -83,6 +83,8 @@ export type ProviderErrorCode =
   | "template_mismatch"
   | "template_not_found"
   | "reengagement_required"
+  /** The customer stopped marketing messages (131050): their contact is opted out (src/contacts/opt-out.ts). */
+  | "recipient_opted_out"
   | "parameter_invalid"
   | "provider_auth_failed"
   | "provider_error";
@@ -119,6 +121,8 @@ const GRAPH_CODE_GROUPS: [codes: number[], code: ProviderErrorCode, retryable: b
   [[132000, 132005, 132007, 132012], "template_mismatch", false],
   [[132001], "template_not_found", false],
   [[131047], "reengagement_required", false],
+  // 131050: the user stopped marketing messages from this business; the one code that opts out.
+  [[131050], "recipient_opted_out", false],
   // 132018: a template parameter holds a line break, a tab or more than four spaces in a row.
   [[100, 131008, 131009, 132018], "parameter_invalid", false],
   [[190], "provider_auth_failed", false],

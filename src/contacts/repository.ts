@@ -1,7 +1,8 @@
-import type { Selectable } from "kysely";
+import { type Selectable, sql } from "kysely";
 import { CHANNEL } from "../channel/provider.ts";
 import type { Db } from "../db/connect.ts";
 import type { ContactsTable } from "../db/schema.ts";
+import type { OptOutChange } from "./opt-out.ts";
 
 export type ContactRow = Selectable<ContactsTable>;
 
@@ -42,4 +43,24 @@ export async function tenantHasActiveSender(db: Db, tenantId: string): Promise<b
     .limit(1)
     .executeTakeFirst();
   return row !== undefined;
+}
+
+/**
+ * Opts the contact out (keeping an earlier `opted_out_at`) or back in, in one statement. Undefined
+ * when the tenant has no such contact.
+ */
+export async function setOptOut(
+  db: Db,
+  tenantId: string,
+  contactId: string,
+  change: OptOutChange,
+  now: Date,
+): Promise<ContactRow | undefined> {
+  return db
+    .updateTable("contacts")
+    .set({ opted_out_at: change === "opt_out" ? sql<Date>`COALESCE(opted_out_at, ${now})` : null })
+    .where("tenant_id", "=", tenantId)
+    .where("id", "=", contactId)
+    .returningAll()
+    .executeTakeFirst();
 }

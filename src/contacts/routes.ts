@@ -4,9 +4,31 @@ import { readWith } from "../db/read-replica.ts";
 import { POLICIES, routePolicy } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
+import type { OptOutChange } from "./opt-out.ts";
 import { presentContact } from "./presenter.ts";
 import { ContactIdParams, ContactPhoneQuery, ContactSchema } from "./schemas.ts";
-import { getContact, getContactByPhone } from "./service.ts";
+import { getContact, getContactByPhone, setContactOptOut } from "./service.ts";
+
+/** POST /contacts/{id}/opt_out and /opt_in: what each does, for the OpenAPI document. */
+const OPT_OUT_ROUTES: Record<
+  OptOutChange,
+  { path: string; operationId: string; summary: string; description: string }
+> = {
+  opt_out: {
+    path: "/contacts/:contact_id/opt_out",
+    operationId: "optOutContact",
+    summary: "Opt a contact out",
+    description:
+      "Nothing is sent to this contact from now on: a send to them is refused with 409 `recipient_opted_out`, and a message accepted but not yet handed to the provider fails with `failure.code` `recipient_opted_out`. The same happens when the customer answers STOP, STOPALL, UNSUBSCRIBE, CANCEL, END or QUIT, or when the provider reports 131050. Idempotent: a contact already opted out stays so. No body. Returns the Contact, `messaging.opted_out` true.",
+  },
+  opt_in: {
+    path: "/contacts/:contact_id/opt_in",
+    operationId: "optInContact",
+    summary: "Opt a contact back in",
+    description:
+      "The contact may be messaged again (the 24-hour window still decides between free text and templates). Only with the customer's consent; a customer who answers START or UNSTOP opts back in by themselves. Idempotent. No body. Returns the Contact, `messaging.opted_out` false.",
+  },
+};
 
 export function contactRoutes(deps: AppDeps) {
   return new Elysia()
@@ -63,5 +85,38 @@ export function contactRoutes(deps: AppDeps) {
           tags: ["Contacts"],
         },
       },
+    )
+    .post(
+      OPT_OUT_ROUTES.opt_out.path,
+      async ({ auth, params }) => presentOptOut(deps, auth.tenantId, params.contact_id, "opt_out"),
+      optOutOptions("opt_out"),
+    )
+    .post(
+      OPT_OUT_ROUTES.opt_in.path,
+      async ({ auth, params }) => presentOptOut(deps, auth.tenantId, params.contact_id, "opt_in"),
+      optOutOptions("opt_in"),
     );
+}
+
+async function presentOptOut(deps: AppDeps, tenantId: string, contactId: string, change: OptOutChange) {
+  const { contact, messaging } = await setContactOptOut(
+    { db: deps.db, clock: deps.clock },
+    tenantId,
+    contactId,
+    change,
+  );
+  return presentContact(contact, messaging);
+}
+
+/** The route options of opt_out and opt_in: no body (an empty one, or none, is accepted). */
+function optOutOptions(change: OptOutChange) {
+  const { path: _, ...detail } = OPT_OUT_ROUTES[change];
+  return {
+    // A change of the contact, not a send: the read limit, like the other writes that send nothing.
+    policy: POLICIES.apiRead,
+    scope: "messaging:send" as const,
+    params: ContactIdParams,
+    response: { 200: ContactSchema, ...standardErrors("parameter_invalid", "resource_missing") },
+    detail: { ...detail, tags: ["Contacts"] },
+  };
 }

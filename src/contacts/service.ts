@@ -2,8 +2,15 @@ import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import { type MessagingState, messagingState } from "./messaging-state.ts";
+import type { OptOutChange } from "./opt-out.ts";
 import { toE164 } from "./phone.ts";
-import { type ContactRow, findContact, findContactByPhone, tenantHasActiveSender } from "./repository.ts";
+import {
+  type ContactRow,
+  findContact,
+  findContactByPhone,
+  setOptOut,
+  tenantHasActiveSender,
+} from "./repository.ts";
 
 export interface ContactWithState {
   contact: ContactRow;
@@ -29,8 +36,30 @@ async function withMessagingState(deps: ReadDeps, contact: ContactRow): Promise<
   const hasActiveSender = await tenantHasActiveSender(deps.db, contact.tenant_id);
   return {
     contact,
-    messaging: messagingState(contact.last_inbound_at, deps.clock.now(), hasActiveSender),
+    messaging: messagingState(
+      contact.last_inbound_at,
+      deps.clock.now(),
+      hasActiveSender,
+      contact.opted_out_at !== null,
+    ),
   };
+}
+
+/**
+ * POST /contacts/{id}/opt_out and /opt_in (DESIGN §13): set by hand, idempotently (an opted-out
+ * contact keeps its first `opted_out_at`). Unknown and another tenant's ids are 404.
+ */
+export async function setContactOptOut(
+  deps: ReadDeps,
+  tenantId: string,
+  contactId: string,
+  change: OptOutChange,
+): Promise<ContactWithState> {
+  const contact = await setOptOut(deps.db, tenantId, contactId, change, deps.clock.now());
+  if (!contact) {
+    throw new ApiError("resource_missing", `No such contact: ${contactId}.`, { param: "contact_id" });
+  }
+  return withMessagingState(deps, contact);
 }
 
 export async function getContact(

@@ -9,6 +9,8 @@ export interface ConversationRow extends HistoryMessageRow {
   contact_channel: string;
   /** The customer's last inbound message (provider time): the 24-hour window runs from it. */
   contact_last_inbound_at: Date | null;
+  /** When the customer opted out (DESIGN §13); null while they may be messaged. */
+  contact_opted_out_at: Date | null;
   unread: number;
   last_message_at: Date;
 }
@@ -39,6 +41,7 @@ export async function listConversationRows(db: Db, query: ConversationPageQuery)
       "contacts.phone as contact_phone",
       "contacts.channel as contact_channel",
       "contacts.last_inbound_at as contact_last_inbound_at",
+      "contacts.opted_out_at as contact_opted_out_at",
       "conversations.unread",
       "conversations.last_message_at",
     ])

@@ -7,18 +7,20 @@ import { API_ERRORS, type ApiErrorCode, ERROR_TYPES, OAUTH_ERRORS, type OAuthErr
  * (`Message`) names the list `MessageList` in the OpenAPI document.
  */
 
-/** A contact's 24-hour window (contacts, and the `messaging_window_closed` error's detail). */
+/** A contact's 24-hour window and opt-out (contacts, and the `messaging_window_closed` error's detail). */
 export const messagingExample = {
   sendable: true,
   within_window: true,
   window_expires_at: "2026-01-02T09:30:00Z",
   requires_template: false,
+  opted_out: false,
 };
 
 export const MessagingStateSchema = t.Object(
   {
     sendable: t.Boolean({
-      description: "Free text may be sent now: the window is open and a sender is active.",
+      description:
+        "Free text may be sent now: the window is open, a sender is active and the customer has not opted out.",
     }),
     within_window: t.Boolean({ description: "The customer wrote within the last 24 hours." }),
     window_expires_at: t.Nullable(
@@ -27,11 +29,17 @@ export const MessagingStateSchema = t.Object(
         description: "When the window closes (ISO 8601 UTC); null when closed.",
       }),
     ),
-    requires_template: t.Boolean({ description: "Only an approved template may be sent now." }),
+    requires_template: t.Boolean({
+      description: "Only an approved template may be sent now (nothing at all while `opted_out`).",
+    }),
+    opted_out: t.Boolean({
+      description:
+        "The customer opted out (answered STOP or a like word, the provider reported 131050, or you called `opt_out`): nothing, not even a template, is sent to them until they opt back in.",
+    }),
   },
   {
     title: "MessagingState",
-    description: "The contact's 24-hour messaging window, as of this request.",
+    description: "The contact's 24-hour messaging window and opt-out, as of this request.",
     examples: [messagingExample],
   },
 );

@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import { readInboundEvent } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
+import { type OptOutChange, optOutKeyword } from "../contacts/opt-out.ts";
 import { toE164 } from "../contacts/phone.ts";
 import type { Db } from "../db/connect.ts";
 import { newId } from "../ids.ts";
@@ -10,7 +11,8 @@ import { type NewMessage, storeMessages } from "../messages/store.ts";
  * Turns a stored inbound webhook message into its final record, in one transaction: the contact
  * (upserted by tenant and phone, named from the profile), the contact's 24-hour window, the
  * message as history and feed show it, the conversation summary, and the feed hand-off
- * (DESIGN §6 step 1). Finalizing twice changes nothing.
+ * (DESIGN §6 step 1); a STOP or START keyword opts the contact out or back in (DESIGN §13,
+ * src/contacts/opt-out.ts). Finalizing twice changes nothing.
  */
 
 export interface FinalizeOutcome {
@@ -101,9 +103,13 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
   const events = rows.filter((e) => !e.finalized_at);
   if (events.length === 0) return [];
 
-  const batch = events.map((event): NewMessage => {
+  // A customer's text that is an opt-out keyword (or START), by the message's index in the batch.
+  const keywords = new Map<number, OptOutChange>();
+  const batch = events.map((event, index): NewMessage => {
     const received = readInboundEvent(event.payload);
     const sentAt = received.sentAt ?? clock.now();
+    const keyword = received.system || received.type !== "text" ? undefined : optOutKeyword(received.text);
+    if (keyword) keywords.set(index, keyword);
     return {
       id: newId("msg"),
       tenantId: event.tenant_id,
@@ -127,14 +133,40 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
       visible: !received.system,
     };
   });
-  await storeMessages(trx, batch);
+  const stored = await storeMessages(trx, batch);
 
+  // One statement: the events' finalized marks, and the opt-outs the batch's keywords ask for
+  // (DESIGN §13), the latest keyword of each contact winning (provider time, then batch order). The
+  // contacts are locked already: the message writer upserted them in this transaction.
+  const changes = [...keywords].flatMap(([index, change]) => {
+    const row = stored[index];
+    const message = batch[index];
+    // Received messages are always written (only a send can be left out).
+    return typeof row === "object" && message
+      ? [{ contactId: row.contactId, change, at: message.createdAt }]
+      : [];
+  });
+  const now = clock.now();
   await sql`
-    UPDATE inbound_events AS e
-    SET finalized_at = ${clock.now()}, message_id = v.message_id
-    FROM unnest(${batch.map((m) => m.providerMessageId)}::text[],
-                ${batch.map((m) => m.id)}::text[]) AS v(provider_message_id, message_id)
-    WHERE e.provider_message_id = v.provider_message_id`.execute(trx);
+    WITH finalized AS (
+      UPDATE inbound_events AS e
+      SET finalized_at = ${now}, message_id = v.message_id
+      FROM unnest(${batch.map((m) => m.providerMessageId)}::text[],
+                  ${batch.map((m) => m.id)}::text[]) AS v(provider_message_id, message_id)
+      WHERE e.provider_message_id = v.provider_message_id
+    ), latest AS (
+      SELECT DISTINCT ON (contact_id) contact_id, change, at
+      FROM unnest(${changes.map((c) => c.contactId)}::text[], ${changes.map((c) => c.change)}::text[],
+                  ${changes.map((c) => c.at)}::timestamptz[]) WITH ORDINALITY AS k(contact_id, change, at, n)
+      ORDER BY contact_id, at DESC, n DESC
+    )
+    UPDATE contacts AS c
+    -- Opted out from the message's time (never later than now); only a change is written, so an
+    -- earlier opt-out is kept.
+    SET opted_out_at = CASE WHEN l.change = 'opt_out' THEN LEAST(l.at, ${now}) END
+    FROM latest l
+    WHERE c.id = l.contact_id
+      AND (c.opted_out_at IS NULL) = (l.change = 'opt_out')`.execute(trx);
 
   return batch.map((m) => ({
     providerMessageId: m.providerMessageId!,

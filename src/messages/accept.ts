@@ -264,7 +264,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     // Opted out wins over a closed window (DESIGN §13). A send that looked up no contact is checked
     // by the statement that stores it (store.ts).
     if (recipient.optedOut) throw optedOut(input.contact !== undefined ? "contact" : "to");
-    const state = messagingState(recipient.lastInboundAt, now, sender?.active === true);
+    const state = messagingState(recipient.lastInboundAt, now, sender?.active === true, recipient.optedOut);
     if (!sender?.active) {
       throw windowClosed(
         state,

@@ -2,6 +2,7 @@ import { t } from "elysia";
 import { toE164 } from "../contacts/phone.ts";
 import { ApiError } from "../http/errors.ts";
 import type { AuthContext } from "../http/request-state.ts";
+import { withExclusivePairs } from "../http/schemas.ts";
 import { bodyValidationProblem } from "../http/validation.ts";
 import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
 import type { ReserveQuota } from "./admission.ts";
@@ -48,14 +49,20 @@ export const SendBatchRequest = t.Object(
   { additionalProperties: false, title: "SendBatchRequest" },
 );
 
-/** What the OpenAPI document and the SDK show. */
+/** What the OpenAPI document and the SDK show: each item with its exclusive pairs. */
 export const SendBatchRequestDocumented = t.Object(
   {
-    messages: t.Array(SendBatchItem, {
-      minItems: 1,
-      maxItems: BATCH_MAX_ITEMS,
-      description: `1 to ${BATCH_MAX_ITEMS} messages, answered in this order.`,
-    }),
+    messages: t.Array(
+      withExclusivePairs(SendBatchItem, [
+        ["to", "contact"],
+        ["template", "body"],
+      ]),
+      {
+        minItems: 1,
+        maxItems: BATCH_MAX_ITEMS,
+        description: `1 to ${BATCH_MAX_ITEMS} messages, answered in this order.`,
+      },
+    ),
   },
   { additionalProperties: false, title: "SendBatchRequest" },
 );

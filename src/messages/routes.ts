@@ -220,7 +220,7 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
           description: `Up to ${BATCH_MAX_ITEMS} sends in one call, each validated and answered on its own: 200 with one \`batch_result\` per item, in item order, whose \`status\` is what the item would have had alone (201, 200 for a replay, 400/404/409/429) with its \`message\` or its \`error\` (\`param\` relative to the item, e.g. \`template.name\`). Give each item its own \`idempotency_key\` (an \`Idempotency-Key\` header is refused): a retried batch then sends nothing twice. The call spends one unit of the send limit (${DEFAULT_LIMITS.send} per second; 429 for the whole call); each accepted item spends one unit of the daily quota, and the items past it (the last ones) get 429 \`quota_exceeded\` in their row. Messages to one contact are handed to the provider in item order.`,
           tags: ["Messages"],
           requestBody: {
-            schema: withExclusivePairs(SendBatchRequestDocumented, []),
+            schema: SendBatchRequestDocumented,
             content: {
               "application/json": {
                 examples: {

@@ -1,5 +1,6 @@
 import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
+import { OPTED_OUT_FAILURE } from "../contacts/opt-out.ts";
 import type { Db } from "../db/connect.ts";
 import type { MessageFailure } from "../db/schema.ts";
 
@@ -33,8 +34,9 @@ export interface Settled extends Outcome {
 
 /**
  * The record of a batch, one statement: provider ids (`sent`, unless a status got further), failures
- * (`failed` with `failure`), and retries (send_not_before; the attempt settled unless the provider
- * never answered). Only a message without a provider id is changed. Returns the ids it changed.
+ * (`failed` with `failure`; one saying the customer opted out opts the contact out), and retries
+ * (send_not_before; the attempt settled unless the provider never answered). Only a message without
+ * a provider id is changed. Returns the ids it changed.
  */
 export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Outcome[]): Promise<Recorded> {
   if (settled.length === 0) return { ids: new Set(), statusesWaiting: [] };
@@ -68,7 +70,7 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
     -- or failed for good (an adopted id leaves it failed; only an accepted message is claimed and
     -- fails). statuses_waiting: statuses that overtook the send wait for this id (a status stored
     -- after this statement's snapshot nudged a drain when it was stored).
-    RETURNING m.id, m.seq, m.tenant_id, m.status, m.failure, v.pid,
+    RETURNING m.id, m.seq, m.tenant_id, m.contact_id, m.status, m.failure, v.pid,
       (v.pid IS NOT NULL AND m.status = 'sent') OR (v.failure IS NOT NULL AND m.status = 'failed') AS moved,
       v.pid IS NOT NULL AND EXISTS (
         SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid) AS statuses_waiting
@@ -80,6 +82,18 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
       FROM recorded
       WHERE moved
       ORDER BY seq
+    ), opting_out AS (
+      -- The provider refused the send because the customer opted out (131050, DESIGN §13): so is
+      -- the contact, from now; an earlier opt-out is kept. Locked in id order.
+      SELECT c.id FROM contacts c
+      WHERE c.id IN (SELECT contact_id FROM recorded
+                     WHERE moved AND status = 'failed' AND failure->>'code' = ${OPTED_OUT_FAILURE})
+        AND c.opted_out_at IS NULL
+      ORDER BY c.id
+      FOR UPDATE
+    ), opted_out AS (
+      UPDATE contacts c SET opted_out_at = ${now}
+      FROM opting_out o WHERE c.id = o.id AND c.opted_out_at IS NULL
     )
     SELECT id, pid, statuses_waiting FROM recorded`.execute(db);
   return {

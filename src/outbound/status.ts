@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import { statusFailure } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
+import { OPTED_OUT_FAILURE } from "../contacts/opt-out.ts";
 import { deleteInBatches } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent } from "../db/unsent.ts";
@@ -33,7 +34,8 @@ export interface StatusEventInput {
  * The common head of the statements that apply statuses: `ev` (the events), `known` (their
  * messages known by provider id, locked in seq order, the one lock order of every status writer),
  * and `changed` (ONE multi-row update of the messages the events move, folded oldest first through
- * the rule, every status that moved one also an event of the log). An event of another sender than
+ * the rule, every status that moved one also an event of the log); a message failed because the
+ * customer opted out (131050) opts its contact out. An event of another sender than
  * its message's is settled without effect: a webhook for number B cannot move number A's messages. The caller adds what becomes of the events.
  */
 export function statusStatementHead(events: readonly StatusEventInput[], now: Date) {
@@ -57,7 +59,8 @@ export function statusStatementHead(events: readonly StatusEventInput[], now: Da
     ), target AS MATERIALIZED (
       -- By provider id alone (unique), outbound checked after: with direction in this WHERE the
       -- planner may AND in the index of every outbound message, a scan that grows with the table.
-      SELECT m.seq, m.id, m.tenant_id, m.provider_message_id, m.sender_id, m.status, m.failure, m.direction
+      SELECT m.seq, m.id, m.tenant_id, m.contact_id, m.provider_message_id, m.sender_id, m.status, m.failure,
+             m.direction
       FROM messages m
       WHERE m.provider_message_id = ANY(${providerIds}::text[])
       ORDER BY m.seq
@@ -65,15 +68,15 @@ export function statusStatementHead(events: readonly StatusEventInput[], now: Da
     ), known AS (
       SELECT * FROM target WHERE direction = 'outbound'
     ), grouped AS (
-      SELECT k.seq, k.id, k.tenant_id, k.status, k.failure,
+      SELECT k.seq, k.id, k.tenant_id, k.contact_id, k.status, k.failure,
              array_agg(e.status ORDER BY e.at, e.ord) AS statuses,
              array_agg(e.failure ORDER BY e.at, e.ord) AS failures
       FROM known k
       JOIN ev e ON e.pid = k.provider_message_id
                AND (e.sender_id IS NULL OR e.sender_id = k.sender_id)
-      GROUP BY k.seq, k.id, k.tenant_id, k.status, k.failure
+      GROUP BY k.seq, k.id, k.tenant_id, k.contact_id, k.status, k.failure
     ), folded AS (
-      SELECT g.seq, g.status AS was, f.status, f.failure
+      SELECT g.seq, g.contact_id, g.status AS was, f.status, f.failure
       FROM grouped g, LATERAL message_status_fold(g.status, g.failure, g.statuses, g.failures) f
     ), changed AS (
       UPDATE messages m SET status = f.status, failure = f.failure, updated_at = ${now}
@@ -87,6 +90,19 @@ export function statusStatementHead(events: readonly StatusEventInput[], now: Da
              'message.' || s.reached, g.id, s.reached, s.failure
       FROM grouped g, LATERAL message_status_steps(g.status, g.statuses, g.failures) s
       ORDER BY g.seq, s.step
+    ), opting_out AS (
+      -- A message the batch failed because the customer opted out (131050, DESIGN §13): so is its
+      -- contact, from now; an earlier opt-out is kept. Locked in id order, after the messages.
+      SELECT c.id FROM contacts c
+      WHERE c.id IN (SELECT contact_id FROM folded
+                     WHERE status = 'failed' AND was IS DISTINCT FROM 'failed'
+                       AND failure->>'code' = ${OPTED_OUT_FAILURE})
+        AND c.opted_out_at IS NULL
+      ORDER BY c.id
+      FOR UPDATE
+    ), opted_out AS (
+      UPDATE contacts c SET opted_out_at = ${now}
+      FROM opting_out o WHERE c.id = o.id AND c.opted_out_at IS NULL
     )`;
 }
 

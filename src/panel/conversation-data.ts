@@ -141,8 +141,11 @@ export async function threadPage(
   return { rows: page.rows.reverse(), hasEarlier: page.hasMore };
 }
 
-/** How a reply can be made now: free text (window open), a template (closed), or not at all. */
-export type ReplyMode = "text" | "template" | "none";
+/**
+ * How a reply can be made now: free text (window open), a template (closed), not at all (no active
+ * sender), or not to this customer at all (they opted out, DESIGN §13).
+ */
+export type ReplyMode = "text" | "template" | "none" | "opted_out";
 
 export interface ConversationState {
   contact: ContactRow;
@@ -160,7 +163,14 @@ export async function conversationState(
 ): Promise<ConversationState> {
   const sender = await conversationSender(db, tenantId, contact.id);
   const active = sender?.active === true;
-  const messaging = messagingState(contact.last_inbound_at, now, active);
-  const mode: ReplyMode = !active ? "none" : messaging.within_window ? "text" : "template";
+  const messaging = messagingState(contact.last_inbound_at, now, active, contact.opted_out_at !== null);
+  // The opt-out wins over the window (a send is refused with recipient_opted_out first).
+  const mode: ReplyMode = messaging.opted_out
+    ? "opted_out"
+    : !active
+      ? "none"
+      : messaging.within_window
+        ? "text"
+        : "template";
   return { contact, sender, messaging, mode };
 }

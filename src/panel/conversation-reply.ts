@@ -12,8 +12,9 @@ import { field } from "./web.ts";
 
 /**
  * The reply box of a conversation: free text while the 24-hour window is open, otherwise a picker
- * of the sender's approved templates with one input per variable. The form only collects what the
- * API's send request takes; deciding (window, quota, variables) is the API's acceptance path.
+ * of the sender's approved templates with one input per variable, and no form at all for a customer
+ * who opted out. The form only collects what the API's send request takes; deciding (opt-out,
+ * window, quota, variables) is the API's acceptance path.
  */
 
 export const IDEMPOTENCY_FIELD = "idempotency_key";
@@ -213,6 +214,15 @@ export function renderReply(
   const from = sender
     ? html`<p class="hint reply-from">From ${sender.name ? html`${sender.name} (${sender.phone_number})` : sender.phone_number}</p>`
     : "";
+
+  if (state.mode === "opted_out") {
+    const since = state.contact.opted_out_at;
+    return html`<section id="reply" class="card reply" aria-labelledby="reply-title"${oob}>
+<h2 id="reply-title">Reply</h2>
+${errorNotice(values)}
+<p class="warning reply-opted-out">${view.contactName} opted out of messages${since ? ` ${relativeTime(since, view.now)}` : ""}: nothing can be sent to them, from here or through the API, until they write START again.</p>
+</section>`;
+  }
 
   if (state.mode === "none") {
     return html`<section id="reply" class="card reply" aria-labelledby="reply-title"${oob}>

@@ -52,6 +52,9 @@ export function windowText(messaging: MessagingState, now: Date): string {
 }
 
 function windowBadge(messaging: MessagingState, now: Date): Html {
+  if (messaging.opted_out) {
+    return html`<span class="window opted-out"><span class="visually-hidden">Reply window: </span>opted out</span>`;
+  }
   const open = messaging.within_window;
   return html`<span class="window ${open ? "open" : "closed"}"><span class="visually-hidden">Reply window: </span>${windowText(messaging, now)}</span>`;
 }
@@ -99,8 +102,13 @@ export interface ListRegionInput {
 }
 
 function listRow(row: ConversationRow, input: ListRegionInput) {
-  // The window alone (the badge shows no sendability): whether a sender is active does not matter.
-  const messaging = messagingState(row.contact_last_inbound_at, input.now, true);
+  // The window and the opt-out (the badge shows no sendability): whether a sender is active does not matter.
+  const messaging = messagingState(
+    row.contact_last_inbound_at,
+    input.now,
+    true,
+    row.contact_opted_out_at !== null,
+  );
   const isCurrent = row.contact_id === input.current;
   const unread = isCurrent ? 0 : row.unread;
   const label = contactLabel({ name: row.contact_name, phone: row.contact_phone });
@@ -240,11 +248,27 @@ ${rows.length === 0 ? html`<li class="thread-empty muted">No messages yet.</li>`
   return { html: html`<div id="thread" class="thread-region"${poll}${oob}>${inner}</div>`, version, last };
 }
 
-/** The conversation header's window line (`#window-state`); `oob` for a poll's out-of-band update. */
-export function renderWindowState(messaging: MessagingState, now: Date, oob = false): Html {
+/**
+ * The conversation header's window line (`#window-state`): the opt-out first (with when), then the
+ * window; `oob` for a poll's out-of-band update.
+ */
+export function renderWindowState(
+  state: { messaging: MessagingState; contact: { opted_out_at: Date | null } },
+  now: Date,
+  oob = false,
+): Html {
+  const { messaging } = state;
+  const oobAttribute = oob ? html` hx-swap-oob="true"` : "";
+  const optedOutAt = state.contact.opted_out_at;
+  if (messaging.opted_out && optedOutAt) {
+    return html`<p id="window-state" class="window-state opted-out"${oobAttribute}>
+<span class="badge bad">Opted out</span>
+<span>${timeTag(optedOutAt, now)} <span class="muted">(${optedOutAt.toISOString().replace("T", " ").slice(0, 16)} UTC) · nothing is sent to this customer until they write START</span></span>
+</p>`;
+  }
   const open = messaging.within_window;
   const expires = messaging.window_expires_at;
-  return html`<p id="window-state" class="window-state ${open ? "open" : "closed"}"${oob ? html` hx-swap-oob="true"` : ""}>
+  return html`<p id="window-state" class="window-state ${open ? "open" : "closed"}"${oobAttribute}>
 <span class="badge ${open ? "ok" : "warn"}">${open ? "Window open" : "Window closed"}</span>
 ${
   open && expires

@@ -64,6 +64,14 @@ function beforeSeconds(value: string | undefined): number | undefined {
   return /^\d{1,12}$/.test(value ?? "") ? Number(value) : undefined;
 }
 
+/** What the reply form says for a refused send: the API's message, or a plainer one. */
+function refusalMessage(refusal: ApiError, contact: ContactRow): string {
+  if (refusal.code === "recipient_opted_out") {
+    return `Not sent: ${contactLabel(contact)} opted out of messages (they answered STOP, or were opted out through the API). Nothing can be sent to them until they write START again.`;
+  }
+  return refusal.message;
+}
+
 function notModified(): Response {
   return new Response(null, { status: 204, headers: { "cache-control": "no-store" } });
 }
@@ -131,7 +139,7 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
       contactName: contactLabel(contact),
       thread,
       now,
-      poll: { mode: state.mode, windowState: renderWindowState(state.messaging, now) },
+      poll: { mode: state.mode, windowState: renderWindowState(state, now) },
       oob,
     });
   }
@@ -172,7 +180,7 @@ ${sidebar.html}
 <header class="conversation-head">
 <h1>${name}</h1>
 <p class="conversation-contact">${contact.name?.trim() ? html`<span class="mono">${contact.phone}</span> · ` : ""}WhatsApp</p>
-${renderWindowState(state.messaging, now)}
+${renderWindowState(state, now)}
 </header>
 <section class="thread-section" aria-labelledby="thread-title">
 <h2 id="thread-title" class="visually-hidden">Messages</h2>
@@ -198,7 +206,7 @@ ${renderReply(replyView(ctx, contact, state, input.templates, now), input.values
     const lastIndex = last === undefined ? -1 : thread.rows.findIndex((row) => row.id === last);
     const fresh = thread.rows.slice(lastIndex + 1).filter((row) => row.direction === "inbound").length;
     const name = contactLabel(contact);
-    return html`${renderWindowState(state.messaging, now, true)}${
+    return html`${renderWindowState(state, now, true)}${
       fresh > 0
         ? announce("thread-announce", `${fresh} new message${fresh === 1 ? "" : "s"} from ${name}`)
         : ""
@@ -386,7 +394,7 @@ ${region.html}`,
                   param: null,
                 },
               }
-            : { ...values, error: { message: refusal.message, param: refusal.param } };
+            : { ...values, error: { message: refusalMessage(refusal, fresh), param: refusal.param } };
 
         if (!ctx.htmx) {
           return htmlResponse(
@@ -406,7 +414,7 @@ ${region.html}`,
         return htmlResponse(
           html`${renderReply(replyView(ctx, fresh, after, afterTemplates, now), shown, {
             autofocus: !refusal,
-          })}${region.html}${renderWindowState(after.messaging, now, true)}`,
+          })}${region.html}${renderWindowState(after, now, true)}`,
           { headers: refusal ? { "x-panel-refusal": refusal.code } : {} },
         );
       }),

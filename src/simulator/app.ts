@@ -122,6 +122,11 @@ const GRAPH_ERRORS: Record<number, { status: number; title: string; details: str
     title: "Spam rate limit hit",
     details: "There are restrictions on how many messages can be sent from this phone number.",
   },
+  131050: {
+    status: 400,
+    title: "Unable to deliver the message",
+    details: "The user has stopped marketing messages from this business.",
+  },
   131053: { status: 400, title: "Media upload error", details: "The uploaded media could not be processed." },
   131056: {
     status: 400,

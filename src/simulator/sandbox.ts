@@ -32,6 +32,7 @@ export const SANDBOX_RECIPIENTS: Readonly<Record<string, SandboxBehaviour>> = {
   "15550001007": fail(135000, "provider_error"),
   "15550001008": fail(130429, "provider_rate_limited"),
   "15550001009": fail(131000, "provider_unavailable"),
+  "15550001010": fail(131050, "recipient_opted_out"),
   "15550001100": { kind: "stays_sent" },
   "15550001101": { kind: "reads_fast" },
   "15550001102": { kind: "replies" },

@@ -70,6 +70,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/contacts/{contact_id}/opt_in": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Opt a contact back in
+         * @description The contact may be messaged again (the 24-hour window still decides between free text and templates). Only with the customer's consent; a customer who answers START or UNSTOP opts back in by themselves. Idempotent. No body. Returns the Contact, `messaging.opted_out` false.
+         *
+         *     Requires the scope `messaging:send`.
+         */
+        post: operations["optInContact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/contacts/{contact_id}/opt_out": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Opt a contact out
+         * @description Nothing is sent to this contact from now on: a send to them is refused with 409 `recipient_opted_out`, and a message accepted but not yet handed to the provider fails with `failure.code` `recipient_opted_out`. The same happens when the customer answers STOP, STOPALL, UNSUBSCRIBE, CANCEL, END or QUIT, or when the provider reports 131050. Idempotent: a contact already opted out stays so. No body. Returns the Contact, `messaging.opted_out` true.
+         *
+         *     Requires the scope `messaging:send`.
+         */
+        post: operations["optOutContact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/conversations": {
         parameters: {
             query?: never;
@@ -200,6 +244,50 @@ export interface paths {
         get: operations["getMessage"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/messages/{message_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a message
+         * @description Cancels a message that was not yet handed to the provider: one `scheduled` for later, or `accepted` and still waiting (behind others, or for a retry). 200 with the message in status `canceled`; the provider never receives it, whatever the timing. `canceled` is final, and canceling it again answers 200 again. A message already handed over (or failed) → 409 `message_not_cancelable`, its status in the error's message. The daily quota unit it spent is not given back.
+         *
+         *     Requires the scope `messaging:send`.
+         */
+        post: operations["cancelMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/messages/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a batch of messages
+         * @description Up to 1000 sends in one call, each validated and answered on its own: 200 with one `batch_result` per item, in item order, whose `status` is what the item would have had alone (201, 200 for a replay, 400/404/409/429) with its `message` or its `error` (`param` relative to the item, e.g. `template.name`). Give each item its own `idempotency_key` (an `Idempotency-Key` header is refused): a retried batch then sends nothing twice. The call spends one unit of the send limit (3 per second; 429 for the whole call); each accepted item spends one unit of the daily quota, and the items past it (the last ones) get 429 `quota_exceeded` in their row. Messages to one contact are handed to the provider in item order.
+         *
+         *     Requires the scope `messaging:send`.
+         */
+        post: operations["sendMessageBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -378,6 +466,41 @@ export interface paths {
     };
 }
 export interface webhooks {
+    "message.canceled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `message.canceled` event
+         * @description A scheduled or accepted message was canceled (POST /messages/{id}/cancel) before it was handed to the provider; `data.status` is `canceled`, and it is never sent.
+         *
+         *     Posted to each enabled webhook endpoint subscribed to this type, signed per Standard Webhooks
+         *     (standardwebhooks.com) with the endpoint's `secret`. Verify the signature over the raw body before you parse it (the
+         *     SDK's `client.webhooks.verify`, or any Standard Webhooks library); see docs/webhooks.md for a receiver step by step.
+         *
+         *     - **Acknowledge** with any 2xx within 10 seconds; do the work afterwards. The answer's body is ignored.
+         *     - **Retries.** Anything else (another status, a timeout, a refused connection) is retried with exponential backoff and
+         *       jitter: 5 seconds, doubling up to 1 hour between attempts, for 3 days; then the endpoint is disabled
+         *       (`disabled_reason: "failing"`). A 410 disables it at once (`"gone"`). Enabled again (`PATCH /webhook_endpoints/{endpoint_id}`),
+         *       it resumes where it stopped: nothing is lost.
+         *     - **Order.** Events of one contact come one at a time, in order: the next is posted only after the previous one was
+         *       acknowledged. Different contacts are posted in parallel.
+         *     - **At least once.** An event may come more than once (a lost acknowledgement, a replay): de-duplicate by `webhook-id`.
+         *     - **Catching up.** An endpoint's `delivery.cursor` is an `evc_` cursor of `GET /events`: read what is pending there,
+         *       or `POST /webhook_endpoints/{endpoint_id}/replay` to have it posted again.
+         */
+        post: operations["messageCanceledWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "message.delivered": {
         parameters: {
             query?: never;
@@ -557,6 +680,52 @@ export interface webhooks {
 export interface components {
     schemas: {
         /**
+         * BatchResult
+         * @description One item's outcome: `message` when accepted or replayed, else `error` (its `param` relative to the item).
+         */
+        BatchResult: {
+            error: ({
+                /** @description Machine code to branch on; each response lists the codes it can carry, and `doc_url` explains them. */
+                code: string;
+                /** @description `{base_url}/docs#<code>`. */
+                doc_url: string;
+                /** @description For people; may change, do not parse. */
+                message: string;
+                messaging_state?: components["schemas"]["MessagingState"];
+                /** @description The offending parameter, dotted (`template.name`), or null. */
+                param: string | null;
+                /** @description `req_` id; equals the `Request-Id` header. */
+                request_id: string;
+                /**
+                 * @description The error's family.
+                 * @enum {string}
+                 */
+                type: "authentication_error" | "permission_error" | "invalid_request_error" | "rate_limit_error" | "api_error";
+            } & {
+                [key: string]: unknown;
+            }) | null;
+            /** @description The item's position in `messages` (from 0). */
+            index: number;
+            message: components["schemas"]["Message"] | null;
+            /** @constant */
+            object: "batch_result";
+            /** @description The HTTP status the item would have had alone: 201 accepted, 200 a replay of its `idempotency_key`, 400/404/409/429 refused. */
+            status: number;
+        };
+        /**
+         * BatchResultList
+         * @description One row per item, in item order.
+         */
+        BatchResultList: {
+            data: components["schemas"]["BatchResult"][];
+            /** @description Whether more items exist beyond this page. */
+            has_more: boolean;
+            /** @constant */
+            object: "list";
+            /** @description The request path. */
+            url: string;
+        };
+        /**
          * Contact
          * @description A customer the service has messaged or heard from.
          * @example {
@@ -569,7 +738,8 @@ export interface components {
          *         "sendable": true,
          *         "within_window": true,
          *         "window_expires_at": "2026-01-02T09:30:00Z",
-         *         "requires_template": false
+         *         "requires_template": false,
+         *         "opted_out": false
          *       }
          *     }
          */
@@ -722,7 +892,7 @@ export interface components {
              * @description What happened to the message.
              * @enum {string}
              */
-            type: "message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed";
+            type: "message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled";
         };
         /**
          * EventList
@@ -969,14 +1139,14 @@ export interface components {
             id: string;
             /** @constant */
             object: "message";
-            /** @description When a scheduled message goes out (Unix seconds); null. */
+            /** @description When a scheduled message goes out (Unix seconds); null when sent at once. */
             send_at: number | null;
             /** @description `snd_` id of the sender used. */
             sender: string;
-            /** @description `accepted` on creation; then `sent`, `delivered`, `read` or `failed` (GET). Null for an inbound message. */
+            /** @description `accepted` on creation (`scheduled` with `send_at`); then `sent`, `delivered`, `read` or `failed`, or `canceled` (GET). Null for an inbound message. */
             status: string | null;
             to: components["schemas"]["ContactRef"];
-            /** @description Seconds the message may wait to be handed over; null. */
+            /** @description Seconds the message may wait to be handed to the provider; null = no limit. */
             valid_for: number | null;
         };
         /**
@@ -1000,18 +1170,21 @@ export interface components {
         };
         /**
          * MessagingState
-         * @description The contact's 24-hour messaging window, as of this request.
+         * @description The contact's 24-hour messaging window and opt-out, as of this request.
          * @example {
          *       "sendable": true,
          *       "within_window": true,
          *       "window_expires_at": "2026-01-02T09:30:00Z",
-         *       "requires_template": false
+         *       "requires_template": false,
+         *       "opted_out": false
          *     }
          */
         MessagingState: {
-            /** @description Only an approved template may be sent now. */
+            /** @description The customer opted out (answered STOP or a like word, the provider reported 131050, or you called `opt_out`): nothing, not even a template, is sent to them until they opt back in. */
+            opted_out: boolean;
+            /** @description Only an approved template may be sent now (nothing at all while `opted_out`). */
             requires_template: boolean;
-            /** @description Free text may be sent now: the window is open and a sender is active. */
+            /** @description Free text may be sent now: the window is open, a sender is active and the customer has not opted out. */
             sendable: boolean;
             /**
              * Format: date-time
@@ -1032,6 +1205,51 @@ export interface components {
             error_description: string;
             /** @description `req_` id; equals the `Request-Id` header. */
             request_id: string;
+        };
+        /**
+         * SendBatchItem
+         * @description A SendMessageRequest, with an optional `idempotency_key` of its own.
+         */
+        SendBatchItem: {
+            /** @description Free text, 1 to 4096 characters; only inside the 24-hour window. */
+            body?: string;
+            /** @description Your own reference for this message (1-128 printable ASCII characters, not unique): echoed on the message in every view and on its events. */
+            client_reference?: string;
+            /** @description `ctc_` id, instead of `to`. */
+            contact?: string;
+            /** @description 1-255 printable ASCII characters, in your application's namespace of Idempotency-Keys (shared with the header of single sends), kept 24 hours: the same key with the same item replays the original message (200); with another item, `idempotency_key_reused`. */
+            idempotency_key?: string;
+            /** @description Name for a new contact. */
+            recipient_name?: string;
+            /** @description Schedule the send (Unix seconds, from now + 60 s to now + 30 days): the message is `scheduled` until then, cancelable, and goes out at that time. */
+            send_at?: number;
+            /** @description `snd_` id; optional when exactly one sender is active. */
+            sender?: string;
+            template?: components["schemas"]["SendMessageTemplate"];
+            /** @description Recipient phone number, E.164. */
+            to?: string;
+            /** @description Seconds (1-86,400) the message may wait to be handed to the provider after acceptance (after `send_at` when scheduled); past that it fails with `failure.code` `expired` and is never sent late. */
+            valid_for?: number;
+        } & (({
+            contact?: never;
+            /** @description Recipient phone number, E.164. */
+            to: string;
+        } | {
+            /** @description `ctc_` id, instead of `to`. */
+            contact: string;
+            to?: never;
+        }) & ({
+            body?: never;
+            template: components["schemas"]["SendMessageTemplate"];
+        } | {
+            /** @description Free text, 1 to 4096 characters; only inside the 24-hour window. */
+            body: string;
+            template?: never;
+        }));
+        /** SendBatchRequest */
+        SendBatchRequest: {
+            /** @description 1 to 1000 messages, answered in this order. */
+            messages: components["schemas"]["SendBatchItem"][];
         };
         /**
          * Sender
@@ -1138,11 +1356,15 @@ export interface components {
             contact?: string;
             /** @description Name for a new contact. */
             recipient_name?: string;
+            /** @description Schedule the send (Unix seconds, from now + 60 s to now + 30 days): the message is `scheduled` until then, cancelable, and goes out at that time. */
+            send_at?: number;
             /** @description `snd_` id; optional when exactly one sender is active. */
             sender?: string;
             template?: components["schemas"]["SendMessageTemplate"];
             /** @description Recipient phone number, E.164. */
             to?: string;
+            /** @description Seconds (1-86,400) the message may wait to be handed to the provider after acceptance (after `send_at` when scheduled); past that it fails with `failure.code` `expired` and is never sent late. */
+            valid_for?: number;
         } & (({
             contact?: never;
             /** @description Recipient phone number, E.164. */
@@ -1387,7 +1609,7 @@ export interface components {
             description: string | null;
             /** @description Why delivery stopped by itself: `failing` (an event could not be delivered for 3 days) or `gone` (the receiver answered 410). Null when enabled or disabled by you. */
             disabled_reason: string | null;
-            events: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed")[];
+            events: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
             /** @description `we_` id. */
             id: string;
             /** @constant */
@@ -1438,7 +1660,7 @@ export interface components {
             description: string | null;
             /** @description Why delivery stopped by itself: `failing` (an event could not be delivered for 3 days) or `gone` (the receiver answered 410). Null when enabled or disabled by you. */
             disabled_reason: string | null;
-            events: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed")[];
+            events: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
             /** @description `we_` id. */
             id: string;
             /** @constant */
@@ -1941,6 +2163,300 @@ export interface operations {
             };
         };
     };
+    optInContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a `ctc_` id */
+                contact_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A customer the service has messaged or heard from. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
+            400: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
+            401: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
+            403: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
+            404: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `rate_limit_exceeded`: Too many requests in the current one-second window. */
+            429: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
+            500: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `service_unavailable`: A service we depend on is briefly unreachable. */
+            503: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    optOutContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a `ctc_` id */
+                contact_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A customer the service has messaged or heard from. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
+            400: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
+            401: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
+            403: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
+            404: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `rate_limit_exceeded`: Too many requests in the current one-second window. */
+            429: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
+            500: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `service_unavailable`: A service we depend on is briefly unreachable. */
+            503: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     listConversations: {
         parameters: {
             query?: {
@@ -2159,7 +2675,7 @@ export interface operations {
                 limit?: number;
                 /** @description an `evc_` cursor: the `next_cursor` of the previous page; absent = the oldest retained event */
                 since?: string;
-                /** @description comma-separated event types to return (default all): message.received, message.sent, message.delivered, message.read, message.failed */
+                /** @description comma-separated event types to return (default all): message.received, message.sent, message.delivered, message.read, message.failed, message.canceled */
                 types?: string;
             };
             header?: never;
@@ -2941,6 +3457,317 @@ export interface operations {
             };
         };
     };
+    cancelMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a `msg_` id */
+                message_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status and failure). */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Message"];
+                };
+            };
+            /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
+            400: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
+            401: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
+            403: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
+            404: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `message_not_cancelable`: The message was already handed to the provider (or has failed), so it can no longer be canceled; the error's message names its status. */
+            409: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `rate_limit_exceeded`: Too many requests in the current one-second window. */
+            429: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
+            500: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `service_unavailable`: A service we depend on is briefly unreachable. */
+            503: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    sendMessageBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description One row per item, in item order. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchResultList"];
+                };
+            };
+            /**
+             * @description - `parameter_missing`: A required parameter is missing, or is ambiguous without it (for example `sender` when several senders are active).
+             *     - `parameter_invalid`: A parameter has the wrong type, format or range.
+             *     - `parameter_unknown`: The request carries a parameter this endpoint does not take (often a typo).
+             *     - `invalid_json`: The request body is not valid JSON.
+             *     - `invalid_content_type`: The request body's `Content-Type` is not one this endpoint accepts.
+             */
+            400: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
+            401: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
+            403: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `request_too_large`: The request body is larger than this endpoint accepts (1 MB for JSON). */
+            413: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `rate_limit_exceeded`: Too many requests in the current one-second window. */
+            429: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
+            500: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description - `service_unavailable`: A service we depend on is briefly unreachable. */
+            503: {
+                headers: {
+                    "Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     getAccessToken: {
         parameters: {
             query?: never;
@@ -3451,7 +4278,7 @@ export interface operations {
                     /** @description Your note on what this endpoint is for. */
                     description?: string | null;
                     /** @description The event types posted to this endpoint. */
-                    events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed")[];
+                    events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
                     /** @description Where events are posted: `https` to a public host (a name resolving to a private, loopback or link-local address is refused). */
                     url: string;
                 };
@@ -3908,7 +4735,7 @@ export interface operations {
                     /** @description Your note on what this endpoint is for. */
                     description?: string | null;
                     /** @description The event types posted to this endpoint. */
-                    events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed")[];
+                    events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
                     /**
                      * @description `enabled` resumes delivery from the endpoint's cursor; `disabled` stops it.
                      * @enum {string}
@@ -4363,6 +5190,50 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
+            };
+        };
+    };
+    messageCanceledWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's `evt_` id, the same on every attempt and replay of it: de-duplicate by it (keep the ids you handled for at least 3 days). A test event sent from the panel has an `evt_test_` id and made-up data. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the base64-decoded part of the endpoint's `secret` after `whsec_`. While a secret is being rotated (24 hours) two signatures come, separated by a space: accept the delivery when either matches. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+                /** @description When this attempt was signed, in Unix seconds. Refuse a delivery whose timestamp is more than 5 minutes from your clock (a replayed request). */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The `message.canceled` event, as JSON (`content-type: application/json`); the bytes the signature covers. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Event"];
+            };
+        };
+        responses: {
+            /** @description Acknowledged: this event is done for this endpoint, and the next one of the contact is posted. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled at once (`disabled_reason: "gone"`); nothing more is posted. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not acknowledged (as is a timeout after 10 seconds or a failed connection): retried with backoff, 5 seconds doubling to 1 hour, for 3 days. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
