@@ -35,6 +35,9 @@ import { accessToken } from "./token.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const LUA = join(ROOT, "bench", "send.lua");
+/** wrk connections with --batch unless --connections says otherwise. */
+const BATCH_CONNECTIONS = 8;
+const BATCH_MAX = 1000;
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -107,10 +110,6 @@ function fatal(message: string): never {
   console.error(`bench: ${message}`);
   process.exit(1);
 }
-
-/** wrk connections with --batch unless --connections says otherwise. */
-const BATCH_CONNECTIONS = 8;
-const BATCH_MAX = 1000;
 
 const mode = flags.mode;
 if (mode !== "accept" && mode !== "drain") fatal("--mode is accept or drain");
@@ -423,10 +422,14 @@ interface WrkResult {
   errors: { connect: number; read: number; write: number; status: number; timeout: number };
   latencyUs: { p50: number; p90: number; p99: number; max: number; mean: number };
   samples: string[];
+  /** Batch mode: the items of the answered batches by the status of their row. */
+  items: Record<string, number>;
   /** wrk's own "Non-2xx or 3xx responses" line (0 when absent) and Requests/sec. */
   non2xx: number;
   requestsPerSecond: number;
-  /** 201 responses per second: only they count as accepted sends. */
+  /** Accepted sends: 201 responses, or in batch mode rows with status 201. */
+  accepted: number;
+  /** Accepted sends per second: only they count. */
   createdPerSecond: number;
   /** CPU seconds wrk itself used. */
   cpuSeconds: number;
@@ -450,6 +453,7 @@ async function runWrk(label: string, url: string, seconds: number, tokensFile: s
       "--",
       tokensFile,
       `${RUN_ID}-${label}`,
+      String(opts.batch),
     ],
     { cwd: ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" },
   );
@@ -468,8 +472,10 @@ async function runWrk(label: string, url: string, seconds: number, tokensFile: s
     errors: WrkResult["errors"];
     latency_us: WrkResult["latencyUs"];
     samples: string[];
+    items: Record<string, number>;
   };
   const secondsRun = raw.duration_us / 1e6;
+  const accepted = opts.batch > 0 ? (raw.items["201"] ?? 0) : (raw.statuses["201"] ?? 0);
   return {
     label,
     seconds: secondsRun,
@@ -478,9 +484,11 @@ async function runWrk(label: string, url: string, seconds: number, tokensFile: s
     errors: raw.errors,
     latencyUs: raw.latency_us,
     samples: raw.samples,
+    items: raw.items,
     non2xx: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0),
     requestsPerSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? Number.NaN),
-    createdPerSecond: (raw.statuses["201"] ?? 0) / secondsRun,
+    accepted,
+    createdPerSecond: accepted / secondsRun,
     cpuSeconds: usage ? Number(usage.cpuTime.total) / 1e6 : 0,
   };
 }
@@ -491,9 +499,17 @@ function describeWrk(result: WrkResult): string {
     .join(", ");
   const e = result.errors;
   const socket = e.connect + e.read + e.write + e.timeout;
+  const items = Object.entries(result.items)
+    .map(([status, n]) => `${status}: ${fmt(n)}`)
+    .join(", ");
+  const rate =
+    opts.batch > 0
+      ? `${fmt(result.createdPerSecond)} messages created (rows 201)/s in ${fmt(result.requestsPerSecond, 1)} calls/s of ${fmt(opts.batch)} items ` +
+        `in ${fmt(result.seconds, 1)} s; rows {${items}}`
+      : `${fmt(result.createdPerSecond)} created (201)/s of ${fmt(result.requestsPerSecond)} req/s in ${fmt(result.seconds, 1)} s`;
   return [
-    `${fmt(result.createdPerSecond)} created (201)/s of ${fmt(result.requestsPerSecond)} req/s in ${fmt(result.seconds, 1)} s`,
-    `p50 ${ms(result.latencyUs.p50)}, p90 ${ms(result.latencyUs.p90)}, p99 ${ms(result.latencyUs.p99)}, max ${ms(result.latencyUs.max)}`,
+    rate,
+    `${opts.batch > 0 ? "per call: " : ""}p50 ${ms(result.latencyUs.p50)}, p90 ${ms(result.latencyUs.p90)}, p99 ${ms(result.latencyUs.p99)}, max ${ms(result.latencyUs.max)}`,
     `statuses {${statuses}}; wrk non-2xx/3xx: ${fmt(result.non2xx)}; socket errors: ${socket ? JSON.stringify(e) : 0}`,
     ...result.samples.map((s) => `  e.g. ${s}`),
   ].join("\n    ");
@@ -549,7 +565,7 @@ function describeCpu(cpu: Record<string, number>, perSecond?: number): string {
       // CPU milliseconds per accepted send, for the processes that do the work.
       const each =
         perSecond && name !== "machine" && name !== "other" && pct >= 1
-          ? ` (${fmt((pct * 10) / perSecond, 2)} ms/send)`
+          ? ` (${fmt((pct * 10) / perSecond, 2)} ms/${opts.batch > 0 ? "message" : "send"})`
           : "";
       return `${name} ${fmt(pct)}%${each}`;
     })
@@ -1180,7 +1196,7 @@ async function main() {
     console.log(`    ${describeThread(phase.mainThread)}${first}`);
     if (phase.samples) {
       console.log(`    ${describeProbes(phase.samples.probes)}`);
-      console.log(`    ${describeCounters(phase.samples.counters, measured.statuses["201"] ?? Number.NaN)}`);
+      console.log(`    ${describeCounters(phase.samples.counters, measured.accepted || Number.NaN)}`);
     }
     if (opts.mode === "accept")
       console.log(

@@ -3,13 +3,12 @@ import { ApiError, apiErrorBody } from "../http/errors.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import { requestState } from "../http/request-state.ts";
 import { routePolicy } from "../http/route-policy.ts";
-import { ErrorResponse, listOf, standardErrors, withExclusivePairs } from "../http/schemas.ts";
+import { ErrorResponse, listOf, standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
 import { admitSendRequest, type OutboundSending } from "./admission.ts";
 import {
   BATCH_MAX_ITEMS,
   type BatchItemResult,
-  SendBatchItem,
   SendBatchRequest,
   SendBatchRequestDocumented,
 } from "./batch.ts";
@@ -252,4 +251,3 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
     );
 }
 
-export { SendBatchItem };
