@@ -250,4 +250,3 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
       },
     );
 }
-
