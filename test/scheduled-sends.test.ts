@@ -7,7 +7,16 @@ import { finalizeInbound } from "../src/inbound/finalize.ts";
 import { releaseDueMessages } from "../src/outbound/scheduler.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { call, createTenantWithApp, createTestEnv, deliverOne, getToken, type TestEnv } from "./support.ts";
+import {
+  call,
+  createTenantWithApp,
+  createTestEnv,
+  deliverOne,
+  eventually,
+  getToken,
+  spawnWorker,
+  type TestEnv,
+} from "./support.ts";
 
 let env: TestEnv;
 let token: string;
@@ -245,4 +254,68 @@ describe("valid_for", () => {
       expect(refused.body.error).toMatchObject({ code: "parameter_invalid", param: "valid_for" });
     }
   });
+});
+
+describe("cancel races the send claim (real send workers)", () => {
+  test("1,000 cancels at the scheduled instant, 2 send workers: no 200-canceled message reaches the provider", async () => {
+    const creds = await createTenantWithApp(env.deps, { readLimit: 100_000, sendLimit: 100_000 });
+    const phoneNumberId = "301000000000127";
+    const raceSender = await insertSender(env.deps.db, env.config.providerTokenKey, {
+      tenantId: creds.tenant.id,
+      phoneNumber: "+15550100127",
+      providerPhoneNumberId: phoneNumberId,
+      wabaId: "401000000000127",
+      accessToken: "sim-token",
+      mps: 1000,
+    });
+    await syncSenderTemplates(env.deps, raceSender);
+    // The api's clock (manual) 58 s behind the workers' (real): send_at, at least now + 60 s for the
+    // api, comes 2 s from now for the workers.
+    const saved = env.clock.now();
+    env.clock.set(new Date(Date.now() - 58_000));
+    const racer = await getToken(env.app, creds.clientId, creds.clientSecret);
+    const sendAt = nowS() + 60;
+    const items = Array.from({ length: 1000 }, (_, n) => ({
+      to: `+4915100127${String(n).padStart(3, "0")}`,
+      template: ORDER_SHIPPED,
+      send_at: sendAt,
+    }));
+    const accepted = await call(env.app, "POST", "/v2/messages/batch", {
+      token: racer,
+      body: { messages: items },
+    });
+    env.clock.set(saved);
+    expect(accepted.status).toBe(200);
+    const ids: string[] = accepted.body.data.map((row: { status: number; message: { id: string } }) => {
+      expect(row.status).toBe(201);
+      return row.message.id;
+    });
+    const workers = [spawnWorker(env, "send"), spawnWorker(env, "send")];
+    try {
+      await Bun.sleep(Math.max(0, sendAt * 1000 - Date.now()));
+      const answers = await Promise.all(ids.map((id) => cancel(id, racer)));
+      const canceled = new Set(ids.filter((_, i) => answers[i]!.status === 200));
+      for (const answer of answers) expect([200, 409]).toContain(answer.status);
+      // Everything settles: sent, or canceled.
+      await eventually(async () => {
+        const open = await env.deps.db
+          .selectFrom("messages")
+          .select((eb) => eb.fn.countAll().as("n"))
+          .where("tenant_id", "=", creds.tenant.id)
+          .where("status", "in", ["scheduled", "accepted"])
+          .executeTakeFirstOrThrow();
+        return Number(open.n) === 0;
+      }, 30_000);
+      const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${phoneNumberId}`);
+      const { data } = (await response.json()) as { data: { payload: Record<string, unknown> }[] };
+      const received = data.map((record) => record.payload.biz_opaque_callback_data as string);
+      const receivedSet = new Set(received);
+      expect(received.length).toBe(receivedSet.size); // nothing twice
+      for (const id of canceled) expect(receivedSet.has(id)).toBe(false);
+      for (const id of ids) if (!canceled.has(id)) expect(receivedSet.has(id)).toBe(true);
+      console.log(`race: ${canceled.size} canceled (200), ${ids.length - canceled.size} sent (409)`);
+    } finally {
+      await Promise.all(workers.map((w) => w.stop()));
+    }
+  }, 60_000);
 });
