@@ -577,11 +577,16 @@ function describeCpu(cpu: Record<string, number>, perSecond?: number): string {
  * p99 < 250 ms, per message <= 0.5 Postgres transactions, <= 0.2 WAL fsyncs, <= 20 Redis commands
  * and <= 1.5 ms of CPU in api + workers + Postgres + Redis; accept wants >= 5,000/s and >= 12% of
  * the baseline with p99 < 50 ms and <= 4 Redis commands per send.
+ *
+ * With --batch (issue 23): accept wants >= 20,000 accepted messages/s; drain keeps issue 13's
+ * delivery and per-message targets (per item) but does not judge the oldest unsent message (batches
+ * accept faster than any drain delivers, so the backlog grows by design) nor the p99, which is a
+ * whole call's; both are shown.
  */
 function verdict(
   mode: string,
   run: {
-    measured: { createdPerSecond: number; latencyUs: { p99: number }; statuses: Record<string, number> };
+    measured: { createdPerSecond: number; latencyUs: { p99: number }; accepted: number };
     ratio: number;
     cpu: Record<string, number>;
     counters?: ReturnType<typeof counterDeltas>;
@@ -590,12 +595,14 @@ function verdict(
 ): string {
   const accepted = run.measured.createdPerSecond;
   // The same denominator as the counters' lines: the sends of the measured window.
-  const sends = run.measured.statuses["201"] ?? Number.NaN;
+  const sends = run.measured.accepted || Number.NaN;
   const per = (n: number | undefined) => (n ?? Number.NaN) / sends;
   const redis = per(Object.values(run.counters?.redis ?? {}).reduce((a, b) => a + b, 0));
   const p99Ms = run.measured.latencyUs.p99 / 1000;
   const checks: [string, boolean][] = [];
   const check = (text: string, met: boolean) => checks.push([text, met]);
+  const shown: string[] = [];
+  const batched = opts.batch > 0;
   if (mode === "drain") {
     const handed = run.drained?.handedPerSecond ?? Number.NaN;
     const oldest = run.drained?.maxOldestUnsentMs ?? Number.NaN;
@@ -605,8 +612,16 @@ function verdict(
       .reduce((a, b) => a + b, 0);
     const cpuMs = (ownCpu * 10) / accepted;
     check(`delivered ${fmt(handed)}/s (>= 1,000)`, handed >= 1000);
-    check(`oldest unsent ${fmt(oldest)} ms (< 2,000)`, oldest < 2000);
-    check(`api p99 ${fmt(p99Ms)} ms (< 250)`, p99Ms < 250);
+    if (batched) {
+      shown.push(
+        `accepted ${fmt(accepted)} messages/s`,
+        `oldest unsent ${fmt(oldest)} ms`,
+        `p99 per call ${fmt(p99Ms)} ms`,
+      );
+    } else {
+      check(`oldest unsent ${fmt(oldest)} ms (< 2,000)`, oldest < 2000);
+      check(`api p99 ${fmt(p99Ms)} ms (< 250)`, p99Ms < 250);
+    }
     check(
       `${fmt(per(pg.xact_commit), 2)} Postgres transactions/message (<= 0.5)`,
       per(pg.xact_commit) <= 0.5,
@@ -614,6 +629,12 @@ function verdict(
     check(`${fmt(per(pg.wal_sync), 2)} WAL fsyncs/message (<= 0.2)`, per(pg.wal_sync) <= 0.2);
     check(`${fmt(redis, 1)} Redis commands/message (<= 20)`, redis <= 20);
     check(`${fmt(cpuMs, 2)} ms CPU/message in api+workers+Postgres+Redis (<= 1.5)`, cpuMs <= 1.5);
+  } else if (batched) {
+    check(`accepted ${fmt(accepted)} messages/s (>= 20,000)`, accepted >= 20_000);
+    shown.push(
+      `p99 per call of ${fmt(opts.batch)} ${fmt(p99Ms)} ms`,
+      `${fmt(redis, 1)} Redis commands/message`,
+    );
   } else {
     check(`accepted ${fmt(accepted)}/s (>= 5,000)`, accepted >= 5000);
     if (Number.isFinite(run.ratio))
@@ -622,9 +643,14 @@ function verdict(
     check(`${fmt(redis, 1)} Redis commands/send (<= 4)`, redis <= 4);
   }
   const missed = checks.filter(([, met]) => !met).length;
-  return `verdict (issue 13 targets, ${mode}): ${missed === 0 ? "ALL MET" : `${missed} of ${checks.length} NOT met`}: ${checks
+  const targets = batched
+    ? mode === "drain"
+      ? `issue 13 drain targets, per message, batches of ${fmt(opts.batch)}`
+      : `issue 23 target, batches of ${fmt(opts.batch)}`
+    : "issue 13 targets";
+  return `verdict (${targets}, ${mode}): ${missed === 0 ? "ALL MET" : `${missed} of ${checks.length} NOT met`}: ${checks
     .map(([text, met]) => `${text} ${met ? "met" : "NOT met"}`)
-    .join("; ")}`;
+    .join("; ")}${shown.length > 0 ? `; not judged: ${shown.join(", ")}` : ""}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -881,7 +907,8 @@ async function foreignLoad(): Promise<number> {
 }
 
 async function main() {
-  say(`send benchmark, mode ${opts.mode}; logs and results in ${RUN_DIR}`);
+  const what = opts.batch > 0 ? `, batches of ${opts.batch} (POST /v2/messages/batch)` : "";
+  say(`send benchmark, mode ${opts.mode}${what}; logs and results in ${RUN_DIR}`);
   const ports = { api: freePort(), simulator: freePort(), baseline: freePort() };
   const apiUrl = `http://127.0.0.1:${ports.api}`;
   const simulatorUrl = `http://127.0.0.1:${ports.simulator}`;
@@ -1042,6 +1069,26 @@ async function main() {
     });
     if (check.status !== 201)
       throw new Error(`a single send answered ${check.status}: ${await check.text()}`);
+    if (opts.batch > 0) {
+      // wrk's script counts accepted items by their rows' text: the api must write them that way.
+      const checkBatch = await fetch(`${apiUrl}/v2/messages/batch`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${tokens[0]}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          messages: [0, 1].map((i) => ({
+            to: `+491500000000${i + 1}`,
+            template: { name: "order_shipped", language: "en", variables: { body: ["Ana", `A-${i}`] } },
+            idempotency_key: `bench-${RUN_ID}-check-${i}`,
+          })),
+        }),
+      });
+      const text = await checkBatch.text();
+      const rows = text.match(/"object":"batch_result","index":\d+,"status":201\b/g)?.length ?? 0;
+      if (checkBatch.status !== 200 || rows !== 2)
+        throw new Error(
+          `a batch of 2 answered ${checkBatch.status} with ${rows} rows as wrk counts them: ${text.slice(0, 500)}`,
+        );
+    }
 
     const t0 = performance.now();
     const drain = opts.mode === "drain" ? startDrainSampler(db, queue, t0) : undefined;
@@ -1170,8 +1217,11 @@ async function main() {
 
     console.log("");
     console.log(
-      `== POST /v2/messages, mode ${opts.mode}: wrk -t${opts.threads} -c${opts.connections}, ` +
-        `${opts.warmup} s warm-up + ${opts.duration} s measured, ${opts.apps} applications, unique Idempotency-Keys ==`,
+      opts.batch > 0
+        ? `== POST /v2/messages/batch of ${fmt(opts.batch)} sends, mode ${opts.mode}: wrk -t${opts.threads} -c${opts.connections}, ` +
+            `${opts.warmup} s warm-up + ${opts.duration} s measured, ${opts.apps} applications, unique idempotency_keys per item ==`
+        : `== POST /v2/messages, mode ${opts.mode}: wrk -t${opts.threads} -c${opts.connections}, ` +
+            `${opts.warmup} s warm-up + ${opts.duration} s measured, ${opts.apps} applications, unique Idempotency-Keys ==`,
     );
     if (baseline) {
       console.log(
@@ -1204,8 +1254,11 @@ async function main() {
       );
     for (const line of drainReport) console.log(line);
     console.log(
-      `accepted sends/s: ${fmt(measured.createdPerSecond)}; baseline req/s: ${fmt(baseline?.measured.createdPerSecond ?? Number.NaN)}; ` +
-        `ratio ${Number.isFinite(ratio) ? `${fmt(ratio * 100, 1)}%` : "-"}; p99 ${ms(measured.latencyUs.p99)}`,
+      opts.batch > 0
+        ? `accepted messages/s: ${fmt(measured.createdPerSecond)} (${fmt(measured.requestsPerSecond, 1)} calls/s of ${fmt(opts.batch)}); ` +
+            `no baseline in batch mode; p99 per call ${ms(measured.latencyUs.p99)}`
+        : `accepted sends/s: ${fmt(measured.createdPerSecond)}; baseline req/s: ${fmt(baseline?.measured.createdPerSecond ?? Number.NaN)}; ` +
+            `ratio ${Number.isFinite(ratio) ? `${fmt(ratio * 100, 1)}%` : "-"}; p99 ${ms(measured.latencyUs.p99)}`,
     );
     console.log(
       verdict(opts.mode, { measured, ratio, cpu: phase.cpu, counters: phase.samples?.counters, drained }),

@@ -176,6 +176,8 @@ export function announce(id: string, text: string): Html {
 }
 
 const STATUS_LABELS: Record<string, { label: string; tone: string }> = {
+  scheduled: { label: "Scheduled", tone: "" },
+  canceled: { label: "Canceled", tone: "warn" },
   accepted: { label: "Accepted", tone: "" },
   sent: { label: "Sent", tone: "" },
   delivered: { label: "Delivered", tone: "ok" },
