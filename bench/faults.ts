@@ -53,6 +53,7 @@ const SCENARIOS = [
   "inbound-finalize-kill",
   "webhook-worker-kill",
   "receiver-down-60s",
+  "scheduled-redis-kill",
   "failover-queue-master",
   "failover-tenant-master",
 ] as const;
@@ -370,7 +371,7 @@ let currentShop: Shop | undefined;
 const apiUrl = `http://127.0.0.1:${ports.api}`;
 const simulatorUrl = `http://127.0.0.1:${ports.simulator}`;
 
-async function openShop(db: Db, index: number): Promise<Shop> {
+async function openShop(db: Db, index: number, options: { mps?: number } = {}): Promise<Shop> {
   const tenant = await insertTenant(db, { name: `Faults ${index}`, dailyQuota: 100_000_000 });
   const { application, clientSecret } = await createApplication(db, {
     tenantId: tenant.id,
@@ -386,6 +387,7 @@ async function openShop(db: Db, index: number): Promise<Shop> {
     providerPhoneNumberId: phoneNumberId,
     wabaId: "209000000000001",
     accessToken: "sim-access-token",
+    ...(options.mps !== undefined && { mps: options.mps }),
   });
   await syncSenderTemplates(
     {
@@ -622,18 +624,42 @@ interface Row {
     duplicates: number;
     settleMs: number | undefined;
   };
+  /** scheduled-redis-kill: cancels answered 200, and what must never happen to sends (DESIGN §13). */
+  scheduled?: {
+    canceled: number;
+    /** Canceled with a 200, yet received by the provider. */
+    sentAfterCancel: number;
+    expired: number;
+    /** Received by the provider past send_at + valid_for, or failed `expired` and received anyway. */
+    sentLate: number;
+    /** Failed for a reason other than `expired` (the simulator fails nothing here). */
+    failedOtherwise: number;
+  };
 }
 
-/** The provider's sends of one sender, counted per our message id (biz_opaque_callback_data). */
-async function providerSends(phoneNumberId: string): Promise<Map<string, number>> {
+/**
+ * The provider's sends of one sender per our message id (biz_opaque_callback_data): when each one
+ * reached the simulator (epoch ms of its received_at), in arrival order.
+ */
+async function providerReceipts(phoneNumberId: string): Promise<Map<string, number[]>> {
   const response = await fetch(`${simulatorUrl}/_sim/sent?phone_number_id=${phoneNumberId}`);
-  const sent = (await response.json()) as { data: { payload: { biz_opaque_callback_data?: string } }[] };
-  const perMessage = new Map<string, number>();
+  const sent = (await response.json()) as {
+    data: { received_at: string; payload: { biz_opaque_callback_data?: string } }[];
+  };
+  const perMessage = new Map<string, number[]>();
   for (const record of sent.data) {
     const id = record.payload.biz_opaque_callback_data ?? "(none)";
-    perMessage.set(id, (perMessage.get(id) ?? 0) + 1);
+    const receipts = perMessage.get(id);
+    if (receipts) receipts.push(Date.parse(record.received_at));
+    else perMessage.set(id, [Date.parse(record.received_at)]);
   }
   return perMessage;
+}
+
+/** The provider's sends of one sender, counted per our message id. */
+async function providerSends(phoneNumberId: string): Promise<Map<string, number>> {
+  const receipts = await providerReceipts(phoneNumberId);
+  return new Map([...receipts].map(([id, times]) => [id, times.length]));
 }
 
 async function outboundRows(db: Db, tenantId: string) {
@@ -979,13 +1005,314 @@ async function receiverDownFor(shop: Shop, seconds: number): Promise<number> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Scheduled sends (DESIGN §13): n messages due in the same second; Redis restarted empty around
+// it, a send worker killed while the backlog goes out, cancels racing the claims.
+
+/** From acceptance to the due second: send_at must be at least now + 60 s (a margin for the calls). */
+const SCHEDULE_LEAD_S = 63;
+/** The scenario sender's pace: the backlog of 2,000 takes 10 s, longer than the valid_for below. */
+const SCHEDULED_MPS = 200;
+/** valid_for of every fourth message: some go out in time, the ones behind the backlog expire. */
+const SCHEDULED_VALID_FOR_S = 5;
+/**
+ * How much later than send_at + valid_for the simulator's clock may stamp a send: the way from the
+ * worker's last look at the expiry to the simulator (same machine, same clock).
+ */
+const VALID_FOR_TOLERANCE_MS = 500;
+/** Items per POST /v2/messages/batch (the most it takes). */
+const BATCH_ITEMS = 1000;
+/** What a settled message of this scenario is: read, failed (expired) or canceled. */
+const FINAL_STATUSES = new Set(["read", "failed", "canceled"]);
+
+const count = (statuses: Map<string, number>, label: string, by = 1) =>
+  statuses.set(label, (statuses.get(label) ?? 0) + by);
+
+const sleepUntil = (epochMs: number) => Bun.sleep(Math.max(0, epochMs - Date.now()));
+
+/** `run` for every item, `width` at a time. */
+async function inPool<T>(items: readonly T[], width: number, run: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(width, items.length) }, async () => {
+      while (next < items.length) await run(items[next++]!);
+    }),
+  );
+}
+
+/**
+ * One POST /v2/messages/batch, retried whole until it is answered 200 (its items keep their
+ * idempotency keys, so what a lost answer had accepted is replayed, 200). Each row counts in the
+ * tally by its status (`201`, `200`, a refusal); a call's own failure as `batch <status>`.
+ */
+async function sendBatch(
+  shop: Shop,
+  tally: Tally,
+  items: { index: number; body: Record<string, unknown> }[],
+): Promise<void> {
+  const body = JSON.stringify({ messages: items.map((item) => item.body) });
+  const deadline = Date.now() + REQUEST_DEADLINE_MS;
+  for (;;) {
+    let label: string;
+    try {
+      const response = await fetch(`${apiUrl}/v2/messages/batch`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${shop.token}`, "content-type": "application/json" },
+        body,
+        signal: AbortSignal.timeout(30_000),
+      });
+      label = `batch ${response.status}`;
+      if (response.status === 200) {
+        const list = (await response.json()) as {
+          data: { index: number; status: number; message: { id: string } | null }[];
+        };
+        for (const row of list.data) {
+          const index = items[row.index]?.index ?? -1;
+          count(tally.statuses, String(row.status));
+          if (row.message && (row.status === 201 || row.status === 200)) {
+            tally.ids.set(index, row.message.id);
+            if (row.status === 201) tally.created++;
+            else tally.replayed++;
+            tally.okAt.push(Date.now());
+          } else tally.refused++;
+        }
+        return;
+      }
+      await response.arrayBuffer();
+      if (response.status < 500 && response.status !== 429) {
+        count(tally.statuses, label);
+        tally.refused += items.length;
+        return;
+      }
+    } catch (error) {
+      label = `batch ${(error as Error).name === "TimeoutError" ? "timeout" : "conn"}`;
+    }
+    count(tally.statuses, label);
+    if (Date.now() > deadline) {
+      tally.gaveUp += items.length;
+      return;
+    }
+    await Bun.sleep(500);
+  }
+}
+
+/**
+ * POST /v2/messages/{id}/cancel until the api decides it (200, 409, any other 4xx but 429): retried
+ * every 250 ms while it cannot (503 with Redis away, 429, no connection), not after Retry-After, so
+ * that the cancels land while the sends go out. Every answer counts as `cancel <status>`; resolves
+ * with the deciding status, or undefined when none came within a minute.
+ */
+async function cancelUntilDecided(
+  shop: Shop,
+  id: string,
+  statuses: Map<string, number>,
+): Promise<number | undefined> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      const response = await fetch(`${apiUrl}/v2/messages/${id}/cancel`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${shop.token}` },
+        signal: AbortSignal.timeout(10_000),
+      });
+      await response.arrayBuffer();
+      count(statuses, `cancel ${response.status}`);
+      if (response.status < 500 && response.status !== 429) return response.status;
+    } catch (error) {
+      count(statuses, `cancel ${(error as Error).name === "TimeoutError" ? "timeout" : "conn"}`);
+    }
+    if (Date.now() > deadline) return undefined;
+    await Bun.sleep(250);
+  }
+}
+
+/**
+ * n messages (in batches of 1,000, each item its idempotency_key) scheduled for the same second,
+ * two to each contact; every fourth with valid_for 5 s, at a sender pace of 200/s (so the backlog
+ * outlasts it). Three seconds before the due second half of the cancels; one second before it Redis
+ * is killed and started again empty (3 s away); at the due second the other half of the cancels,
+ * retried until decided; once the provider has had a tenth of the sends, send-1 is killed (kill -9)
+ * and started again. When every message is read, failed or canceled: no duplicate, no loss (every
+ * message not canceled with a 200 and not failed `expired` reached the provider), nothing received
+ * after a 200 cancel, nothing received past send_at + valid_for (nor any expired message at all).
+ */
+async function scheduledScenario(db: Db, index: number): Promise<Row> {
+  const shop = await openShop(db, index, { mps: SCHEDULED_MPS });
+  const deathsBefore = deaths.length;
+  const n = opts.n;
+  const contacts = Math.ceil(n / 2);
+  const sendAt = Math.ceil(Date.now() / 1000) + SCHEDULE_LEAD_S;
+  const dueAt = sendAt * 1000;
+  const validFor = (i: number) => (i % 4 === 2 ? SCHEDULED_VALID_FOR_S : undefined);
+  // 3 in 20, one of them with a valid_for.
+  const toCancel = (i: number) => i % 20 === 2 || i % 20 === 7 || i % 20 === 13;
+  const notes: string[] = [];
+
+  const tally = newTally();
+  say(`   ${n} sends scheduled for ${new Date(dueAt).toISOString()} (in batches of ${BATCH_ITEMS})`);
+  for (let from = 0; from < n; from += BATCH_ITEMS) {
+    const items = [];
+    for (let i = from; i < Math.min(n, from + BATCH_ITEMS); i++) {
+      const seconds = validFor(i);
+      items.push({
+        index: i,
+        body: {
+          to: `+49151${index}${String(i % contacts).padStart(7, "0")}`,
+          template: { name: "order_shipped", language: "en", variables: { body: ["Ada", `#${i}`] } },
+          send_at: sendAt,
+          ...(seconds !== undefined && { valid_for: seconds }),
+          idempotency_key: `faults-${index}-${i}`,
+        },
+      });
+    }
+    await sendBatch(shop, tally, items);
+  }
+  say(
+    `   accepted: ${describeStatuses(tally.statuses)}; ${((dueAt - Date.now()) / 1000).toFixed(0)} s to go`,
+  );
+  if (Date.now() > dueAt - 5000)
+    notes.push("late: the batches were accepted less than 5 s before the due second");
+
+  // The cancels: every other one 3 s before the due second, the rest at it.
+  const cancelIds = [...tally.ids].filter(([i]) => toCancel(i)).map(([, id]) => id);
+  const early = cancelIds.filter((_, k) => k % 2 === 0);
+  const atDue = cancelIds.filter((_, k) => k % 2 === 1);
+  const decided = new Map<string, number | undefined>();
+  const cancelWave = (ids: string[]) =>
+    inPool(ids, opts.clients, async (id) => {
+      decided.set(id, await cancelUntilDecided(shop, id, tally.statuses));
+    });
+
+  await sleepUntil(dueAt - 3000);
+  say(`   ${early.length} cancels, 3 s before the due second`);
+  const earlyWave = cancelWave(early);
+  await sleepUntil(dueAt - 1000);
+  const redisBack = restartRedisEmpty();
+  await sleepUntil(dueAt);
+  say(`   the due second: ${atDue.length} cancels`);
+  const dueWave = cancelWave(atDue);
+  await redisBack;
+  // A send worker killed while the backlog goes out.
+  const flowing = await until("the provider has had a tenth of the sends", 30_000, async () => {
+    let sends = 0;
+    for (const c of (await providerSends(shop.phoneNumberId)).values()) sends += c;
+    return sends >= n / 10 ? sends : undefined;
+  }).catch((error: Error) => {
+    notes.push(`late: ${error.message}`);
+    return undefined;
+  });
+  say(
+    `   ${flowing ?? "?"} sends received ${((Date.now() - dueAt) / 1000).toFixed(1)} s after the due second`,
+  );
+  await killAndRestart("send-1");
+  await Promise.all([earlyWave, dueWave]);
+
+  // Settled: every message read, failed or canceled.
+  const settleFrom = Date.now();
+  let settleMs: number | undefined;
+  while (Date.now() - settleFrom < opts.settleTimeoutMs) {
+    const rows = await outboundRows(db, shop.tenantId).catch(() => undefined);
+    if (rows && rows.length >= tally.ids.size && rows.every((r) => FINAL_STATUSES.has(r.status ?? ""))) {
+      settleMs = Date.now() - settleFrom;
+      break;
+    }
+    await Bun.sleep(1000);
+  }
+
+  const rows = await db
+    .selectFrom("messages")
+    .select(["id", "status", "failure", "expires_at"])
+    .where("tenant_id", "=", shop.tenantId)
+    .where("direction", "=", "outbound")
+    .execute();
+  const receipts = await providerReceipts(shop.phoneNumberId);
+  const byId = new Map(rows.map((r) => [r.id ?? "", r]));
+  const acknowledged = new Set(tally.ids.values());
+  const canceled = new Set([...decided].filter(([, status]) => status === 200).map(([id]) => id));
+  const isExpired = (r: (typeof rows)[number] | undefined) =>
+    r?.status === "failed" && r.failure?.code === "expired";
+
+  let duplicates = 0;
+  for (const times of receipts.values()) duplicates += Math.max(0, times.length - 1);
+  const lost =
+    [...acknowledged].filter((id) => !byId.has(id)).length +
+    [...acknowledged].filter((id) => !receipts.has(id) && !canceled.has(id) && !isExpired(byId.get(id)))
+      .length;
+  const sentAfterCancel = [...canceled].filter((id) => receipts.has(id)).length;
+  let sentLate = 0;
+  let inTime = 0;
+  let latestMs = Number.NEGATIVE_INFINITY;
+  for (const row of rows) {
+    const times = receipts.get(row.id ?? "");
+    if (!times) continue;
+    if (isExpired(row)) {
+      sentLate++;
+      continue;
+    }
+    if (!row.expires_at) continue;
+    // Any receipt past the expiry is a send past valid_for (a repeat too).
+    const late = Math.max(...times) - row.expires_at.getTime();
+    latestMs = Math.max(latestMs, late);
+    if (late > VALID_FOR_TOLERANCE_MS) sentLate++;
+    else inTime++;
+  }
+  const expired = rows.filter(isExpired).length;
+  const withValidFor = rows.filter((r) => r.expires_at !== null).length;
+  const answers = (ids: string[], status: number) => ids.filter((id) => decided.get(id) === status).length;
+  const undecided = [...decided.values()].filter((status) => status === undefined).length;
+  const canceledRows = rows.filter((r) => r.status === "canceled").length;
+
+  notes.push(
+    `cancels 3 s before: ${answers(early, 200)}/${early.length} answered 200; at the due second: ` +
+      `${answers(atDue, 200)} 200, ${answers(atDue, 409)} 409, of ${atDue.length}; ${canceledRows} messages canceled`,
+    `valid_for ${SCHEDULED_VALID_FOR_S} s on ${withValidFor}: ${inTime} sent in time, ${expired} expired, ` +
+      `${sentLate} sent late; the latest receipt ${Number.isFinite(latestMs) ? `${latestMs} ms` : "-"} against its expiry`,
+  );
+  if (undecided > 0) notes.push(`not every cancel was decided: ${undecided} never answered 200 or 409`);
+  if (canceledRows !== canceled.size)
+    notes.push(
+      `not every canceled message had a 200: ${canceledRows} canceled, ${canceled.size} answered 200`,
+    );
+  if (expired === 0 || inTime === 0)
+    notes.push("(valid_for: the backlog did not put messages on both sides of the expiry this time)");
+
+  return {
+    scenario: "scheduled-redis-kill",
+    n,
+    accepted: acknowledged.size,
+    rows: rows.length,
+    sends: [...receipts.values()].reduce((sum, times) => sum + times.length, 0),
+    duplicates,
+    lost,
+    notRead: rows.filter((r) => !FINAL_STATUSES.has(r.status ?? "")).length,
+    statuses: tally.statuses,
+    unanswered: tally.gaveUp + tally.refused,
+    stalled: false,
+    died: deaths.slice(deathsBefore).map((d) => d.name),
+    recoverMs: undefined,
+    settleMs,
+    notes,
+    scheduled: {
+      canceled: canceled.size,
+      sentAfterCancel,
+      expired,
+      sentLate,
+      failedOtherwise: rows.filter((r) => r.status === "failed" && !isExpired(r)).length,
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
 // The table
 
 function failures(row: Row): string[] {
   const problems: string[] = [];
   if (row.duplicates > 0) problems.push(`${row.duplicates} duplicate(s)`);
   if (row.lost > 0) problems.push(`${row.lost} lost`);
-  if ((row.statuses.get("500") ?? 0) > 0) problems.push(`${row.statuses.get("500")} x 500`);
+  // "500", or a labelled one ("cancel 500").
+  const fiveHundreds = [...row.statuses]
+    .filter(([status]) => status === "500" || status.endsWith(" 500"))
+    .reduce((sum, [, count]) => sum + count, 0);
+  if (fiveHundreds > 0) problems.push(`${fiveHundreds} x 500`);
   if (row.died.length > 0) problems.push(`died: ${row.died.join(", ")}`);
   if (row.notRead > 0) problems.push(`${row.notRead} stuck`);
   if (row.unanswered > 0) problems.push(`${row.unanswered} requests never answered 2xx`);
@@ -997,6 +1324,12 @@ function failures(row: Row): string[] {
     if (row.webhook.outOfOrder > 0)
       problems.push(`${row.webhook.outOfOrder} contact(s) with events out of order`);
     if (row.webhook.events === 0) problems.push("no events");
+  }
+  if (row.scheduled) {
+    const s = row.scheduled;
+    if (s.sentAfterCancel > 0) problems.push(`${s.sentAfterCancel} sent after a 200 cancel`);
+    if (s.sentLate > 0) problems.push(`${s.sentLate} sent past valid_for`);
+    if (s.failedOtherwise > 0) problems.push(`${s.failedOtherwise} failed other than expired`);
   }
   for (const note of row.notes)
     if (note.startsWith("not every") || note.startsWith("late:")) problems.push(note);
@@ -1030,6 +1363,10 @@ function printTable(rows: Row[]): void {
     "wh order",
     "wh dup",
     "wh settle",
+    "canceled",
+    "sent after cancel",
+    "expired",
+    "past valid_for",
     "client statuses",
   ];
   const lines = rows.map((row) => [
@@ -1049,6 +1386,10 @@ function printTable(rows: Row[]): void {
     row.webhook ? String(row.webhook.outOfOrder) : "-",
     row.webhook ? String(row.webhook.duplicates) : "-",
     seconds(row.webhook?.settleMs),
+    row.scheduled ? String(row.scheduled.canceled) : "-",
+    row.scheduled ? String(row.scheduled.sentAfterCancel) : "-",
+    row.scheduled ? String(row.scheduled.expired) : "-",
+    row.scheduled ? String(row.scheduled.sentLate) : "-",
     describeStatuses(row.statuses),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
@@ -1128,6 +1469,9 @@ async function main(): Promise<number> {
           break;
         case "receiver-down-60s":
           row = await outboundScenario(db, scenario, index, (shop) => receiverDownFor(shop, 60));
+          break;
+        case "scheduled-redis-kill":
+          row = await scheduledScenario(db, index);
           break;
         case "failover-queue-master":
           // Every send job's key: the send queue's hash tag.

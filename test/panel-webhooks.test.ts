@@ -174,6 +174,7 @@ describe("panel: webhooks list and create", () => {
       "message.delivered",
       "message.read",
       "message.failed",
+      "message.canceled",
     ]);
     expect(row.description).toBeNull();
   });

@@ -35,7 +35,7 @@ describe("webhook endpoints", () => {
       object: "webhook_endpoint",
       id: expect.stringMatching(/^we_/),
       url: URL,
-      events: ["message.received", "message.sent", "message.delivered", "message.read", "message.failed"],
+      events: ["message.received", "message.sent", "message.delivered", "message.read", "message.failed", "message.canceled"],
       description: "orders",
       status: "enabled",
       disabled_reason: null,

@@ -1,6 +1,8 @@
+import { type SendBatchOptions, sendBatch } from "./batch.ts";
 import { consumeEvents, consumeFeed, type FeedOptions } from "./feed.ts";
 import { Transport, type TransportOptions } from "./transport.ts";
 import type {
+  BatchResult,
   Contact,
   Conversation,
   CreateWebhookEndpointRequest,
@@ -12,6 +14,7 @@ import type {
   Media,
   Message,
   ReplayWebhookEndpointRequest,
+  SendBatchItem,
   Sender,
   SendMessageRequest,
   Template,
@@ -181,9 +184,27 @@ export class MessagingClient {
         headers: { "idempotency-key": options.idempotencyKey ?? crypto.randomUUID() },
         signal: options.signal,
       }),
+    /**
+     * POST /messages/batch, as many calls as the items need (1,000 items or 4 MB a call), one after
+     * another: one row per item, in your order, `index` its position in `items`. Items are
+     * independent: a refused one has its `error` in its row, and nothing is thrown for it. Each item
+     * is sent with its `idempotency_key`, or with a random one made before the first attempt, so a
+     * retried call sends nothing twice. A call that fails after its retries (or is refused whole, or
+     * aborted) rejects with BatchSendError: the rows answered so far, and the items left.
+     */
+    sendBatch: (items: readonly SendBatchItem[], options: SendBatchOptions = {}): Promise<BatchResult[]> =>
+      sendBatch(this.transport, items, options),
     /** GET /messages/{id}: one message, inbound or outbound, with its current status and failure. */
     get: (messageId: string): Promise<Message> =>
       this.transport.request<Message>("GET", path`/messages/${messageId}`),
+    /**
+     * POST /messages/{id}/cancel: the Message in status `canceled`, which the provider never
+     * receives: one `scheduled`, or `accepted` and not yet handed over. Canceling a canceled message
+     * answers it again. Once handed to the provider (or failed), ApiError `message_not_cancelable`
+     * (409). The quota unit the send spent is not given back.
+     */
+    cancel: (messageId: string): Promise<Message> =>
+      this.transport.request<Message>("POST", path`/messages/${messageId}/cancel`),
   };
 
   readonly media = {

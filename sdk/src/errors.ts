@@ -1,4 +1,4 @@
-import type { ErrorBody, MessagingState, OAuthErrorBody } from "./types.ts";
+import type { BatchResult, ErrorBody, MessagingState, OAuthErrorBody, SendBatchItem } from "./types.ts";
 
 /** The `type` of a token endpoint error, which answers RFC 6749 errors (no `type` of its own). */
 function oauthErrorType(status: number): string {
@@ -134,3 +134,60 @@ export function parseRetryAfter(value: string | null, now = Date.now()): number 
   const date = Date.parse(value);
   return Number.isNaN(date) ? null : Math.max(0, Math.ceil((date - now) / 1000));
 }
+
+/**
+ * `messages.sendBatch` stopped: a call for one chunk of the items failed after its retries (or was
+ * refused whole, or the signal aborted). What was answered before is kept, and the items carry the
+ * idempotency keys they were sent with, so the rest can be sent again without sending anything
+ * twice: `client.messages.sendBatch(error.unanswered.map((i) => error.items[i]!))`.
+ */
+export class BatchSendError extends Error {
+  override readonly name = "BatchSendError";
+  /** The rows the API answered, in item order, each `index` in the array you passed. */
+  readonly results: BatchResult[];
+  /**
+   * The indexes (in the array you passed) of the items without a row: the failed call's items, which
+   * the API may have accepted before its answer was lost, and the items after them, never sent.
+   */
+  readonly unanswered: number[];
+  /**
+   * Every item as sent, each with its `idempotency_key` (yours, or the one the SDK made): sent again
+   * within 24 hours, an item that was accepted is answered with its message (200), not sent again.
+   */
+  readonly items: SendBatchItem[];
+  /** Why the call failed: an ApiError (`status`, `code`, ...), a network error, or the abort reason. */
+  override readonly cause: unknown;
+
+  constructor(init: {
+    results: BatchResult[];
+    unanswered: number[];
+    items: SendBatchItem[];
+    failed: { first: number; last: number };
+    cause: unknown;
+  }) {
+    const { results, unanswered, items, failed, cause } = init;
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    const calls = `the call for items ${range(failed.first, failed.last)}`;
+    // A 4xx is the API refusing the call whole (nothing of it accepted); a 5xx or a lost connection
+    // may come after some of its items were accepted.
+    const what =
+      cause instanceof ApiError && cause.status >= 400 && cause.status < 500
+        ? `${calls} was refused whole (${cause.status} ${cause.code}): ${reason}`
+        : `${calls} failed${cause instanceof ApiError ? ` (${cause.status} ${cause.code})` : ""}: ${reason}; ` +
+          "its items without a row may have been accepted";
+    const never = unanswered.filter((i) => i > failed.last);
+    super(
+      `sendBatch stopped with ${results.length} of ${items.length} items answered (error.results): ${what}` +
+        (never.length > 0 ? `; items ${range(never[0]!, never.at(-1)!)} were never sent` : "") +
+        ". Send the items of error.unanswered again with their keys (error.items): one already " +
+        "accepted is answered with its message (200), nothing is sent twice.",
+      { cause },
+    );
+    this.results = results;
+    this.unanswered = unanswered;
+    this.items = items;
+    this.cause = cause;
+  }
+}
+
+const range = (first: number, last: number) => (first === last ? `${first}` : `${first}-${last}`);

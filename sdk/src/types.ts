@@ -10,7 +10,22 @@ type JsonBody<Operation extends keyof operations> = operations[Operation] extend
   : never;
 
 export type Message = Schemas["Message"];
+/**
+ * What `Message.status` (and `status` in history, conversations, the feed and events) holds for an
+ * outbound message; null for an inbound one. `scheduled` (a `send_at` not reached yet) comes before
+ * `accepted`; `canceled` is final; `failed` carries `failure` (DESIGN §3, §13). The generated types
+ * say `string`: compare against these.
+ */
+export type MessageStatus = "scheduled" | "accepted" | "sent" | "delivered" | "read" | "failed" | "canceled";
 export type SendMessageRequest = Schemas["SendMessageRequest"];
+/** One item of `messages.sendBatch`: a SendMessageRequest plus an optional `idempotency_key` of its own. */
+export type SendBatchItem = Schemas["SendBatchItem"];
+/**
+ * One item's outcome in `messages.sendBatch`: `status` is what the item would have had alone (201,
+ * 200 for a replay of its key, 400/404/409/429), with its `message` or its `error` (`param` relative
+ * to the item, e.g. `template.name`); `index` is the item's position in the array you passed.
+ */
+export type BatchResult = Schemas["BatchResult"];
 export type SendMessageTemplate = Schemas["SendMessageTemplate"];
 export type FeedMessage = Schemas["FeedMessage"];
 export type FeedPage = Schemas["FeedMessageList"];
@@ -28,7 +43,10 @@ export type OAuthErrorBody = Schemas["OAuthError"];
 /** An event of the log (DESIGN §12): from `client.events.consume`, or a push `client.webhooks.verify` checked. */
 export type WebhookEvent = Schemas["Event"];
 export type EventPage = Schemas["EventList"];
-/** `message.received`, `message.sent`, `message.delivered`, `message.read`, `message.failed`. */
+/**
+ * `message.received`, `message.sent`, `message.delivered`, `message.read`, `message.failed`,
+ * `message.canceled`.
+ */
 export type EventType = WebhookEvent["type"];
 
 /** Where events are pushed, and how far delivery has come (`delivery`). */
