@@ -61,7 +61,8 @@ export const messageFields = {
   media: t.Nullable(MessageMediaSchema),
   status: t.Nullable(
     t.String({
-      description: "`accepted`, `sent`, `delivered`, `read` or `failed`; null for inbound messages.",
+      description:
+        "`scheduled` (waiting for its `send_at`), `accepted`, `sent`, `delivered`, `read`, `failed` or `canceled`; null for inbound messages.",
     }),
   ),
   failure: t.Nullable(MessageFailureSchema),

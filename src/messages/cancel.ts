@@ -80,7 +80,9 @@ export function messageCancelRoutes(deps: AppDeps) {
             "message_not_cancelable",
             row.direction === "inbound"
               ? "This is a message you received; only your own sends can be canceled."
-              : `The message is ${row.status}: it was already handed to the provider (or failed), so it can no longer be canceled.`,
+              : row.status === "accepted"
+                ? "The message is accepted and a send worker has already taken it to hand to the provider, so it can no longer be canceled."
+                : `The message is ${row.status}: it was already handed to the provider (or failed), so it can no longer be canceled.`,
             { param: "message_id" },
           );
         }

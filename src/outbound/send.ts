@@ -116,6 +116,8 @@ interface Claimed {
   opted_out: boolean;
   expired: boolean;
   window_closed: boolean;
+  /** valid_for's end: checked again just before the provider call (the wait for tokens may pass it). */
+  expires_at: Date | null;
   /** When this claim took it (set here, not by Postgres). */
   claimed_at: Date;
 }
@@ -166,7 +168,7 @@ async function claim(deps: SendDeps, selector: ReturnType<typeof sql>, now: Date
       c.prev_started_at, ct.phone, s.provider_phone_number_id, s.waba_id, s.access_token,
       s.active AS sender_active, s.mps,
       ct.opted_out_at IS NOT NULL AS opted_out,
-      COALESCE(m.expires_at <= ${now}, false) AS expired,
+      m.expires_at, COALESCE(m.expires_at <= ${now}, false) AS expired,
       m.send_at IS NOT NULL AND m.type = 'text'
         AND COALESCE(ct.last_inbound_at + ${`${WINDOW_MS} milliseconds`}::interval <= ${now}, true)
         AS window_closed`.execute(deps.db);
@@ -197,15 +199,15 @@ function refusalAtClaim(row: Claimed): MessageFailure | undefined {
       retryable: false,
     };
   }
-  if (row.expired) {
-    return {
-      code: "expired",
-      message: "The message was not handed to the provider within its valid_for, so it was not sent late.",
-      retryable: false,
-    };
-  }
+  if (row.expired) return EXPIRED;
   return undefined;
 }
+
+const EXPIRED: MessageFailure = {
+  code: "expired",
+  message: "The message was not handed to the provider within its valid_for, so it was not sent late.",
+  retryable: false,
+};
 
 /** Claimed rows to put back as they were: they never reached the provider (a fault before the call). */
 async function release(deps: SendDeps, rows: readonly Claimed[]): Promise<void> {
@@ -533,7 +535,18 @@ async function deliverForSender(deps: SendDeps, claimed: Claimed[], report: Batc
           continue;
         }
         const chunk = await stillClaimed(deps, sendable.splice(0, granted), report);
-        const done = await sendChunk(deps, credentials, chunk, report);
+        // Its valid_for may have ended while it waited for its tokens: never sent late.
+        const now = deps.clock.now();
+        const late = chunk.filter((row) => row.expires_at !== null && row.expires_at <= now);
+        const done = [
+          ...(late.length > 0 ? await failBeforeSending(deps, late, EXPIRED, report) : []),
+          ...(await sendChunk(
+            deps,
+            credentials,
+            late.length > 0 ? chunk.filter((row) => !late.includes(row)) : chunk,
+            report,
+          )),
+        ];
         // A successor (same sender) joins the next round: its own in-doubt check and tokens.
         queue.push(...(await claimSuccessors(deps, done, report)));
       }
@@ -584,6 +597,23 @@ async function stillClaimed(deps: SendDeps, rows: Claimed[], report: BatchReport
     row.claimed_at = now;
     return true;
   });
+}
+
+/** Claimed messages failed without a provider call (the attempt given back). */
+async function failBeforeSending(
+  deps: SendDeps,
+  rows: Claimed[],
+  failure: MessageFailure,
+  report: BatchReport,
+): Promise<Settled[]> {
+  const settled: Settled[] = rows.map((row) => ({
+    ...pairOf(row),
+    outcome: "failed",
+    refund: true,
+    failure,
+  }));
+  await settle(deps, settled, report);
+  return settled;
 }
 
 /** One chunk: the provider calls side by side, then the stash and the record of them all. */
