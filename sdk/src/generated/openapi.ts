@@ -947,7 +947,7 @@ export interface components {
             object: "message";
             /** @description Short display form: the full body for text, `[<type>: <filename>]` for media. Read `text` instead. */
             preview: string;
-            /** @description `accepted`, `sent`, `delivered`, `read` or `failed`; null for inbound messages. */
+            /** @description `scheduled` (waiting for its `send_at`), `accepted`, `sent`, `delivered`, `read`, `failed` or `canceled`; null for inbound messages. */
             status: string | null;
             /** @description The full body, never truncated, line breaks kept; for media the caption. Null when there is no text. */
             text: string | null;
@@ -1017,7 +1017,7 @@ export interface components {
             object: "message";
             /** @description Short display form: the full body for text, `[<type>: <filename>]` for media. Read `text` instead. */
             preview: string;
-            /** @description `accepted`, `sent`, `delivered`, `read` or `failed`; null for inbound messages. */
+            /** @description `scheduled` (waiting for its `send_at`), `accepted`, `sent`, `delivered`, `read`, `failed` or `canceled`; null for inbound messages. */
             status: string | null;
             /** @description The full body, never truncated, line breaks kept; for media the caption. Null when there is no text. */
             text: string | null;
@@ -1054,7 +1054,7 @@ export interface components {
             media: components["schemas"]["MessageMedia"] | null;
             /** @description Short display form: the full body for text, `[<type>: <filename>]` for media. Read `text` instead. */
             preview: string;
-            /** @description `accepted`, `sent`, `delivered`, `read` or `failed`; null for inbound messages. */
+            /** @description `scheduled` (waiting for its `send_at`), `accepted`, `sent`, `delivered`, `read`, `failed` or `canceled`; null for inbound messages. */
             status: string | null;
             /** @description The full body, never truncated, line breaks kept; for media the caption. Null when there is no text. */
             text: string | null;
