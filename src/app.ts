@@ -32,11 +32,10 @@ export function createApp(deps: AppDeps) {
   // One send path per process, shared by POST /v2/messages and the panel's replies: one group
   // commit, one set of directory and quota caches.
   const quota = { ...deps, defaultDailyQuota: deps.config.dailySendQuota };
-  const sending = outboundSending(
-    createSendAdmission(quota),
-    createMessageAcceptor(deps),
-    createQuotaReservation(quota),
-  );
+  const sending = outboundSending(createSendAdmission(quota), createMessageAcceptor(deps), {
+    ...deps,
+    reserveQuota: createQuotaReservation(quota),
+  });
   // Every route of the finished app, read on request: openapi.json documents them, and the pipeline
   // answers 405 (with Allow) and labels metrics from them.
   const routes = (): readonly DocumentedRoute[] => app.routes;

@@ -81,6 +81,8 @@ describe("POST /v2/messages/batch", () => {
     expect(rows[4].error).toMatchObject({ code: "parameter_unknown", param: "colour" });
     expect(rows[5].error).toMatchObject({ code: "parameter_invalid", param: "idempotency_key" });
     expect(rows[1].error.request_id).toBe(answer.headers.get("request-id"));
+    expect(answer.headers.get("content-type")).toContain("application/json");
+    expect(answer.headers.get("ratelimit-limit")).toBe("1000");
     expect(await countMessages()).toBe(before + 2);
   });
 

@@ -205,11 +205,10 @@ describe("POST /messages fails closed", () => {
   test("a send that reaches its route without an admission is admitted there: its limit holds", async () => {
     const creds = await sendCredentials({ sendLimit: 1 });
     const quota = { ...env.deps, defaultDailyQuota: 1000 };
-    const sending = outboundSending(
-      createSendAdmission(quota),
-      createMessageAcceptor(env.deps),
-      createQuotaReservation(quota),
-    );
+    const sending = outboundSending(createSendAdmission(quota), createMessageAcceptor(env.deps), {
+      ...env.deps,
+      reserveQuota: createQuotaReservation(quota),
+    });
     // A stand-in for a pipeline that forgot the admission: it authenticates and nothing else.
     const auth = {
       clientId: creds.clientId,

@@ -15,7 +15,7 @@ import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
 import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
-import { type AcceptBatch, createBatchAcceptor } from "./batch.ts";
+import { type AcceptBatch, type BatchAcceptorDeps, createBatchAcceptor } from "./batch.ts";
 import {
   IN_FLIGHT_MS,
   idempotencyRedisKey,
@@ -283,11 +283,11 @@ export interface OutboundSending {
 export function outboundSending(
   admitSend: AdmitSend,
   accept: AcceptOutboundMessage,
-  reserveQuota: ReserveQuota,
+  batch: Omit<BatchAcceptorDeps, "accept">,
 ): OutboundSending {
   return {
     admitSend,
-    acceptBatch: createBatchAcceptor(accept, reserveQuota),
+    acceptBatch: createBatchAcceptor({ ...batch, accept }),
     /**
      * Only accepted sends count against the daily quota: a send that created a message keeps its
      * unit; a replay or a refusal gives it back (and its claimed key) before it answers.

@@ -1,12 +1,17 @@
 import { t } from "elysia";
 import { toE164 } from "../contacts/phone.ts";
 import { ApiError } from "../http/errors.ts";
-import type { AuthContext } from "../http/request-state.ts";
+import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
 import { withExclusivePairs } from "../http/schemas.ts";
 import { bodyValidationProblem } from "../http/validation.ts";
 import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
 import type { ReserveQuota } from "./admission.ts";
-import { KEY_FORMAT } from "./idempotency.ts";
+import {
+  claimIdempotencyKeys,
+  type IdempotencyDeps,
+  KEY_FORMAT,
+  releaseIdempotencyReservation,
+} from "./idempotency.ts";
 import { SendMessageRequest } from "./schemas.ts";
 
 /**
@@ -141,13 +146,27 @@ function relativeToItem(error: ApiError): ApiError {
   });
 }
 
-export function createBatchAcceptor(accept: AcceptOutboundMessage, reserveQuota: ReserveQuota) {
+export interface BatchAcceptorDeps extends IdempotencyDeps {
+  accept: AcceptOutboundMessage;
+  reserveQuota: ReserveQuota;
+}
+
+export function createBatchAcceptor(deps: BatchAcceptorDeps) {
+  const { accept, reserveQuota } = deps;
+
   /** One item through the one acceptor; its refusal becomes its row. */
-  async function acceptItem(auth: AuthContext, item: ValidItem, version: string): Promise<BatchItemResult> {
+  async function acceptItem(
+    auth: AuthContext,
+    item: ValidItem,
+    version: string,
+    reservation: IdempotencyReservation | undefined,
+  ): Promise<BatchItemResult> {
     try {
-      const outcome = await accept(auth, item.input, item.key, version);
+      const outcome = await accept(auth, item.input, item.key, version, reservation);
       return { index: item.index, status: outcome.replayed ? 200 : 201, outcome };
     } catch (error) {
+      // A key claimed for the item and not yet settled (a refusal before its claim was used).
+      if (reservation) await releaseIdempotencyReservation(deps.redis, reservation);
       // A dependency away (503) or a fault of ours fails the call: retried with the same item keys,
       // nothing already accepted is sent twice.
       if (!(error instanceof ApiError) || error.status >= 500) throw error;
@@ -160,11 +179,29 @@ export function createBatchAcceptor(accept: AcceptOutboundMessage, reserveQuota:
    * contact get their order (seq) from their commits, and a later item with an earlier one's key is
    * its retry (a replay, or `idempotency_key_reused`). All other items run side by side.
    */
-  async function acceptGranted(auth: AuthContext, items: ValidItem[], version: string) {
+  async function acceptGranted(
+    auth: AuthContext,
+    items: ValidItem[],
+    version: string,
+    keysSeen: Set<string>,
+  ) {
+    // Every key's first item claims it in one pipeline for the round; a later item with the same
+    // key claims it on its own once the earlier one is done (its retry).
+    const first = items.filter((item) => {
+      if (item.key === undefined || keysSeen.has(item.key)) return false;
+      keysSeen.add(item.key);
+      return true;
+    });
+    const claimed = await claimIdempotencyKeys(
+      deps,
+      auth,
+      first.map((item) => item.key!),
+    );
+    const reservations = new Map(first.map((item, i) => [item, claimed[i]!]));
     const results = await Promise.all(
       chainsOf(items).map(async (chain) => {
         const done: BatchItemResult[] = [];
-        for (const item of chain) done.push(await acceptItem(auth, item, version));
+        for (const item of chain) done.push(await acceptItem(auth, item, version, reservations.get(item)));
         return done;
       }),
     );
@@ -176,6 +213,7 @@ export function createBatchAcceptor(accept: AcceptOutboundMessage, reserveQuota:
     items: readonly unknown[],
   ): Promise<BatchItemResult[]> {
     const results: BatchItemResult[] = new Array(items.length);
+    const keysSeen = new Set<string>();
     let pending: ValidItem[] = [];
     items.forEach((item, index) => {
       const valid = validateItem(index, item);
@@ -195,7 +233,7 @@ export function createBatchAcceptor(accept: AcceptOutboundMessage, reserveQuota:
       }
       let created = 0;
       try {
-        for (const result of await acceptGranted(auth, granted, reservation.directoryVersion)) {
+        for (const result of await acceptGranted(auth, granted, reservation.directoryVersion, keysSeen)) {
           results[result.index] = result;
           if (result.status === 201) created++;
         }

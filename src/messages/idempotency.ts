@@ -240,6 +240,35 @@ export async function claimIdempotencyKey(
   return newClaim(deps.redis, reservation, fingerprint);
 }
 
+/**
+ * Many keys claimed at once, one pipeline (POST /messages/batch): a reservation per key, as the send
+ * admission makes for one (`taken` when someone holds it: claimFromAdmission replays it or answers
+ * 409). The keys must be distinct.
+ */
+export async function claimIdempotencyKeys(
+  deps: IdempotencyDeps,
+  auth: AuthContext,
+  keys: readonly string[],
+): Promise<IdempotencyReservation[]> {
+  const reservations: IdempotencyReservation[] = keys.map((key) => ({
+    key,
+    redisKey: idempotencyRedisKey(deps.keys, auth, key),
+    token: randomBase62(12),
+  }));
+  // SET NX GET: the earlier marker comes back when the key is taken (Redis 7), nil when we took it.
+  const replies = await pipelinePerSlot(
+    deps.redis,
+    reservations,
+    (r) => r.redisKey,
+    (pipeline, r) => pipeline.set(r.redisKey, inFlightMarker(r.token), "PX", IN_FLIGHT_MS, "NX", "GET"),
+  );
+  return reservations.map((reservation, i) => {
+    const [error, previous] = replies[i]!;
+    if (error) throw error;
+    return previous === null ? reservation : { ...reservation, taken: previous as string, settled: true };
+  });
+}
+
 /** Maintenance: records past retention are dropped. */
 export async function deleteExpiredIdempotencyKeys(db: Db, now: Date): Promise<number> {
   const result = await db

@@ -179,7 +179,7 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
     )
     .post(
       "/messages/batch",
-      async ({ auth, body, request }) => {
+      async ({ auth, body, request, set }) => {
         if (request.headers.has("idempotency-key")) {
           throw new ApiError(
             "parameter_invalid",
@@ -195,7 +195,12 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
           has_more: false,
           data: results.map((result) => presentBatchResult(result, state?.requestId ?? "", publicBaseUrl)),
         };
-        return list;
+        // Serialized here: Elysia's encoding of a response against its schema walks every value of
+        // 1,000 Messages (a tenth of the api's CPU for a batch). The schema still documents it, and
+        // the `list` above is typed by it.
+        return new Response(JSON.stringify(list), {
+          headers: { ...(set.headers as Record<string, string>), "content-type": "application/json" },
+        });
       },
       {
         // One unit of the send limit for the call, before the body; the daily quota per item.
