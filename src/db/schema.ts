@@ -142,6 +142,8 @@ export interface MessagesTable {
   valid_for: ColumnType<number | null, number | null | undefined, number | null>;
   /** Acceptance (or send_at) + valid_for: not handed to the provider after this. */
   expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** The error of the latest attempt to be retried (sql/020); null once sent or failed for good. */
+  last_error: ColumnType<MessageFailure | null, string | null | undefined, string | null>;
   created_at: Date;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }
