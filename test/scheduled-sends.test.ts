@@ -4,6 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { finalizeInbound } from "../src/inbound/finalize.ts";
+import { sweep } from "../src/maintenance/sweeper.ts";
+import { failExpiredMessages } from "../src/outbound/expire.ts";
 import { releaseDueMessages } from "../src/outbound/scheduler.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
@@ -245,6 +247,21 @@ describe("valid_for", () => {
     await releaseDueMessages(env.deps);
     expect(await deliverOne(env.deps, accepted.body.id)).toBe("sent");
     env.clock.set(before);
+  });
+
+  test("one nobody claims (no send worker) is failed expired by the sweeper, with its event", async () => {
+    const accepted = await send({ to: "+4915100123023", template: ORDER_SHIPPED, valid_for: 5 });
+    const id: string = accepted.body.id;
+    const before = env.clock.now();
+    expect(await failExpiredMessages(env.deps)).toBe(0);
+    env.clock.advance(6);
+    expect((await sweep(env.deps, 3600)).expired).toBe(1);
+    env.clock.set(before);
+    expect((await get(id)).body).toMatchObject({ status: "failed", failure: { code: "expired" } });
+    expect(await eventsOf(id)).toContain("message.failed");
+    // The send worker then finds nothing to do.
+    expect(await deliverOne(env.deps, id)).toBe("skipped");
+    expect(await sentTo(id)).toHaveLength(0);
   });
 
   test("1 to 86,400 seconds", async () => {

@@ -4,6 +4,7 @@ import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent as isUnsent } from "../db/unsent.ts";
 import type { Logger } from "../logger.ts";
+import { failExpiredMessages } from "../outbound/expire.ts";
 import { adoptProviderId, providerIdStash } from "../outbound/send.ts";
 import { endpointsDue } from "../push/repository.ts";
 import { nudgeEndpoint } from "../push/service.ts";
@@ -24,6 +25,8 @@ export interface SweepResult {
   adopted: number;
   /** Webhook endpoints nudged: events past their cursor, retries due (src/push/). */
   webhook: number;
+  /** Messages nobody claimed past their valid_for, failed `expired` (src/outbound/expire.ts). */
+  expired: number;
 }
 
 interface SweepDeps {
@@ -99,6 +102,8 @@ async function nudgeSends(deps: SweepDeps, ids: string[]): Promise<number> {
 
 export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepResult> {
   const adopted = await adoptStashedProviderIds(deps);
+  // Before the unsent are nudged: an expired one is failed, not sent (and its pair's next goes on).
+  const expired = await failExpiredMessages(deps);
   const cutoff = new Date(deps.clock.now().getTime() - graceSeconds * 1000);
 
   const unfinalized = await deps.db
@@ -169,5 +174,5 @@ export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepRe
     ),
     Promise.all(dueEndpoints.map((id) => nudgeEndpoint(deps.queues, id))).then(() => dueEndpoints.length),
   ]);
-  return { finalize, status, send, adopted, webhook };
+  return { finalize, status, send, adopted, webhook, expired };
 }

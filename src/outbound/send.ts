@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import {
   type ChannelProvider,
+  failureOf,
   type OutboundPayload,
   ProviderError,
   type SenderCredentials,
@@ -17,6 +18,7 @@ import type { StoredContent } from "../messages/presenter.ts";
 import { SEND_ATTEMPTS } from "../queues/index.ts";
 import { type RedisClient, redisKeys } from "../redis/connect.ts";
 import { senderCredentials } from "../senders/repository.ts";
+import { EXPIRED } from "./expire.ts";
 import { type Recorded, recordOutcomes, type Settled } from "./record.ts";
 import { adoptProviderIds, applyStatusEvents } from "./status.ts";
 
@@ -76,6 +78,8 @@ export interface SendLater {
   messageId: string;
   /** Epoch milliseconds. */
   dueAt: number;
+  /** Why its last attempt is to be retried (the job's data shows it on the queue dashboard). */
+  lastError?: Pick<MessageFailure, "code" | "message">;
 }
 
 export interface BatchReport {
@@ -203,12 +207,6 @@ function refusalAtClaim(row: Claimed): MessageFailure | undefined {
   return undefined;
 }
 
-const EXPIRED: MessageFailure = {
-  code: "expired",
-  message: "The message was not handed to the provider within its valid_for, so it was not sent late.",
-  retryable: false,
-};
-
 /** Claimed rows to put back as they were: they never reached the provider (a fault before the call). */
 async function release(deps: SendDeps, rows: readonly Claimed[]): Promise<void> {
   if (rows.length === 0) return;
@@ -294,6 +292,8 @@ function settleFailure(deps: SendDeps, row: Claimed, error: unknown, now: number
   // An answer from the provider settles the attempt; a timeout or broken connection does not.
   const answered = providerError?.httpStatus !== undefined;
   const reason = error instanceof Error ? error : new Error(String(error));
+  // One conversion for the retry's last_error and the failure for good.
+  const failure = failureOf(error);
   if (providerError && answered && providerError.code === "provider_rate_limited") {
     // Throttling (the sender's throughput, the pair's rate, ...): wait, never fail for it. Only
     // this message waits; the later ones of its pair wait behind it, other pairs go on.
@@ -303,6 +303,7 @@ function settleFailure(deps: SendDeps, row: Claimed, error: unknown, now: number
       outcome: "retry",
       throttled: true,
       notBefore: now + backoffMs(base, throttles, THROTTLE_BACKOFF_CAP_MS),
+      lastError: failure,
       reason,
     };
   }
@@ -314,6 +315,7 @@ function settleFailure(deps: SendDeps, row: Claimed, error: unknown, now: number
       outcome: "retry",
       notBefore: now + backoffMs(base, failures),
       keepStarted: !answered,
+      lastError: failure,
       reason,
     };
   }
@@ -324,11 +326,7 @@ function settleFailure(deps: SendDeps, row: Claimed, error: unknown, now: number
   return {
     ...pairOf(row),
     outcome: "failed",
-    failure: {
-      code: providerError?.code ?? "provider_error",
-      message: reason.message,
-      retryable: providerError?.retryable ?? false,
-    },
+    failure,
     reason,
   };
 }
@@ -345,6 +343,11 @@ async function inPool<T, R>(items: readonly T[], limit: number, task: (item: T) 
   });
   await Promise.all(lanes);
   return results;
+}
+
+/** A retry's last error as its delayed job shows it (src/queues/index.ts): code and message. */
+function withLastError(error: MessageFailure | null | undefined): Pick<SendLater, "lastError"> {
+  return error ? { lastError: { code: error.code, message: error.message } } : {};
 }
 
 function newReport(): BatchReport {
@@ -378,7 +381,7 @@ async function explainUnclaimed(deps: SendDeps, ids: string[], report: BatchRepo
   const doubtCutoff = new Date(now.getTime() - deps.config.workers.sendInDoubtMs);
   const waiting = await deps.db
     .selectFrom("messages")
-    .select(["id", "sender_id", "contact_id", "send_started_at", "send_not_before"])
+    .select(["id", "sender_id", "contact_id", "send_started_at", "send_not_before", "last_error"])
     .where("id", "in", ids)
     .where("status", "=", "accepted")
     .where("direction", "=", "outbound")
@@ -386,7 +389,13 @@ async function explainUnclaimed(deps: SendDeps, ids: string[], report: BatchRepo
     .where((eb) => eb.or([eb("send_not_before", ">", now), eb("send_started_at", ">", doubtCutoff)]))
     .execute();
   const pending = new Set<string>();
-  const inDoubt: { id: string; senderId: string; contactId: string; startedAt: Date }[] = [];
+  const inDoubt: {
+    id: string;
+    senderId: string;
+    contactId: string;
+    startedAt: Date;
+    lastError: MessageFailure | null;
+  }[] = [];
   for (const row of waiting) {
     const id = row.id!;
     pending.add(id);
@@ -396,10 +405,15 @@ async function explainUnclaimed(deps: SendDeps, ids: string[], report: BatchRepo
         senderId: row.sender_id!,
         contactId: row.contact_id,
         startedAt: row.send_started_at,
+        lastError: row.last_error,
       });
     } else if (row.send_not_before) {
       report.outcomes.set(id, "retry");
-      report.later.push({ messageId: id, dueAt: row.send_not_before.getTime() });
+      report.later.push({
+        messageId: id,
+        dueAt: row.send_not_before.getTime(),
+        ...withLastError(row.last_error),
+      });
     }
   }
   if (inDoubt.length > 0) {
@@ -408,7 +422,7 @@ async function explainUnclaimed(deps: SendDeps, ids: string[], report: BatchRepo
       inDoubt.map((d) => d.id),
     );
     const adopted: Settled[] = [];
-    for (const { id, senderId, contactId, startedAt } of inDoubt) {
+    for (const { id, senderId, contactId, startedAt, lastError } of inDoubt) {
       const providerMessageId = known.get(id);
       if (providerMessageId) {
         adopted.push({ id, senderId, contactId, outcome: "adopted", providerMessageId });
@@ -417,7 +431,11 @@ async function explainUnclaimed(deps: SendDeps, ids: string[], report: BatchRepo
       report.outcomes.set(id, "retry");
       report.reasons.set(id, new SendNotYetPossible("the previous attempt's outcome is not known yet"));
       const lapses = startedAt.getTime() + deps.config.workers.sendInDoubtMs;
-      report.later.push({ messageId: id, dueAt: Math.min(lapses, now.getTime() + IN_DOUBT_POLL_MS) });
+      report.later.push({
+        messageId: id,
+        dueAt: Math.min(lapses, now.getTime() + IN_DOUBT_POLL_MS),
+        ...withLastError(lastError),
+      });
     }
     if (adopted.length > 0) {
       await settle(deps, adopted, report);
@@ -507,7 +525,7 @@ async function deliverForSender(deps: SendDeps, claimed: Claimed[], report: Batc
             ...pairOf(row),
             outcome: "failed",
             refund: true,
-            failure: { code: credentials.code, message: credentials.message, retryable: false },
+            failure: failureOf(credentials),
           });
           continue;
         }
@@ -654,7 +672,11 @@ async function settle(deps: SendDeps, settled: Settled[], report: BatchReport): 
   for (const s of settled) {
     report.outcomes.set(s.id, s.outcome);
     if (s.outcome === "retry") {
-      report.later.push({ messageId: s.id, dueAt: s.notBefore! });
+      report.later.push({
+        messageId: s.id,
+        dueAt: s.notBefore!,
+        ...withLastError(s.lastError),
+      });
       if (s.reason) report.reasons.set(s.id, s.reason);
     }
   }
