@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { authenticateClient } from "../src/applications/service.ts";
 import { COMMANDS, USAGE } from "../src/cli/index.ts";
 import { createDb, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
@@ -79,6 +80,31 @@ describe("operator CLI", () => {
     const rotated = JSON.parse(rotation.stdout);
     expect(rotated.client_secret).toMatch(/^csec_/);
     expect(rotated.client_secret).not.toBe(app.client_secret);
+    expect(rotated.previous_secret_valid_until).toBeUndefined();
+
+    // --overlap: the replaced secret keeps working that long, and the application says until when.
+    const before = Math.floor(Date.now() / 1000);
+    const overlapped = JSON.parse(
+      (await cli("app", "rotate-secret", "--client-id", app.client_id, "--overlap", "2h")).stdout,
+    );
+    expect(overlapped.previous_secret_valid_until).toBeGreaterThanOrEqual(before + 7200);
+    expect(overlapped.previous_secret_valid_until).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + 7200);
+    const listed = JSON.parse((await cli("app", "list", "--tenant", tenant.id)).stdout);
+    expect(listed.data[0].previous_secret_valid_until).toBe(overlapped.previous_secret_valid_until);
+    const db = createDb(DATABASE_URL);
+    try {
+      expect(await authenticateClient(db, app.client_id, app.client_secret)).toBeUndefined();
+      expect(await authenticateClient(db, app.client_id, rotated.client_secret)).toBeDefined();
+      expect(await authenticateClient(db, app.client_id, overlapped.client_secret)).toBeDefined();
+      const later = new Date((overlapped.previous_secret_valid_until + 1) * 1000);
+      expect(await authenticateClient(db, app.client_id, rotated.client_secret, later)).toBeUndefined();
+      expect(await authenticateClient(db, app.client_id, overlapped.client_secret, later)).toBeDefined();
+    } finally {
+      await db.destroy();
+    }
+    const tooLong = await cli("app", "rotate-secret", "--client-id", app.client_id, "--overlap", "31d");
+    expect(tooLong.code).toBe(1);
+    expect(JSON.parse(tooLong.stderr).error.code).toBe("invalid_flag");
 
     const revoked = JSON.parse((await cli("app", "revoke", "--client-id", app.client_id)).stdout);
     expect(revoked.revoked).toBe(true);

@@ -62,7 +62,7 @@ describe("GET /conversations", () => {
     // not unread, and not the last message.
     const di = "4915100010004";
     const diFirst = await inbound(di, t0 + 1, "Di");
-    const failure = { code: "recipient_invalid", message: "Not on WhatsApp.", retryable: false };
+    const failure = { code: "recipient_invalid", message: "Not on WhatsApp.", retryable: false } as const;
     const diReply = await insertOutbound(env, shop, {
       contactId: diFirst.contactId,
       type: "template",

@@ -76,7 +76,7 @@ describe("GET /messages", () => {
       caption: "receipt",
       timestamp: t0 + 2,
     });
-    const failure = { code: "rate_limited", message: "Try again later.", retryable: true };
+    const failure = { code: "provider_unavailable", message: "Try again later.", retryable: true } as const;
     const failed = await insertOutbound(env, shop, {
       contactId: text.contactId,
       type: "template",

@@ -101,6 +101,7 @@ describe("GET /contacts/{contact_id}/messages", () => {
       status: null,
       failure: null,
       client_reference: null,
+      retrying: null,
       ...fields,
     });
     expected = [

@@ -139,6 +139,7 @@ describe("POST /v2/messages: accepted", () => {
       send_at: null,
       valid_for: null,
       failure: null,
+      retrying: null,
     });
     expect(result.headers.get("idempotency-replayed")).toBeNull();
     expect(result.headers.get("ratelimit-limit")).toBe("1000");

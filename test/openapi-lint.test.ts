@@ -30,10 +30,10 @@ test("Spectral (spectral:oas) finds nothing in the served document", async () =>
   expect(await spectral(openApiDocument().file)).toEqual([]);
 });
 
-test("and it does find what it should: scopes on an http scheme, no contact", async () => {
+test("and it does find what it should: a scheme the document does not define, no contact", async () => {
   const spoiled = JSON.parse(await Bun.file(openApiDocument().file).text());
   delete spoiled.info.contact;
-  spoiled.paths["/senders"].get.security = [{ bearerAuth: ["messaging:read"] }];
+  spoiled.paths["/senders"].get.security = [{ bearerAuth: [] }];
   const file = join(openApiDocument().dir, "spoiled.json");
   await Bun.write(file, JSON.stringify(spoiled));
   const found = (await spectral(file)).map((result) => result.code).sort();

@@ -69,8 +69,14 @@ describe("with OPS_USER and OPS_PASSWORD set", () => {
     const local = assets.filter((a) => a.startsWith("static/"));
     expect(local.some((a) => a.endsWith(".js"))).toBe(true);
     expect(local.some((a) => a.endsWith(".css"))).toBe(true);
-    // Nothing from elsewhere: every URL is relative to the base, or the base itself.
-    expect(assets.filter((a) => !a.startsWith("static/") && a !== "/ops/queues/")).toEqual([]);
+    // Nothing from elsewhere: every URL is relative to the base, the base itself, or the service's
+    // own icon (issue 24), which is public like on every other page.
+    const icons = ["/favicon.ico", "/favicon.svg"];
+    expect(
+      assets.filter((a) => !a.startsWith("static/") && a !== "/ops/queues/" && !icons.includes(a)),
+    ).toEqual([]);
+    expect(assets.filter((a) => icons.includes(a)).sort()).toEqual(icons);
+    for (const icon of icons) expect((await call(env.app, "GET", icon)).status).toBe(200);
     for (const asset of local) {
       const path = `/ops/queues/${asset}`;
       const served = await env.app.handle(new Request(`http://localhost${path}`, { headers: RIGHT }));

@@ -232,8 +232,15 @@ describe("panel: rotate and revoke", () => {
     const oldToken = await getToken(env.app, clientId, oldSecret);
 
     const list = await client.get("/panel/applications");
-    expect(list.text).toContain(`action="/panel/applications/${clientId}/rotate-secret" data-confirm="`);
+    expect(list.text).toContain(`href="/panel/applications/${clientId}/rotate-secret"`);
+    // The rotation page asks what becomes of the old secret; looking is not rotating.
+    const confirm = await client.get(`/panel/applications/${clientId}/rotate-secret`);
+    expect(confirm.status).toBe(200);
+    expect(confirm.text).toContain("Rotate the secret of “Rotating”");
+    expect(confirm.text).toMatch(/<input type="radio" name="overlap" value="0" checked/);
+    expect((await tokenRequest(clientId, oldSecret)).status).toBe(200);
 
+    // No overlap chosen (as a form without the field): none, the old secret stops at once.
     const rotated = await client.post(`/panel/applications/${clientId}/rotate-secret`);
     expect(rotated.status).toBe(200);
     expect(rotated.headers.get("cache-control")).toBe("no-store");
@@ -250,6 +257,43 @@ describe("panel: rotate and revoke", () => {
     // A token issued before the rotation still works until it expires.
     expect((await call(env.app, "GET", "/v2/senders", { token: oldToken })).status).toBe(200);
     expect((await client.get("/panel/applications")).text).not.toContain(newSecret);
+  });
+
+  test("rotate with an overlap: both secrets work until the chosen time, shown on the application", async () => {
+    const { client } = await signedInClient(env.app, env.deps);
+    const { clientId, clientSecret: oldSecret } = await createViaPanel(client, "Overlapping");
+    await client.get(`/panel/applications/${clientId}/rotate-secret`);
+    const refused = await client.post(`/panel/applications/${clientId}/rotate-secret`, { overlap: "12345" });
+    expect(refused.status).toBe(400);
+    expect(refused.text).toContain("Choose one of the options listed.");
+    expect((await tokenRequest(clientId, oldSecret)).status).toBe(200);
+
+    const rotatedAt = env.clock.now();
+    const rotated = await client.post(`/panel/applications/${clientId}/rotate-secret`, { overlap: "3600" });
+    expect(rotated.status).toBe(200);
+    const { clientSecret: newSecret } = secretsOf(rotated);
+    const until = new Date(rotatedAt.getTime() + 3600_000);
+    const untilText = `${until.toISOString().replace("T", " ").slice(0, 16)} UTC`;
+    expect(rotated.text).toContain(
+      `The old secret keeps working until <time datetime="${until.toISOString()}"`,
+    );
+    expect((await tokenRequest(clientId, oldSecret)).status).toBe(200);
+    expect((await tokenRequest(clientId, newSecret)).status).toBe(200);
+    const list = await client.get("/panel/applications");
+    expect(list.text).toContain("Previous secret valid until");
+    expect(list.text).toContain(untilText);
+
+    // Rotating again replaces the overlapping secret: the first one stops now.
+    env.clock.advance(60);
+    const again = await client.post(`/panel/applications/${clientId}/rotate-secret`, { overlap: "3600" });
+    const { clientSecret: newest } = secretsOf(again);
+    expect((await tokenRequest(clientId, oldSecret)).status).toBe(401);
+    expect((await tokenRequest(clientId, newSecret)).status).toBe(200);
+    // Once the overlap ends, only the newest secret works, and the note is gone.
+    env.clock.advance(3600);
+    expect((await tokenRequest(clientId, newSecret)).status).toBe(401);
+    expect((await tokenRequest(clientId, newest)).status).toBe(200);
+    expect((await client.get("/panel/applications")).text).not.toContain("Previous secret valid until");
   });
 
   test("revoke: a confirmation page, then the token endpoint refuses the application", async () => {

@@ -174,10 +174,11 @@ describe("the conversation list and view", () => {
     );
     expect(view.text).toContain('<span class="badge ok">Window open</span>');
     expect(view.text).toContain('<span>closes in 23 h <span class="muted">');
-    // Free text while the window is open: a labelled textarea, no template picker.
+    // Free text while the window is open: a labelled textarea; templates are offered too (issue 24).
     expect(view.text).toContain('<label for="reply-body">Message to Ana</label>');
     expect(view.text).toMatch(/<textarea id="reply-body" name="body" rows="3" required maxlength="4096"/);
-    expect(view.text).not.toContain('id="reply-template"');
+    expect(view.text).toContain('<h3 id="reply-template-title">Or send a template</h3>');
+    expect(view.text).toContain('id="reply-template"');
     expect(idempotencyKey(view)).toMatch(/^panel-[0-9A-Za-z]{22}$/);
 
     const summary = await unread(contactId);
@@ -235,7 +236,10 @@ describe("the conversation list and view", () => {
     });
     const changed = await client.get(poll, HX);
     expect(changed.status).toBe(200);
-    expect(changed.text).toStartWith('<div id="conversation-list" class="conversation-list" hx-get=');
+    // The list page's tab title first (the unread count, issue 24), then the list.
+    expect(changed.text).toMatch(
+      /^<title>\(\d+\) Conversations · Messaging panel<\/title><div id="conversation-list" class="conversation-list" hx-get=/,
+    );
     const row = listRow(changed.text, bo.contactId);
     expect(row).toContain("Bo here");
     expect(row).toContain("unread-badge");
@@ -264,16 +268,18 @@ describe("the conversation list and view", () => {
       createdAt: env.clock.now(),
     });
     const view = await client.get(`/panel/conversations/${contactId}`);
-    expect(view.text).toContain(
-      '<p class="message-media"><span aria-hidden="true">📄</span> document: invoice.pdf</p>',
+    // An inline SVG icon, not an emoji (an empty box without an emoji font).
+    expect(view.text).toMatch(
+      /<p class="message-media"><svg class="icon"[^>]*aria-hidden="true"[^>]*>.*?<\/svg> document: invoice\.pdf<\/p>/,
     );
+    expect(view.text).not.toContain("📄");
     expect(view.text).toContain('<p class="message-text">see attached</p>');
     expect(view.text).toMatch(/<li class="message outbound failed" id="message-msg_\w+" data-type="text">/);
     expect(view.text).toContain(
       '<span class="badge message-status bad" data-status="failed"><span class="visually-hidden">Status: </span>Failed</span>',
     );
     expect(view.text).toContain(
-      '<p class="message-failure"><strong>Not delivered:</strong> The number is not on WhatsApp. <code>recipient_invalid</code></p>',
+      '<p class="message-failure"><strong>Not delivered:</strong> The number is not on WhatsApp. <a class="failure-doc" href="/v2/docs#failure-recipient_invalid">What <code>recipient_invalid</code> means</a></p>',
     );
     // Oldest first: the document before the failed reply.
     const thread = view.text.slice(view.text.indexOf('<ol class="thread"'));
@@ -536,7 +542,9 @@ describe("a closed window", () => {
     );
     expect(view.status).toBe(200);
     expect(view.text).toContain('<span class="badge warn">Window closed</span>');
-    expect(view.text).toContain('<h2 id="reply-title">Reply with a template</h2>');
+    expect(view.text).toContain('<h2 id="reply-title">Reply</h2>');
+    expect(view.text).toContain('<h3 id="reply-template-title">Send a template</h3>');
+    expect(view.text).toContain("The 24-hour window is closed");
     expect(view.text).not.toContain("<textarea");
     expect(view.text).toContain('<label for="reply-template">Template</label>');
     const options = [...view.text.matchAll(/<option value="(tpl_\w+)">([^<]+)<\/option>/g)].map((m) => m[2]);
@@ -570,8 +578,9 @@ describe("a closed window", () => {
       ["reply-var-buttons-0", "buttons.0"],
     ]);
     for (const [fieldId] of names) expect(page.text).toContain(`<label for="${fieldId}">`);
+    // The preview marks each variable with the input it comes from (panel.js fills it as it is typed).
     expect(page.text).toContain(
-      'See you on <mark class="var">{{1}}</mark> at <mark class="var">{{2}}</mark>.',
+      'See you on <mark class="var" data-var="body.1" data-placeholder="{{1}}">{{1}}</mark> at <mark class="var" data-var="body.2" data-placeholder="{{2}}">{{2}}</mark>.',
     );
 
     const fragment = await client.get(`/panel/conversations/${contactId}?template=${id}`, {
@@ -665,7 +674,9 @@ describe("a closed window", () => {
     const sent = await outboundMessages(contactId);
     expect(sent.at(-1)).toMatchObject({ type: "template", text: "Hi Dev, your order A-1001 has shipped." });
     const after = await client.get(`/panel/conversations/${contactId}`);
-    expect(after.text).toContain('<span class="message-kind" aria-hidden="true">Template</span>');
+    expect(after.text).toContain(
+      '<span class="message-kind" aria-hidden="true">Template · order_shipped</span>',
+    );
     expect(after.text).toContain("Hi Dev, your order A-1001 has shipped.");
   });
 
@@ -678,11 +689,357 @@ describe("a closed window", () => {
     });
     const changed = await client.get(poll, HX);
     expect(changed.status).toBe(200);
-    expect(changed.text).toContain(
-      '<section id="reply" class="card reply" aria-labelledby="reply-title" hx-swap-oob="true">',
-    );
+    // Only the free-text part is replaced: the template part (what is typed in it) stays.
+    expect(changed.text).toContain('<div id="reply-text" class="reply-text" hx-swap-oob="true">');
+    expect(changed.text).not.toContain('id="reply"');
+    expect(changed.text).not.toContain('id="reply-template-part"');
     expect(changed.text).toContain('<textarea id="reply-body"');
     expect(changed.text).not.toContain("autofocus");
     expect(changed.text).toContain('<span class="badge ok">Window open</span>');
+  });
+});
+
+describe("finding conversations, message details, retries, starting one (issue 24)", () => {
+  let tenant: ReadingTenant;
+  let yan: string; // the last message failed; the window closed two days ago
+  let zoe: string; // unread, window open
+  let xia: string; // a message waiting for a retry
+  let retryId: string;
+  let templateMessageId: string;
+
+  const listIds = (text: string) =>
+    [...text.matchAll(/id="conversation-(ctc_\w+)"/g)].map((match) => match[1] ?? "");
+
+  beforeAll(async () => {
+    tenant = { tenantId: account.tenant.id, sender } as ReadingTenant;
+    env.clock.advance(60);
+    ({ contactId: yan } = await customerWrites({
+      from: "4915166000031",
+      text: "Old question",
+      name: "Yannick Weber",
+      timestamp: nowSeconds() - 2 * 86_400,
+    }));
+    await insertOutbound(env, tenant, {
+      contactId: yan,
+      text: "Your parcel is on its way",
+      status: "failed",
+      failure: { code: "recipient_invalid", message: "The number is not on WhatsApp.", retryable: false },
+      createdAt: env.clock.now(),
+    });
+    env.clock.advance(1);
+    ({ contactId: zoe } = await customerWrites({
+      from: "4915166000032",
+      text: "Is it in stock?",
+      name: "Zoë Quinn",
+      timestamp: nowSeconds(),
+    }));
+    env.clock.advance(1);
+    ({ contactId: xia } = await customerWrites({
+      from: "4915166000033",
+      text: "Hello",
+      name: "Xia",
+      timestamp: nowSeconds(),
+    }));
+    retryId =
+      (await insertOutbound(env, tenant, {
+        contactId: xia,
+        text: "We are on it",
+        status: "accepted",
+        createdAt: env.clock.now(),
+      })) ?? "";
+    await env.deps.db
+      .updateTable("messages")
+      .set({
+        send_attempts: 2,
+        send_not_before: new Date(env.clock.now().getTime() + 90_000),
+        last_error: JSON.stringify({
+          code: "provider_rate_limited",
+          message: "WhatsApp throttled the send.",
+          retryable: true,
+        }),
+      })
+      .where("id", "=", retryId)
+      .execute();
+    // Xia's conversation is read; Zoë's is not.
+    await client.get(`/panel/conversations/${xia}`);
+  });
+
+  test("a conversation whose last message failed is marked in the list", async () => {
+    const list = await client.get("/panel/conversations");
+    const row = listRow(list.text, yan);
+    expect(row).toContain('class="conversation is-failed"');
+    expect(row).toContain(
+      '<span class="badge bad failed-marker"><span aria-hidden="true">!</span> Failed<span class="visually-hidden">: the last message was not delivered</span></span>',
+    );
+    expect(listRow(list.text, zoe)).not.toContain("failed-marker");
+  });
+
+  test("filters: unread, window open, failed; each a link that the poll keeps", async () => {
+    const all = await client.get("/panel/conversations");
+    expect(all.text).toContain('<a id="filter-all" href="/panel/conversations" aria-current="page">All</a>');
+    expect(all.text).toContain('<a id="filter-unread" href="/panel/conversations?filter=unread">Unread</a>');
+
+    const unread = await client.get("/panel/conversations?filter=unread");
+    expect(unread.text).toContain(
+      '<a id="filter-unread" href="/panel/conversations?filter=unread" aria-current="page">',
+    );
+    expect(listIds(unread.text)).toContain(zoe);
+    expect(listIds(unread.text)).not.toContain(xia);
+    expect(listIds(unread.text)).not.toContain(yan);
+    expect(listPoll(unread)).toContain("filter=unread");
+
+    const open = await client.get("/panel/conversations?filter=open");
+    expect(listIds(open.text)).toContain(zoe);
+    expect(listIds(open.text)).toContain(xia);
+    expect(listIds(open.text)).not.toContain(yan);
+
+    const failed = await client.get("/panel/conversations?filter=failed");
+    expect(listIds(failed.text)).toContain(yan);
+    expect(listIds(failed.text)).not.toContain(zoe);
+    expect(listIds(failed.text)).not.toContain(xia);
+
+    // The poll with the filter: 204 while nothing changed, and the filtered list when it did.
+    const poll = listPoll(failed);
+    expect((await client.get(poll, HX)).status).toBe(204);
+    env.clock.advance(1);
+    await customerWrites({ from: "4915166000031", text: "Still nothing?", timestamp: nowSeconds() });
+    const changed = await client.get(poll, HX);
+    expect(changed.status).toBe(200);
+    // Yannick's last message is now his own: no longer failed, so no longer listed.
+    expect(listIds(changed.text)).not.toContain(yan);
+
+    const unknown = await client.get("/panel/conversations?filter=nonsense");
+    expect(unknown.status).toBe(200);
+    expect(unknown.text).toContain('<a id="filter-all" href="/panel/conversations" aria-current="page">');
+  });
+
+  test("search by name (any case, accents as typed) or by phone digits, within the tenant", async () => {
+    const byName = await client.get("/panel/conversations?q=zo%C3%AB");
+    expect(listIds(byName.text)).toEqual([zoe]);
+    expect(byName.text).toContain('value="zoë"');
+    expect(listPoll(byName)).toContain("q=zo%C3%AB");
+
+    const part = await client.get("/panel/conversations?q=WEBER");
+    expect(listIds(part.text)).toEqual([yan]);
+
+    for (const q of ["+49 151 66000033", "66000033", "0151 66000033"]) {
+      const byPhone = await client.get(`/panel/conversations?q=${encodeURIComponent(q)}`);
+      expect(listIds(byPhone.text)).toEqual([xia]);
+    }
+    // LIKE's wildcards are searched for literally.
+    const wildcard = await client.get("/panel/conversations?q=%25");
+    expect(listIds(wildcard.text)).toEqual([]);
+    expect(wildcard.text).toContain("No conversations matching “%”");
+
+    // Search and filter together, and the filter links keep the search.
+    const both = await client.get("/panel/conversations?filter=unread&q=xia");
+    expect(listIds(both.text)).toEqual([]);
+    expect(both.text).toContain('<a id="filter-open" href="/panel/conversations?filter=open&amp;q=xia">');
+    expect(both.text).toContain('<input type="hidden" name="filter" value="unread">');
+
+    const other = await signedInClient(env.app, env.deps, { tenantName: "Searcher" });
+    const foreign = await other.client.get("/panel/conversations?q=Zo");
+    expect(foreign.text).not.toContain("Quinn");
+  });
+
+  test("the tab title carries the unread count, and the list poll updates it", async () => {
+    const total = await env.deps.db
+      .selectFrom("conversations")
+      .select((eb) => eb.fn.sum<number>("unread").as("sum"))
+      .where("tenant_id", "=", account.tenant.id)
+      .executeTakeFirstOrThrow();
+    const count = Number(total.sum);
+    expect(count).toBeGreaterThan(0);
+    const page = await client.get("/panel/conversations");
+    expect(page.text).toContain(`<title>(${count}) Conversations · Messaging panel</title>`);
+
+    const poll = listPoll(page);
+    env.clock.advance(1);
+    await customerWrites({ from: "4915166000032", text: "Hello?", timestamp: nowSeconds() });
+    const changed = await client.get(poll, HX);
+    expect(changed.status).toBe(200);
+    expect(changed.text).toStartWith(`<title>(${count + 1}) Conversations · Messaging panel</title>`);
+    // A conversation's sidebar poll leaves that page's own title alone.
+    const sidebar = await client.get(`/panel/conversations/list?current=${xia}`, HX);
+    expect(sidebar.text).not.toContain("<title>");
+  });
+
+  test("a message's details: its id to copy, its template, its timeline with times", async () => {
+    // A template sent through the panel: its name and language are kept with the message.
+    const templateId = (
+      await env.deps.db
+        .selectFrom("templates")
+        .select("id")
+        .where("sender_id", "=", sender.id)
+        .where("name", "=", "order_shipped")
+        .where("language", "=", "de")
+        .executeTakeFirstOrThrow()
+    ).id;
+    const view = await client.get(`/panel/conversations/${xia}?template=${templateId}`);
+    const key = attribute(
+      view.text,
+      /<form id="reply-template-form"[\s\S]*?name="idempotency_key" value="([^"]+)"/,
+    );
+    await nextSecond();
+    const sent = await client.post(`/panel/conversations/${xia}/messages`, {
+      kind: "template",
+      template: templateId,
+      "body.1": "Xia",
+      "body.2": "B-7",
+      idempotency_key: key,
+    });
+    expect(sent.status).toBe(303);
+    templateMessageId = (await outboundMessages(xia)).at(-1)?.id ?? "";
+    expect(templateMessageId).toMatch(/^msg_/);
+
+    const page = await client.get(`/panel/conversations/${xia}`);
+    const item = page.text.slice(page.text.indexOf(`id="message-${templateMessageId}"`));
+    expect(item).toContain('<span class="message-kind" aria-hidden="true">Template · order_shipped</span>');
+    expect(item).toContain(
+      `<details class="message-details" id="details-${templateMessageId}" hx-get="/panel/conversations/${xia}/messages/${templateMessageId}" hx-trigger="toggle once"`,
+    );
+    expect(item).toContain(
+      `<code id="id-${templateMessageId}">${templateMessageId}</code> <button type="button" class="button subtle copy" id="copy-${templateMessageId}" data-copy="#id-${templateMessageId}">Copy id</button>`,
+    );
+    expect(item).toContain('<dt>Template</dt><dd>order_shipped <span class="muted">(de)</span></dd>');
+    // Exact times are written in UTC and shown in the browser's zone by panel.js.
+    expect(item).toMatch(/<time class="local-time" datetime="[^"]+Z" title="\d{4}-\d\d-\d\d \d\d:\d\d UTC">/);
+
+    // The event log's records make the timeline (sent, delivered, read: when each was recorded).
+    const created = (
+      await env.deps.db
+        .selectFrom("messages")
+        .select("created_at")
+        .where("id", "=", templateMessageId)
+        .executeTakeFirstOrThrow()
+    ).created_at;
+    const at = (seconds: number) => new Date(created.getTime() + seconds * 1000);
+    await env.deps.db
+      .insertInto("events")
+      .values(
+        (["message.sent", "message.delivered", "message.read"] as const).map((type, i) => ({
+          tenant_id: account.tenant.id,
+          seq: 1_000_000 + i,
+          id: `evt_issue24test${i}${templateMessageId.slice(-8)}`,
+          type,
+          message_id: templateMessageId,
+          status: type.slice("message.".length),
+          failure: null,
+          created_at: at(2 + i * 60),
+        })),
+      )
+      .execute();
+    const fragment = await client.get(`/panel/conversations/${xia}/messages/${templateMessageId}`, HX);
+    expect(fragment.status).toBe(200);
+    expect(fragment.text).toStartWith('<div class="message-timeline">');
+    const steps = [
+      ...fragment.text.matchAll(
+        /<span class="step">([^<]+)<\/span> <time class="local-time" datetime="([^"]+)"/g,
+      ),
+    ].map((m) => [m[1], m[2]]);
+    expect(steps).toEqual([
+      ["Accepted", created.toISOString()],
+      ["Sent", at(2).toISOString()],
+      ["Delivered", at(62).toISOString()],
+      ["Read", at(122).toISOString()],
+    ]);
+    // Without a script, the same details are a page of their own.
+    const full = await client.get(`/panel/conversations/${xia}/messages/${templateMessageId}`);
+    expect(full.status).toBe(200);
+    expect(full.text).toContain("<h1>Message details</h1>");
+    expect(full.text).toContain(`<code id="id-${templateMessageId}">${templateMessageId}</code>`);
+    expect(full.text).toContain('<span class="step">Read</span>');
+
+    // Another tenant, or another contact's conversation, finds nothing.
+    expect((await client.get(`/panel/conversations/${zoe}/messages/${templateMessageId}`, HX)).status).toBe(
+      404,
+    );
+    const other = await signedInClient(env.app, env.deps, { tenantName: "Peeker" });
+    expect((await other.client.get(`/panel/conversations/${xia}/messages/${templateMessageId}`)).status).toBe(
+      404,
+    );
+  });
+
+  test("a status without its recorded time says what is known: the message's last change", async () => {
+    const id = await insertOutbound(env, tenant, {
+      contactId: zoe,
+      text: "Long ago",
+      status: "delivered",
+      createdAt: env.clock.now(),
+    });
+    const fragment = await client.get(`/panel/conversations/${zoe}/messages/${id}`, HX);
+    expect(fragment.text).toContain('<span class="step">Delivered</span>');
+    expect(fragment.text).toContain("the message's last change; earlier status times are no longer kept");
+  });
+
+  test("a message waiting for a retry says so: attempts, next attempt, last error and its docs", async () => {
+    const page = await client.get(`/panel/conversations/${xia}`);
+    const item = page.text.slice(page.text.indexOf(`id="message-${retryId}"`));
+    expect(page.text).toContain(`<li class="message outbound retrying" id="message-${retryId}"`);
+    expect(item).toContain(
+      '<span class="badge message-status warn" data-status="retrying"><span class="visually-hidden">Status: </span>Retrying</span>',
+    );
+    expect(item).toMatch(
+      /<p class="message-retrying"><strong>Retrying:<\/strong> 2 attempts so far, next at <time class="local-time" datetime="[^"]+" title="[^"]+">[^<]+<\/time>\. Last error: WhatsApp throttled the send\. <a class="failure-doc" href="\/v2\/docs#failure-provider_rate_limited">What <code>provider_rate_limited<\/code> means<\/a><\/p>/,
+    );
+    const fragment = await client.get(`/panel/conversations/${xia}/messages/${retryId}`, HX);
+    expect(fragment.text).toContain(
+      '<li class="retrying"><p class="message-retrying"><strong>Retrying:</strong>',
+    );
+  });
+
+  test("start a conversation with a phone number and a template", async () => {
+    const list = await client.get("/panel/conversations");
+    expect(list.text).toContain(
+      '<a id="new-conversation-link" class="button primary" href="/panel/conversations/new">',
+    );
+    const blank = await client.get("/panel/conversations/new");
+    expect(blank.status).toBe(200);
+    expect(blank.text).toContain('<label for="reply-template">Template</label>');
+    const templateId = attribute(blank.text, /<option value="(tpl_\w+)">order_shipped \(en\)/);
+
+    const fields = await client.get(`/panel/conversations/new?sender=${sender.id}&template=${templateId}`, {
+      ...HX,
+      "hx-target": "template-fields",
+    });
+    expect(fields.text).toStartWith('<fieldset id="template-fields" class="template-fields">');
+    expect(fields.text).toContain('data-var="body.1"');
+
+    const page = await client.get(`/panel/conversations/new?template=${templateId}`);
+    expect(page.text).toContain('<label for="new-to">Phone number</label>');
+    const key = idempotencyKey(page);
+    const form = {
+      kind: "template",
+      sender: sender.id,
+      template: templateId,
+      "body.1": "Wim",
+      "body.2": "W-1",
+      idempotency_key: key,
+    };
+    const missing = await client.post("/panel/conversations/new", { ...form, to: "" });
+    expect(missing.status).toBe(400);
+    expect(missing.text).toContain('role="alert">Enter the customer&#39;s phone number.</p>');
+    expect(missing.text).toMatch(/<input type="tel" id="new-to"[^>]* aria-invalid="true">/);
+    // What was typed stays.
+    expect(missing.text).toContain('name="body.1" value="Wim"');
+
+    const invalid = await client.post("/panel/conversations/new", { ...form, to: "12" });
+    expect(invalid.status).toBe(400);
+    expect(invalid.text).toContain("to must be a phone number in E.164 form");
+
+    await nextSecond();
+    const sent = await client.post("/panel/conversations/new", { ...form, to: "+49 151 66000040" });
+    expect(sent.status).toBe(303);
+    const location = sent.headers.get("location") ?? "";
+    expect(location).toMatch(/^\/panel\/conversations\/ctc_\w+$/);
+    const contactId = location.split("/").at(-1) ?? "";
+    const messages = await outboundMessages(contactId);
+    expect(messages).toHaveLength(1);
+    expect(messages[0]).toMatchObject({ type: "template", text: "Hi Wim, your order W-1 has shipped." });
+    expect(messages[0]!.application_id).toBe(account.user.id);
+    // The same form again: the same message, not a second one.
+    const again = await client.post("/panel/conversations/new", { ...form, to: "+49 151 66000040" });
+    expect(again.headers.get("location")).toBe(location);
+    expect(await outboundMessages(contactId)).toHaveLength(1);
   });
 });

@@ -194,6 +194,53 @@ describe("panel: senders and templates", () => {
     expect(text).toContain(`0 of ${env.config.dailySendQuota.toLocaleString("en-US")} sent today`);
   });
 
+  test("a rejected template shows the provider's reason (issue 24)", async () => {
+    const page = await client.get("/panel/senders");
+    expect(page.text).toContain(
+      '<span class="rejection-reason small">Reason: invalid format (for example a malformed variable or a missing example) <code>INVALID_FORMAT</code></span>',
+    );
+    const stored = await env.deps.db
+      .selectFrom("templates")
+      .select(["name", "rejected_reason"])
+      .where("sender_id", "=", shop.id)
+      .where("status", "in", ["REJECTED", "APPROVED"])
+      .execute();
+    expect(stored.find((t) => t.name === "old_promo")?.rejected_reason).toBe("INVALID_FORMAT");
+    expect(stored.filter((t) => t.name !== "old_promo").every((t) => t.rejected_reason === null)).toBe(true);
+  });
+
+  test("Sync now: the provider's templates at once, for an active sender of this tenant only", async () => {
+    const page = await client.get("/panel/senders");
+    const action = `/panel/senders/${shop.id}/sync-templates`;
+    expect(page.text).toContain(`<form method="post" action="${action}" class="sync-form">`);
+    // Only active senders sync (the maintenance loop skips inactive ones too).
+    expect(page.text).not.toContain(`/panel/senders/${retired.id}/sync-templates`);
+
+    await env.deps.db
+      .deleteFrom("templates")
+      .where("sender_id", "=", shop.id)
+      .where("name", "=", "welcome")
+      .execute();
+    expect((await client.get("/panel/senders")).text).not.toContain("<code>welcome</code>");
+    env.clock.advance(120);
+    const synced = await client.post(action);
+    expect(synced.status).toBe(303);
+    expect(synced.headers.get("location")).toBe(`/panel/senders?synced=${shop.id}#sender-${shop.id}`);
+    const after = await client.get(`/panel/senders?synced=${shop.id}`);
+    expect(after.text).toContain("<code>welcome</code>");
+    expect(plain(after.text)).toContain("Templates synced just now: this list is what the provider reports.");
+
+    const inactive = await client.post(`/panel/senders/${retired.id}/sync-templates`);
+    expect(inactive.status).toBe(409);
+    expect(plain(inactive.text)).toContain("Templates were not synced. This sender is deactivated");
+
+    // Another tenant's sender is not there; a post without the page's token changes nothing.
+    const other = await signedInClient(env.app, env.deps, { tenantName: "Sync Other" });
+    await other.client.get("/panel/senders");
+    expect((await other.client.post(action)).status).toBe(404);
+    expect((await client.request("POST", action, { form: {} })).status).toBe(403);
+  });
+
   test("signed out: sent to sign in", async () => {
     const anonymous = await call(env.app, "GET", "/panel/senders");
     expect(anonymous.status).toBe(303);

@@ -246,7 +246,7 @@ describe("the panel in a browser", () => {
     await inputs.nth(0).fill("Ada");
     await inputs.nth(1).fill("#1234");
     await screenshot(page, "09-template-reply");
-    await page.locator("#reply-send").click();
+    await page.locator("#reply-template-send").click();
     await page.locator("#thread", { hasText: "your order #1234 has shipped" }).waitFor(WAIT);
   });
 

@@ -194,7 +194,10 @@ export class MessagingClient {
      */
     sendBatch: (items: readonly SendBatchItem[], options: SendBatchOptions = {}): Promise<BatchResult[]> =>
       sendBatch(this.transport, items, options),
-    /** GET /messages/{id}: one message, inbound or outbound, with its current status and failure. */
+    /**
+     * GET /messages/{id}: one message, inbound or outbound, with its current status and failure, and
+     * `retrying` while it waits to be tried again after a failed attempt.
+     */
     get: (messageId: string): Promise<Message> =>
       this.transport.request<Message>("GET", path`/messages/${messageId}`),
     /**

@@ -17,6 +17,19 @@ export type Message = Schemas["Message"];
  * say `string`: compare against these.
  */
 export type MessageStatus = "scheduled" | "accepted" | "sent" | "delivered" | "read" | "failed" | "canceled";
+/**
+ * Why a message failed (`failure`), or why the last attempt of a message that is tried again failed
+ * (`retrying.last_error`). `code` is one of `MessageFailureCode`, each explained on `{base_url}/docs`
+ * at `#failure-<code>`.
+ */
+export type MessageFailure = Schemas["MessageFailure"];
+export type MessageFailureCode = Schemas["MessageFailureCode"];
+/**
+ * `retrying` on a Message (GET) and a HistoryMessage: an `accepted` message waiting to be tried
+ * again, with `attempts`, `next_attempt_at` (Unix seconds, null while an attempt is under way) and
+ * `last_error`; null otherwise.
+ */
+export type MessageRetrying = Schemas["MessageRetrying"];
 export type SendMessageRequest = Schemas["SendMessageRequest"];
 /** One item of `messages.sendBatch`: a SendMessageRequest plus an optional `idempotency_key` of its own. */
 export type SendBatchItem = Schemas["SendBatchItem"];

@@ -12,6 +12,10 @@ export interface ApplicationRecord {
   revokedAt: Date | null;
   lastTokenAt: Date | null;
   createdAt: Date;
+  /** The secret replaced by the last rotation, while it still works (an overlap chosen then). */
+  previousSecretDigest: Buffer | null;
+  /** When the replaced secret stops working; null when it stopped at the rotation. */
+  previousSecretExpiresAt: Date | null;
 }
 
 const COLUMNS = [
@@ -25,6 +29,8 @@ const COLUMNS = [
   "revoked_at",
   "last_token_at",
   "created_at",
+  "previous_secret_digest",
+  "previous_secret_expires_at",
 ] as const;
 
 type Row = {
@@ -38,6 +44,8 @@ type Row = {
   revoked_at: Date | null;
   last_token_at: Date | null;
   created_at: Date;
+  previous_secret_digest: Buffer | null;
+  previous_secret_expires_at: Date | null;
 };
 
 function toRecord(row: Row): ApplicationRecord {
@@ -52,12 +60,17 @@ function toRecord(row: Row): ApplicationRecord {
     revokedAt: row.revoked_at,
     lastTokenAt: row.last_token_at,
     createdAt: row.created_at,
+    previousSecretDigest: row.previous_secret_digest,
+    previousSecretExpiresAt: row.previous_secret_expires_at,
   };
 }
 
 export async function insertApplication(
   db: Db,
-  input: Omit<ApplicationRecord, "revokedAt" | "lastTokenAt" | "createdAt">,
+  input: Omit<
+    ApplicationRecord,
+    "revokedAt" | "lastTokenAt" | "createdAt" | "previousSecretDigest" | "previousSecretExpiresAt"
+  >,
 ): Promise<ApplicationRecord> {
   const row = await db
     .insertInto("applications")
@@ -124,19 +137,27 @@ export interface ApplicationScope {
 }
 
 /**
- * A revocation keeps the first revoked_at (revoking again changes nothing). Undefined when no
- * application matches the client_id and `scope`.
+ * A revocation keeps the first revoked_at (revoking again changes nothing). A new secret digest
+ * replaces the previous one: with `previousSecretExpiresAt`, the secret it replaces keeps working
+ * until then (in the same statement, so it is the digest the row had, even under a concurrent
+ * rotation); without it, the replaced secret stops at once and any earlier overlap ends too.
+ * Undefined when no application matches the client_id and `scope`.
  */
 export async function updateApplication(
   db: Db,
   clientId: string,
-  changes: { secretDigest?: Buffer; revokedAt?: Date; lastTokenAt?: Date },
+  changes: { secretDigest?: Buffer; previousSecretExpiresAt?: Date; revokedAt?: Date; lastTokenAt?: Date },
   scope: ApplicationScope = {},
 ): Promise<ApplicationRecord | undefined> {
   let query = db
     .updateTable("applications")
     .set((eb) => ({
-      ...(changes.secretDigest && { secret_digest: changes.secretDigest }),
+      ...(changes.secretDigest && {
+        secret_digest: changes.secretDigest,
+        // The right-hand sides read the row as it was: the digest being replaced.
+        previous_secret_digest: changes.previousSecretExpiresAt ? eb.ref("secret_digest") : null,
+        previous_secret_expires_at: changes.previousSecretExpiresAt ?? null,
+      }),
       ...(changes.revokedAt && { revoked_at: eb.fn.coalesce("revoked_at", eb.val(changes.revokedAt)) }),
       ...(changes.lastTokenAt && { last_token_at: changes.lastTokenAt }),
     }))

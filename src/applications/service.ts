@@ -46,23 +46,51 @@ export async function createApplication(
   return { application, clientSecret };
 }
 
+/** The longest overlap a rotation may give the replaced secret. */
+export const MAX_SECRET_OVERLAP_SECONDS = 30 * 86_400;
+
+/** What a rotation does with the secret it replaces. */
+export interface SecretOverlap {
+  /** Seconds the replaced secret keeps working; 0 (the default): it stops at once. */
+  seconds: number;
+  /** Now, by the service's clock. */
+  now: Date;
+}
+
 /**
- * A new secret; the old one stops working at once (tokens already issued live until they expire).
+ * A new secret. By default the old one stops working at once (tokens already issued live until
+ * they expire); with `overlap.seconds` > 0 it keeps working that long, so a system can move to the
+ * new one without a gap (only the secret just replaced: a secret replaced earlier stops now).
  * `scope` narrows it to one tenant's application (the panel) and/or to one not revoked.
  */
 export async function rotateApplicationSecret(
   db: Db,
   clientId: string,
   scope: ApplicationScope = {},
+  overlap?: SecretOverlap,
 ): Promise<{ application: ApplicationRecord; clientSecret: string } | undefined> {
+  const seconds = overlap?.seconds ?? 0;
+  if (!Number.isInteger(seconds) || seconds < 0 || seconds > MAX_SECRET_OVERLAP_SECONDS) {
+    throw new RangeError(`a secret overlap is 0 to ${MAX_SECRET_OVERLAP_SECONDS} whole seconds`);
+  }
   const clientSecret = newId("csec", SECRET_LENGTH);
   const application = await updateApplication(
     db,
     clientId,
-    { secretDigest: digestSecret(clientSecret) },
+    {
+      secretDigest: digestSecret(clientSecret),
+      ...(overlap &&
+        seconds > 0 && { previousSecretExpiresAt: new Date(overlap.now.getTime() + seconds * 1000) }),
+    },
     scope,
   );
   return application && { application, clientSecret };
+}
+
+/** When the secret replaced by the last rotation stops working, while it still works at `now`. */
+export function previousSecretValidUntil(application: ApplicationRecord, now: Date): Date | undefined {
+  const until = application.previousSecretExpiresAt;
+  return application.previousSecretDigest && until && until > now ? until : undefined;
 }
 
 /** Revoked from now on; revoking again keeps the first time. `scope.tenantId`: the panel's. */
@@ -75,14 +103,22 @@ export async function revokeApplication(
   return updateApplication(db, clientId, { revokedAt: clock.now() }, scope);
 }
 
-/** The application when the credentials are right and it is not revoked; constant-time compare. */
+/**
+ * The application when the credentials are right and it is not revoked; constant-time compare. The
+ * secret a rotation replaced is right too until its overlap ends (`now`, the service's clock).
+ */
 export async function authenticateClient(
   db: Db,
   clientId: string,
   clientSecret: string,
+  now: Date = new Date(),
 ): Promise<ApplicationRecord | undefined> {
   const application = clientId.length <= 128 ? await findApplicationByClientId(db, clientId) : undefined;
-  const matches = timingSafeEqual(application?.secretDigest ?? DECOY_DIGEST, digestSecret(clientSecret));
-  if (!application || !matches || application.revokedAt) return undefined;
+  const given = digestSecret(clientSecret);
+  // Both compared every time, so the timing does not tell whether an overlap is running.
+  const current = timingSafeEqual(application?.secretDigest ?? DECOY_DIGEST, given);
+  const previous = timingSafeEqual(application?.previousSecretDigest ?? DECOY_DIGEST, given);
+  const overlapping = application !== undefined && previousSecretValidUntil(application, now) !== undefined;
+  if (!application || !(current || (previous && overlapping)) || application.revokedAt) return undefined;
   return application;
 }

@@ -1,3 +1,11 @@
+import {
+  GRAPH_ERROR_CODES,
+  MESSAGE_FAILURES,
+  type MessageFailure,
+  PROVIDER_FALLBACK_CODES,
+  type ProviderErrorCode,
+} from "./failure-codes.ts";
+
 /** The channel this service speaks (the daily quota and the API's `channel` fields name it). */
 export const CHANNEL = "whatsapp";
 /**
@@ -67,6 +75,8 @@ export interface ProviderTemplate {
   status: string;
   category: string;
   components: TemplateComponent[];
+  /** Why a REJECTED template was rejected (Graph's `rejected_reason`); absent or null otherwise. */
+  rejectedReason?: string | null;
 }
 
 export interface ChannelProvider {
@@ -75,19 +85,6 @@ export interface ChannelProvider {
   /** All templates of the sender's business account, every page. */
   listTemplates(creds: SenderCredentials): Promise<ProviderTemplate[]>;
 }
-
-export type ProviderErrorCode =
-  | "provider_rate_limited"
-  | "provider_unavailable"
-  | "recipient_invalid"
-  | "template_mismatch"
-  | "template_not_found"
-  | "reengagement_required"
-  /** The customer stopped marketing messages (131050): their contact is opted out (src/contacts/opt-out.ts). */
-  | "recipient_opted_out"
-  | "parameter_invalid"
-  | "provider_auth_failed"
-  | "provider_error";
 
 export interface NormalizedProviderError {
   code: ProviderErrorCode;
@@ -113,23 +110,9 @@ export class ProviderError extends Error {
   }
 }
 
-// WhatsApp Cloud API error codes, grouped by what the service should do about them.
-const GRAPH_CODE_GROUPS: [codes: number[], code: ProviderErrorCode, retryable: boolean][] = [
-  [[4, 80007, 130429, 131048, 131056], "provider_rate_limited", true],
-  [[1, 2, 131000], "provider_unavailable", true],
-  [[131026, 133010], "recipient_invalid", false],
-  [[132000, 132005, 132007, 132012], "template_mismatch", false],
-  [[132001], "template_not_found", false],
-  [[131047], "reengagement_required", false],
-  // 131050: the user stopped marketing messages from this business; the one code that opts out.
-  [[131050], "recipient_opted_out", false],
-  // 132018: a template parameter holds a line break, a tab or more than four spaces in a row.
-  [[100, 131008, 131009, 132018], "parameter_invalid", false],
-  [[190], "provider_auth_failed", false],
-];
 const GRAPH_CODES = new Map(
-  GRAPH_CODE_GROUPS.flatMap(([codes, code, retryable]) =>
-    codes.map((graphCode) => [graphCode, { code, retryable }] as const),
+  GRAPH_ERROR_CODES.flatMap(([graphCodes, code]) =>
+    graphCodes.map((graphCode) => [graphCode, code] as const),
   ),
 );
 
@@ -143,15 +126,32 @@ export function normalizeProviderError(
   message: string,
   httpStatus?: number,
 ): NormalizedProviderError {
-  const known = graphCode === undefined ? undefined : GRAPH_CODES.get(graphCode);
   const base =
     graphCode === undefined
       ? { message }
       : { message: `${message} (WhatsApp error ${graphCode})`, providerCode: graphCode };
-  if (known) return { ...base, ...known };
-  if (httpStatus === 429) return { ...base, code: "provider_rate_limited", retryable: true };
-  if (httpStatus !== undefined && httpStatus >= 500) {
-    return { ...base, code: "provider_unavailable", retryable: true };
+  const code =
+    (graphCode === undefined ? undefined : GRAPH_CODES.get(graphCode)) ??
+    (httpStatus === 429
+      ? PROVIDER_FALLBACK_CODES.throttled
+      : httpStatus !== undefined && httpStatus >= 500
+        ? PROVIDER_FALLBACK_CODES.unavailable
+        : PROVIDER_FALLBACK_CODES.unknown);
+  return { ...base, code, retryable: MESSAGE_FAILURES[code].retryable };
+}
+
+/**
+ * A send's error as a message's failure (`failure`, or `retrying.last_error`): a ProviderError says
+ * its own code and verdict; anything else (a fault between us and the provider's answer) is an
+ * unclassified `provider_error`, whose text stays in the logs.
+ */
+export function failureOf(error: unknown): MessageFailure {
+  if (error instanceof ProviderError) {
+    return { code: error.code, message: error.message, retryable: error.retryable };
   }
-  return { ...base, code: "provider_error", retryable: false };
+  return {
+    code: PROVIDER_FALLBACK_CODES.unknown,
+    message: "The send failed unexpectedly before the provider answered; the error is logged.",
+    retryable: MESSAGE_FAILURES[PROVIDER_FALLBACK_CODES.unknown].retryable,
+  };
 }

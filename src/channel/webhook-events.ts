@@ -1,3 +1,4 @@
+import type { MessageFailure } from "./failure-codes.ts";
 import { normalizeProviderError } from "./provider.ts";
 import type { DeliveryStatus } from "./webhook-payloads.ts";
 
@@ -249,7 +250,7 @@ interface WireStatusError {
 }
 
 /** A `failed` status's errors (StatusEvent.errors, parsed) as the message's failure. */
-export function statusFailure(errors: unknown): { code: string; message: string; retryable: boolean } {
+export function statusFailure(errors: unknown): MessageFailure {
   const first = ((Array.isArray(errors) ? errors[0] : undefined) ?? {}) as WireStatusError;
   const detail =
     first.error_data?.details ?? first.message ?? first.title ?? "The provider reported a failure.";

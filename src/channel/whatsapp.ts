@@ -35,13 +35,14 @@ interface GraphTemplate {
   status: string;
   category: string;
   components: TemplateComponent[];
+  rejected_reason?: string;
 }
 
 interface GraphErrorBody {
   error?: { message?: string; code?: number; error_data?: { details?: string } };
 }
 
-const TEMPLATE_FIELDS = "id,name,language,status,category,components";
+const TEMPLATE_FIELDS = "id,name,language,status,category,components,rejected_reason";
 const TEMPLATE_PAGE_SIZE = "100";
 
 export function createWhatsAppProvider(options: WhatsAppProviderOptions): ChannelProvider {
@@ -181,6 +182,9 @@ function toProviderTemplate(template: GraphTemplate): ProviderTemplate {
     status: template.status,
     category: template.category,
     components: template.components,
+    // Graph says NONE for a template that was not rejected.
+    ...(template.rejected_reason &&
+      template.rejected_reason !== "NONE" && { rejectedReason: template.rejected_reason }),
   };
 }
 

@@ -2,7 +2,9 @@ import { parseArgs } from "node:util";
 import { type ApplicationRecord, listTenantApplications } from "../applications/repository.ts";
 import {
   createApplication,
+  MAX_SECRET_OVERLAP_SECONDS,
   parseScopes,
+  previousSecretValidUntil,
   revokeApplication,
   rotateApplicationSecret,
 } from "../applications/service.ts";
@@ -73,7 +75,24 @@ function optionalInteger(flags: Flags, name: string, min: number): number | unde
   return Number(value);
 }
 
-export function presentApplication(application: ApplicationRecord, clientSecret?: string) {
+const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** `--overlap`: seconds, or a number with s, m, h or d ("90m", "24h", "7d"); at most 30 days. */
+export function parseOverlap(value: string | undefined): number {
+  if (value === undefined) return 0;
+  const match = /^(\d{1,7})([smhd]?)$/.exec(value.trim());
+  const seconds = match ? Number(match[1]) * (DURATION_UNITS[match[2] || "s"] ?? 1) : Number.NaN;
+  if (!Number.isInteger(seconds) || seconds > MAX_SECRET_OVERLAP_SECONDS) {
+    throw new CliError(
+      "invalid_flag",
+      `--overlap takes a duration such as 0, 3600, 90m, 24h or 7d, at most ${MAX_SECRET_OVERLAP_SECONDS / 86_400}d`,
+    );
+  }
+  return seconds;
+}
+
+export function presentApplication(application: ApplicationRecord, clientSecret?: string, now = new Date()) {
+  const previousUntil = previousSecretValidUntil(application, now);
   return {
     object: "application",
     client_id: application.clientId,
@@ -85,6 +104,9 @@ export function presentApplication(application: ApplicationRecord, clientSecret?
     send_limit: application.sendLimit,
     revoked: application.revokedAt !== null,
     created: Math.floor(application.createdAt.getTime() / 1000),
+    // While a rotation's overlap runs: when the replaced secret stops working (Unix seconds).
+    ...(previousUntil &&
+      !application.revokedAt && { previous_secret_valid_until: Math.floor(previousUntil.getTime() / 1000) }),
   };
 }
 
@@ -186,7 +208,16 @@ export const COMMANDS: Record<string, CliCommand> = {
   },
 
   "app rotate-secret": async ({ db }, flags) => {
-    const rotated = await rotateApplicationSecret(db, required(flags, "client-id"));
+    const seconds = parseOverlap(flags.overlap);
+    const rotated = await rotateApplicationSecret(
+      db,
+      required(flags, "client-id"),
+      {},
+      {
+        seconds,
+        now: systemClock.now(),
+      },
+    );
     if (!rotated) throw new CliError("application_not_found", `No application ${flags["client-id"]}`);
     return presentApplication(rotated.application, rotated.clientSecret);
   },
@@ -343,8 +374,13 @@ export const USAGE: Record<string, Usage> = {
     flags: { "client-id": "!its cid_ id" },
   },
   "app rotate-secret": {
-    summary: "Give an application a new client_secret; the old one stops working.",
-    flags: { "client-id": "!its cid_ id" },
+    summary:
+      "Give an application a new client_secret; the old one stops working at once, or after --overlap.",
+    flags: {
+      "client-id": "!its cid_ id",
+      overlap:
+        "how long the old secret keeps working: seconds, or 90m, 24h, 7d (default 0: it stops at once; at most 30d)",
+    },
   },
   "sender create": {
     summary: "Connect a WhatsApp number to a tenant and sync its templates.",

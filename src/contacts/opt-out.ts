@@ -1,4 +1,4 @@
-import type { ProviderErrorCode } from "../channel/provider.ts";
+import type { ProviderErrorCode } from "../channel/failure-codes.ts";
 
 /**
  * Opt-out (DESIGN §13): the one home of what opts a contact out and back in. A contact with

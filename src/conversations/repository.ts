@@ -1,3 +1,4 @@
+import { WINDOW_MS } from "../contacts/messaging-state.ts";
 import type { Db } from "../db/connect.ts";
 import type { HistoryMessageRow } from "../history/presenter.ts";
 import { HISTORY_COLUMNS } from "../history/repository.ts";
@@ -22,6 +23,29 @@ export interface ConversationPageQuery {
   fetch: number;
   /** Only conversations whose last message is strictly older than this. */
   before?: Date;
+  /** The panel's narrowing (GET /v2/conversations passes none). */
+  narrow?: ConversationNarrowing;
+}
+
+/**
+ * What the panel's list can be narrowed to: one filter, and a search of the contact by name or
+ * phone. `unread` reads the summary row, `failed` the joined last message, `open` the contact's
+ * window (`now` decides it, as messagingState does) and opt-out.
+ */
+export interface ConversationNarrowing {
+  filter?: "unread" | "open" | "failed";
+  /** Part of the contact's name, any case. */
+  name?: string;
+  /** A whole E.164 number: the contact with it (the (tenant_id, channel, phone) unique index). */
+  phone?: string;
+  /** Digits somewhere in the contact's E.164 phone number. */
+  phoneDigits?: string;
+  now: Date;
+}
+
+/** A LIKE pattern that matches `text` literally anywhere (`\` is Postgres's default LIKE escape). */
+export function containsPattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
 /**
@@ -47,6 +71,22 @@ export async function listConversationRows(db: Db, query: ConversationPageQuery)
     ])
     .where("conversations.tenant_id", "=", query.tenantId)
     .$if(before !== undefined, (qb) => qb.where("conversations.last_message_at", "<", before!))
+    .$if(query.narrow?.filter === "unread", (qb) => qb.where("conversations.unread", ">", 0))
+    .$if(query.narrow?.filter === "failed", (qb) => qb.where("messages.status", "=", "failed"))
+    .$if(query.narrow?.filter === "open", (qb) =>
+      qb
+        .where("contacts.last_inbound_at", ">", new Date(query.narrow!.now.getTime() - WINDOW_MS))
+        .where("contacts.opted_out_at", "is", null),
+    )
+    .$if(query.narrow?.name !== undefined, (qb) =>
+      qb.where("contacts.name", "ilike", containsPattern(query.narrow!.name!)),
+    )
+    .$if(query.narrow?.phone !== undefined, (qb) =>
+      qb.where("contacts.channel", "=", "whatsapp").where("contacts.phone", "=", query.narrow!.phone!),
+    )
+    .$if(query.narrow?.phoneDigits !== undefined, (qb) =>
+      qb.where("contacts.phone", "like", containsPattern(query.narrow!.phoneDigits!)),
+    )
     .orderBy("conversations.last_message_at", query.order)
     .orderBy("conversations.last_message_seq", query.order)
     .limit(query.fetch)

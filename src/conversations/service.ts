@@ -1,12 +1,14 @@
 import { epochSeconds } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
-import { type ConversationRow, listConversationRows } from "./repository.ts";
+import { type ConversationNarrowing, type ConversationRow, listConversationRows } from "./repository.ts";
 
 export interface ConversationsRequest {
   order: "asc" | "desc";
   limit: number;
   /** Unix epoch seconds. */
   before?: number;
+  /** The panel's filter and search (the API has none). */
+  narrow?: ConversationNarrowing;
 }
 
 /**
@@ -25,6 +27,7 @@ export async function listConversations(
     order: request.order,
     fetch: request.limit + 1,
     before: request.before === undefined ? undefined : new Date(request.before * 1000),
+    narrow: request.narrow,
   });
   const hasMore = fetched.length > request.limit;
   let rows = fetched.slice(0, request.limit);

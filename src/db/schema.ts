@@ -1,4 +1,5 @@
 import type { ColumnType, Generated } from "kysely";
+import type { MessageFailure } from "../channel/failure-codes.ts";
 
 /** Kysely's view of the tables in sql/. Keep in step with the migrations. */
 export interface Database {
@@ -48,6 +49,9 @@ export interface ApplicationsTable {
   revoked_at: Date | null;
   last_token_at: Date | null;
   created_at: CreatedAt;
+  /** The replaced secret while it overlaps the new one (sql/021); both null or both set. */
+  previous_secret_digest: ColumnType<Buffer | null, Buffer | null | undefined, Buffer | null>;
+  previous_secret_expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface SchemaMigrationsTable {
@@ -91,6 +95,8 @@ export interface TemplatesTable {
   preview: string;
   header_format: string | null;
   updated_at: ColumnType<Date, Date | undefined, Date>;
+  /** The provider's reason for a REJECTED template (sql/021); null otherwise. */
+  rejected_reason: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface ContactsTable {
@@ -105,11 +111,8 @@ export interface ContactsTable {
   created_at: CreatedAt;
 }
 
-export interface MessageFailure {
-  code: string;
-  message: string;
-  retryable: boolean;
-}
+/** `failure` and `last_error`: `{code, message, retryable}`, a code of the catalogue (src/channel/failure-codes.ts). */
+export type { MessageFailure };
 
 export interface MessagesTable {
   seq: Generated<number>;

@@ -86,7 +86,9 @@ carry. Besides those, any path answers 404 \`resource_missing\` when it does not
 
 **Limits.** Per application: ${DEFAULT_LIMITS.read} read and ${DEFAULT_LIMITS.send} send requests per second (fixed one-second windows), plus a daily
 send quota per channel; the token endpoint takes ${DEFAULT_LIMITS.token} per second per client. Every response carries \`Request-Id\`,
-\`RateLimit-*\` (with \`RateLimit-Policy\`, e.g. \`${DEFAULT_LIMITS.send};w=1\`) and \`X-RateLimit-*\`; a 429 carries \`Retry-After\`.
+\`RateLimit-*\` (with \`RateLimit-Policy\`, e.g. \`${DEFAULT_LIMITS.send};w=1\`) and \`X-RateLimit-*\` (described once under
+\`components/headers\` and listed on each operation's success and 429 answers; a 413, and a 503 whose limiter could not be
+reached, carry none); a 429 carries \`Retry-After\`.
 Each sender shows the quota's limit, today's use and when it resets (\`quota\` on \`GET /senders\`).
 
 **Identifiers** are opaque, prefixed and case-sensitive (\`msg_\`, \`ctc_\`, \`snd_\`, \`tpl_\`, \`med_\`, \`req_\`, \`fd_\`).
@@ -367,16 +369,13 @@ export function buildOpenApiDocument(routes: readonly DocumentedRoute[], options
       schemas: schemas.sorted(),
       parameters: WEBHOOK_PARAMETERS,
       headers: HEADERS,
+      // One scheme, so the reference's Authorize dialog offers one way in: the client credentials
+      // flow, whose token is sent as `Authorization: Bearer <token>`.
       securitySchemes: {
-        bearerAuth: {
-          type: "http",
-          scheme: "bearer",
-          bearerFormat: "JWT",
-          description: "An access token from `POST /oauth/token`, sent as `Authorization: Bearer <token>`.",
-        },
         oauth2: {
           type: "oauth2",
-          description: "OAuth 2.0 client credentials; the token endpoint issues the bearer token.",
+          description:
+            "OAuth 2.0 client credentials: your application's `client_id` and `client_secret` (HTTP Basic or form fields) at `POST /oauth/token` give an access token (a JWT), sent as `Authorization: Bearer <token>`. In this reference: Authorize, enter both, and every request you try carries the token.",
           flows: {
             clientCredentials: {
               tokenUrl: `${options.baseUrl}/oauth/token`,
@@ -386,12 +385,6 @@ export function buildOpenApiDocument(routes: readonly DocumentedRoute[], options
               },
             },
           },
-        },
-        clientBasic: {
-          type: "http",
-          scheme: "basic",
-          description:
-            "The application's `client_id` and `client_secret` as HTTP Basic credentials; token endpoint only.",
         },
       },
     },
@@ -515,10 +508,15 @@ function responsesOf(
   return responses;
 }
 
+/**
+ * The headers a response lists. The rate-limit headers are described once, in `components/headers`,
+ * and listed (as references) on the answers a client paces itself by: success and 429. Every other
+ * answer carries them too (the API description says so), but listing seven headers on each of an
+ * operation's ten answers made one operation thousands of pixels tall in the reference.
+ */
 function standardHeaders(status: number): Json {
   const headers: Json = { "Request-Id": { $ref: "#/components/headers/RequestId" } };
-  // 413 is answered before rate limiting; a 503 may mean the limiter itself could not be reached.
-  if (status !== 413 && status !== 503) {
+  if (status < 400 || status === 429) {
     for (const [name] of RATE_LIMIT_HEADERS) {
       headers[name] = { $ref: `#/components/headers/${componentOf(name)}` };
     }

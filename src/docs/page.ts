@@ -1,4 +1,6 @@
 import { API_ERRORS, OAUTH_ERRORS } from "../http/errors.ts";
+import { FAVICON_LINKS } from "../lib/favicon.ts";
+import { renderFailureSection } from "./failure-section.ts";
 
 const escapeHtml = (text: string) =>
   text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;");
@@ -24,15 +26,31 @@ export function renderDocsPage(baseUrl: string): string {
 <p class="meta">HTTP ${e.status}</p><p>${prose(e.meaning)}</p><p><strong>What to do:</strong> ${prose(e.action)}</p></section>`,
     )
     .join("\n");
-  return `<!doctype html>
+  // Where the browser finds the reference (a proxy may mount the API elsewhere); the panel is at the root.
+  const basePath = new URL(baseUrl).pathname.replace(/\/+$/, "");
+  return withContents(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Errors · Messaging API v2</title>
+${FAVICON_LINKS}
 <style>
 body{font:16px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#1a1a1a}
 h1{font-size:1.6rem}h2{margin-top:2.5rem;border-bottom:1px solid #ddd}h3{margin-bottom:.2rem}
 section{padding:.5rem 0}section:target{background:#fff7d6;outline:.5rem solid #fff7d6}
 code{background:#f2f2f2;padding:0 .25rem;border-radius:3px}.meta{color:#555;margin:0}a{color:#0b57d0}
+.site-nav ul{list-style:none;display:flex;flex-wrap:wrap;gap:.25rem 1.25rem;margin:0 0 1.5rem;padding:0 0 .6rem;border-bottom:1px solid #ddd}
+.toc{background:#f7f7f8;border:1px solid #ddd;border-radius:8px;padding:.25rem 1.25rem 1rem;margin:1.5rem 0}
+.toc h2{margin-top:.75rem;border:0}.toc>ol{padding-left:1.25rem}.toc>ol>li{margin:.4rem 0}
+.toc ul{columns:3 12rem;column-gap:1.5rem;padding-left:1rem;margin:.3rem 0;font-size:.92rem}
+.toc ul li{break-inside:avoid}
+@media (prefers-color-scheme:dark){body{background:#111;color:#e6e6e6}code{background:#2a2a2a}.meta{color:#aaa}a{color:#8ab4f8}
+.toc{background:#1a1a1a;border-color:#333}section:target{background:#3a3000;outline-color:#3a3000}.site-nav ul,h2{border-color:#333}}
 </style></head><body>
+<header><nav class="site-nav" aria-label="Developer documentation"><ul>
+<li><a href="${escapeHtml(basePath)}/docs" aria-current="page">Docs &amp; error codes</a></li>
+<li><a href="${escapeHtml(basePath)}/reference">API reference</a></li>
+<li><a href="${escapeHtml(basePath)}/openapi.json">openapi.json</a></li>
+<li><a href="/panel">Panel</a></li>
+</ul></nav></header>
 <h1>Messaging API v2 — errors</h1>
 <p>Every error from <code>${escapeHtml(baseUrl)}</code> has the envelope
 <code>{"error": {"type", "code", "message", "param", "request_id", "doc_url"}}</code>. Branch on <code>code</code>;
@@ -40,8 +58,65 @@ code{background:#f2f2f2;padding:0 .25rem;border-radius:3px}.meta{color:#555;marg
 The machine-readable reference is <a href="${escapeHtml(baseUrl)}/openapi.json">openapi.json</a>.</p>
 <h2>API error codes</h2>
 ${apiRows}
+${renderFailureSection()}
 <h2>Token endpoint errors</h2>
 <p>POST /oauth/token answers errors as <code>{"error", "error_description", "request_id"}</code> (RFC 6749 §5.2).</p>
 ${oauthRows}
-</body></html>`;
+</body></html>`);
+}
+
+/** Text of a piece of markup, for the table of contents. */
+const textOf = (markup: string) =>
+  markup
+    .replace(/<[^>]+>/g, "")
+    .replace(/\s+/g, " ")
+    .trim();
+
+const slug = (text: string) =>
+  text
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-|-$/g, "");
+
+/**
+ * A table of contents before the first `<h2>`: each `<h2>` (given an id from its text when it has
+ * none), and under it the anchored entries (`<section id>` with an `<h3>`) that follow it. Built from
+ * the page itself, so a section added to the page is listed without more work.
+ */
+function withContents(page: string): string {
+  const start = page.indexOf("<h2");
+  if (start < 0) return page;
+  const body = page
+    .slice(start)
+    .replace(/<h2(?![^>]*\sid=)([^>]*)>([\s\S]*?)<\/h2>/g, (_all, attributes: string, inner: string) => {
+      return `<h2 id="${slug(textOf(inner))}"${attributes}>${inner}</h2>`;
+    });
+  const groups: { id: string; title: string; entries: { id: string; title: string }[] }[] = [];
+  const headings =
+    /<h2[^>]*\sid="([^"]+)"[^>]*>([\s\S]*?)<\/h2>|<section[^>]*\sid="([^"]+)"[^>]*>\s*<h3[^>]*>([\s\S]*?)<\/h3>/g;
+  for (const match of body.matchAll(headings)) {
+    const [, h2Id, h2Inner, sectionId, h3Inner] = match;
+    if (h2Id && h2Inner !== undefined) groups.push({ id: h2Id, title: textOf(h2Inner), entries: [] });
+    else if (sectionId && h3Inner !== undefined) {
+      // The entry's name is its heading's link text (the code), without the notes beside it.
+      const linked = /<a[^>]*>([\s\S]*?)<\/a>/.exec(h3Inner)?.[1];
+      groups.at(-1)?.entries.push({ id: sectionId, title: textOf(linked ?? h3Inner) });
+    }
+  }
+  if (groups.length === 0) return page;
+  const toc = `<nav class="toc" aria-labelledby="contents"><h2 id="contents">Contents</h2><ol>
+${groups
+  .map(
+    // Ids and titles come from the page's own markup, escaped already.
+    (group) =>
+      `<li><a href="#${group.id}">${group.title}</a>${
+        group.entries.length > 0
+          ? `<ul>${group.entries.map((entry) => `<li><a href="#${entry.id}"><code>${entry.title}</code></a></li>`).join("")}</ul>`
+          : ""
+      }</li>`,
+  )
+  .join("\n")}
+</ol></nav>
+`;
+  return page.slice(0, start) + toc + body;
 }

@@ -5,6 +5,7 @@ import swaggerUiPackage from "swagger-ui-dist/package.json" with { type: "json" 
 import type { AppDeps } from "../app-deps.ts";
 import { API_PREFIX } from "../http/paths.ts";
 import { POLICIES, routePolicy } from "../http/route-policy.ts";
+import { FAVICON_LINKS } from "../lib/favicon.ts";
 import { buildOpenApiDocument, type DocumentedRoute } from "./openapi.ts";
 
 /** The API version in the document (SPEC §9). */
@@ -90,11 +91,20 @@ function renderReferencePage(baseUrl: string, basePath: string): { html: string;
   const html = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Messaging API v2 reference</title>
-<link rel="icon" href="data:,">
+${FAVICON_LINKS}
 <link rel="stylesheet" href="${asset("swagger-ui.css")}">
-<style>body{margin:0}</style>
+<style>body{margin:0}
+.site-nav{font:15px/1.5 system-ui,sans-serif;border-bottom:1px solid #ddd;background:#fafafa}
+.site-nav ul{list-style:none;display:flex;flex-wrap:wrap;gap:.25rem 1.25rem;max-width:1460px;margin:0 auto;padding:.6rem 20px;box-sizing:border-box}
+.site-nav a{color:#0b57d0}.site-nav a[aria-current]{color:#1a1a1a;font-weight:600;text-decoration:none}</style>
 </head><body>
-<div id="swagger-ui"></div>
+<header><nav class="site-nav" aria-label="Developer documentation"><ul>
+<li><a href="${escapeHtml(basePath)}/docs">Docs &amp; error codes</a></li>
+<li><a href="${escapeHtml(basePath)}${PAGE_PATH}" aria-current="page">API reference</a></li>
+<li><a href="${escapeHtml(basePath)}/openapi.json">openapi.json</a></li>
+<li><a href="/panel">Panel</a></li>
+</ul></nav></header>
+<main><div id="swagger-ui"></div></main>
 <script src="${asset("swagger-ui-bundle.js")}"></script>
 <script>${init}</script>
 </body></html>`;

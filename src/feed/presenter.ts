@@ -1,11 +1,16 @@
 import { presentContactRef } from "../contacts/presenter.ts";
-import { presentHistoryMessage } from "../history/presenter.ts";
+import { presentMessageFields } from "../history/presenter.ts";
 import type { FeedRow } from "./repository.ts";
 
-/** SPEC §2 FeedMessage: a HistoryMessage with its contact. */
+/**
+ * SPEC §2 FeedMessage: a HistoryMessage with its contact, without `retrying`: the feed hands each
+ * message out once, at an early moment (and an event's `data` is a snapshot), so a retry state it
+ * showed would go stale unseen. GET /messages/{id} and history show the current one.
+ */
 export function presentFeedMessage(row: FeedRow) {
   return {
-    ...presentHistoryMessage(row),
+    object: "message" as const,
+    ...presentMessageFields(row),
     contact: presentContactRef({ id: row.contact_id, phone: row.contact_phone }),
   };
 }

@@ -14,6 +14,36 @@ export interface HistoryMessageRow {
   failure: MessageFailure | null;
   client_reference: string | null;
   created_at: Date;
+  /** The retry state (issue 24): attempts so far, when the next is due, why the last one failed. */
+  send_attempts: number;
+  send_not_before: Date | null;
+  last_error: MessageFailure | null;
+}
+
+/** The columns a message's retry state is read from (a HistoryMessageRow has them). */
+export interface RetryStateRow {
+  direction: "inbound" | "outbound";
+  status: string | null;
+  send_attempts: number;
+  send_not_before: Date | null;
+  last_error: MessageFailure | null;
+}
+
+/**
+ * `retrying` (issue 24): an `accepted` message whose last attempt failed and is to be tried again
+ * (throttled, or a retryable provider failure): how many attempts were made (throttled ones and the
+ * one under way included), when the next is due (Unix seconds; null while an attempt is under way),
+ * and why the last one failed. Null otherwise: not tried yet or on its first attempt, sent, failed
+ * for good (`failure`), canceled, scheduled, inbound. The send record (src/outbound/record.ts) writes
+ * last_error with every retry and clears it once the message is sent, adopted or fails for good.
+ */
+export function presentRetrying(row: RetryStateRow) {
+  if (row.direction !== "outbound" || row.status !== "accepted" || row.last_error === null) return null;
+  return {
+    attempts: row.send_attempts,
+    next_attempt_at: row.send_not_before === null ? null : epochSeconds(row.send_not_before),
+    last_error: row.last_error,
+  };
 }
 
 /**
@@ -38,7 +68,10 @@ export function presentMessageFields(row: HistoryMessageRow) {
   };
 }
 
-/** SPEC §2 HistoryMessage (GET /contacts/{contact_id}/messages). */
+/**
+ * SPEC §2 HistoryMessage (GET /contacts/{contact_id}/messages), with `retrying`: history is read
+ * for the current state. The feed and events show a message without it (presentFeedMessage).
+ */
 export function presentHistoryMessage(row: HistoryMessageRow) {
-  return { object: "message" as const, ...presentMessageFields(row) };
+  return { object: "message" as const, ...presentMessageFields(row), retrying: presentRetrying(row) };
 }

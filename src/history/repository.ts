@@ -14,6 +14,10 @@ export const HISTORY_COLUMNS = [
   "messages.failure",
   "messages.client_reference",
   "messages.created_at",
+  // The retry state (presentRetrying): HistoryMessage's `retrying`, and the panel's.
+  "messages.send_attempts",
+  "messages.send_not_before",
+  "messages.last_error",
 ] as const;
 
 /** `system_*` rows are provider notices, not conversation (SPEC's message types have none). */

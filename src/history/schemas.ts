@@ -1,5 +1,10 @@
-import { Type } from "@sinclair/typebox";
+import { type TLiteral, Type } from "@sinclair/typebox";
 import { t } from "elysia";
+import {
+  MESSAGE_FAILURE_CODES,
+  MESSAGE_FAILURES,
+  type MessageFailureCode,
+} from "../channel/failure-codes.ts";
 import { listOf } from "../http/schemas.ts";
 import { queryInteger } from "../http/validation.ts";
 
@@ -29,17 +34,74 @@ const MessageMediaSchema = t.Object(
   },
 );
 
+/** `failure.code`: the catalogue's codes (src/channel/failure-codes.ts), each explained. */
+export const MessageFailureCodeSchema = t.Union(
+  // A tuple type: Elysia's handler typing does not take a union of a plain array.
+  MESSAGE_FAILURE_CODES.map((code) => t.Literal(code)) as [
+    TLiteral<MessageFailureCode>,
+    ...TLiteral<MessageFailureCode>[],
+  ],
+  {
+    title: "MessageFailureCode",
+    description: `Why the message failed (or why its last attempt did). Each code has its entry, with what to do, at \`{base_url}/docs#failure-<code>\`:\n${MESSAGE_FAILURE_CODES.map(
+      (code) =>
+        `- \`${code}\`${MESSAGE_FAILURES[code].retryable ? " (retryable)" : ""}: ${firstSentence(MESSAGE_FAILURES[code].meaning)}`,
+    ).join("\n")}`,
+    "x-enumDescriptions": Object.fromEntries(
+      MESSAGE_FAILURE_CODES.map((code) => [code, firstSentence(MESSAGE_FAILURES[code].meaning)]),
+    ),
+  },
+);
+
+function firstSentence(text: string): string {
+  const end = text.search(/\.(\s|$)/);
+  return end === -1 ? text : text.slice(0, end + 1);
+}
+
 export const MessageFailureSchema = t.Object(
   {
-    code: t.String(),
-    message: t.String(),
+    code: MessageFailureCodeSchema,
+    message: t.String({ description: "For people: what happened, with the provider's own words and code." }),
     retryable: t.Boolean({ description: "Whether sending the same message again may succeed." }),
   },
   {
     title: "MessageFailure",
-    description: "Why a failed outbound message failed; null unless `status` is `failed`.",
+    description:
+      "Why a message failed: its `failure` (null unless `status` is `failed`), or, in `retrying.last_error`, why the last attempt of a message that is tried again failed.",
   },
 );
+
+/** `retrying` (issue 24): a message waiting to be tried again, and why. */
+export const MessageRetryingSchema = t.Object(
+  {
+    // TypeBox's own Integer (see `created` below).
+    attempts: Type.Integer({
+      description: "Attempts made so far (throttled ones, and one under way, included).",
+    }),
+    next_attempt_at: t.Nullable(
+      Type.Integer({
+        description: "When the next attempt is due (Unix seconds); null while one is under way.",
+      }),
+    ),
+    last_error: MessageFailureSchema,
+  },
+  {
+    title: "MessageRetrying",
+    description:
+      "An `accepted` message whose last attempt failed (the provider throttled it, or failed in a way worth retrying) and that is tried again with backoff; null otherwise.",
+  },
+);
+
+/** A message waiting for its third attempt after WhatsApp throttled it twice (examples). */
+export const RETRYING_EXAMPLE = {
+  attempts: 2,
+  next_attempt_at: 1767260404,
+  last_error: {
+    code: "provider_rate_limited",
+    message: "(Business Account) Cloud API throughput has been reached. (WhatsApp error 130429)",
+    retryable: true,
+  },
+};
 
 /** The fields of a stored message in every view; a Conversation's `last_message` is exactly these. */
 export const messageFields = {
@@ -91,12 +153,19 @@ export const storedMessageExample = {
 };
 
 export const HistoryMessageSchema = t.Object(
-  { object: t.Literal("message"), ...messageFields },
+  {
+    object: t.Literal("message"),
+    ...messageFields,
+    retrying: t.Nullable(MessageRetryingSchema, {
+      description:
+        "While an outbound `accepted` message waits to be tried again after a failed attempt: attempts, when the next is due, why the last failed. Null otherwise.",
+    }),
+  },
   {
     title: "HistoryMessage",
     description: "A message to or from the contact.",
     examples: [
-      { object: "message", ...storedMessageExample },
+      { object: "message", ...storedMessageExample, retrying: null },
       {
         object: "message",
         ...storedMessageExample,
@@ -108,6 +177,19 @@ export const HistoryMessageSchema = t.Object(
         media: { type: "document", filename: "invoice-A-1.pdf" },
         status: "delivered",
         created: 1767260100,
+        retrying: null,
+      },
+      {
+        object: "message",
+        ...storedMessageExample,
+        id: "msg_6Wd2Ke4Lr6Mt8Nv0Pw2Qx4",
+        direction: "outbound",
+        type: "template",
+        preview: "Hi Ana, your order A-2 has shipped.",
+        text: "Hi Ana, your order A-2 has shipped.",
+        status: "accepted",
+        created: 1767260400,
+        retrying: RETRYING_EXAMPLE,
       },
     ],
   },

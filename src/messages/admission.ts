@@ -15,7 +15,13 @@ import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
 import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
-import { type AcceptBatch, type BatchAcceptorDeps, createBatchAcceptor } from "./batch.ts";
+import {
+  type AcceptBatch,
+  type BatchAcceptorDeps,
+  createBatchAcceptor,
+  type QuotaReservation,
+  type ReserveQuota,
+} from "./batch.ts";
 import {
   IN_FLIGHT_MS,
   idempotencyRedisKey,
@@ -192,18 +198,8 @@ function reserved(
 
 export type AdmitSend = ReturnType<typeof createSendAdmission>;
 
-/** Units of the daily quota reserved at once (POST /messages/batch). */
-export interface QuotaReservation {
-  granted: number;
-  directoryVersion: string;
-  /** Why units were not granted, for the items left without one. */
-  exceeded: ApiError;
-  /** Gives back `units` of the granted ones (items that created no message). */
-  refund(units: number): Promise<void>;
-}
-
 /** Reserves up to `wanted` units of the tenant's daily quota in one Redis call (scripts/reserve_quota.lua). */
-export function createQuotaReservation(deps: SendAdmissionDeps) {
+export function createQuotaReservation(deps: SendAdmissionDeps): ReserveQuota {
   const { tenantQuota, acceptedToday } = dailyQuota(deps);
   return async function reserveQuota(auth: AuthContext, wanted: number): Promise<QuotaReservation> {
     const now = deps.clock.now();
@@ -240,8 +236,6 @@ export function createQuotaReservation(deps: SendAdmissionDeps) {
     };
   };
 }
-
-export type ReserveQuota = ReturnType<typeof createQuotaReservation>;
 
 /**
  * Admits the send of a request (POST /messages): its Idempotency-Key, when well-formed, claimed under

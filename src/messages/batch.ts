@@ -5,7 +5,6 @@ import type { AuthContext, IdempotencyReservation } from "../http/request-state.
 import { withExclusivePairs } from "../http/schemas.ts";
 import { bodyValidationProblem } from "../http/validation.ts";
 import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
-import type { ReserveQuota } from "./admission.ts";
 import {
   claimIdempotencyKeys,
   type IdempotencyDeps,
@@ -21,6 +20,19 @@ import { SendMessageRequest } from "./schemas.ts";
  * The call's rate unit is spent by its route's policy; the daily quota is reserved for the items in
  * one Redis call and what items do not use is given back in one more.
  */
+
+/** Units of the daily quota reserved at once (POST /messages/batch). */
+export interface QuotaReservation {
+  granted: number;
+  directoryVersion: string;
+  /** Why units were not granted, for the items left without one. */
+  exceeded: ApiError;
+  /** Gives back `units` of the granted ones (items that created no message). */
+  refund(units: number): Promise<void>;
+}
+
+/** Reserves up to `wanted` units of the tenant's daily quota (src/messages/admission.ts builds it). */
+export type ReserveQuota = (auth: AuthContext, wanted: number) => Promise<QuotaReservation>;
 
 export const BATCH_MAX_ITEMS = 1000;
 

@@ -31,7 +31,8 @@ async function cancelMessage(
 ): Promise<{ canceled: boolean; next: string | null }> {
   const { rows } = await sql<{ id: string; next: string | null }>`
     WITH canceled AS (
-      UPDATE messages m SET status = 'canceled', parked = 'canceled', send_not_before = NULL, updated_at = ${now}
+      UPDATE messages m SET status = 'canceled', parked = 'canceled', send_not_before = NULL, last_error = NULL,
+        updated_at = ${now}
       WHERE m.tenant_id = ${tenantId} AND m.id = ${messageId}
         AND m.direction = 'outbound' AND m.provider_message_id IS NULL AND m.failure IS NULL
         AND (m.parked = 'scheduled'

@@ -27,6 +27,9 @@ export function findMessage(db: Db, tenantId: string, id: string): Promise<Store
         "messages.send_at",
         "messages.valid_for",
         "messages.created_at",
+        "messages.send_attempts",
+        "messages.send_not_before",
+        "messages.last_error",
         "contacts.id as contact_id",
         "contacts.phone as contact_phone",
       ])
@@ -63,7 +66,7 @@ export function messageLookupRoutes(deps: AppDeps) {
           operationId: "getMessage",
           summary: "Get a message",
           description:
-            "One message of your account by its id, inbound or outbound: the Message as POST /messages returned it, with its current `status` and `failure`, and its `client_reference`.",
+            "One message of your account by its id, inbound or outbound: the Message as POST /messages returned it, with its current `status` and `failure`, its `client_reference`, and `retrying` while it waits to be tried again after a failed attempt.",
           tags: ["Messages"],
         },
       },

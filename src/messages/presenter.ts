@@ -1,6 +1,7 @@
 import { CHANNEL } from "../channel/provider.ts";
 import { epochSeconds } from "../clock.ts";
 import type { MessageFailure } from "../db/schema.ts";
+import { presentRetrying, type RetryStateRow } from "../history/presenter.ts";
 
 /** What the accepting transaction stores in messages.content: the send worker's instructions. */
 export type StoredContent =
@@ -53,11 +54,13 @@ export function presentAcceptedMessage(message: AcceptedMessage) {
     send_at: message.sendAt ? epochSeconds(message.sendAt) : null,
     valid_for: message.validFor,
     failure: null as MessageFailure | null,
+    // Answered before any attempt; GET /messages/{id} shows the retry state.
+    retrying: null as ReturnType<typeof presentRetrying>,
   };
 }
 
 /** A stored message as GET /messages/{id} finds it (DESIGN §13): the Message, with its current status. */
-export interface StoredMessageRow {
+export interface StoredMessageRow extends RetryStateRow {
   id: string;
   direction: "inbound" | "outbound";
   status: string | null;
@@ -91,5 +94,6 @@ export function presentStoredMessage(row: StoredMessageRow) {
     direction: row.direction,
     status: row.direction === "inbound" ? null : row.status,
     failure: row.status === "failed" ? row.failure : null,
+    retrying: presentRetrying(row),
   };
 }

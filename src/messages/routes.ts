@@ -122,6 +122,8 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
             content: {
               "application/json": {
                 examples: {
+                  // Sent as it is, against the sandbox's own order_shipped (body {{1}}, {{2}}; no
+                  // buttons), it is accepted: 201 (test/openapi-example.test.ts).
                   template: {
                     summary: "An approved template",
                     value: {
@@ -130,8 +132,20 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
                       template: {
                         name: "order_shipped",
                         language: "en",
-                        variables: { body: { "1": "Ana", "2": "A-1" } },
-                        buttons: { "0": "A-1" },
+                        variables: { body: { "1": "Ana", "2": "A-1001" } },
+                      },
+                    },
+                  },
+                  buttons: {
+                    summary: "A template with a URL button",
+                    value: {
+                      to: "+4915123456789",
+                      template: {
+                        name: "appointment_reminder",
+                        language: "en",
+                        header: "Ana",
+                        variables: { body: ["May 4", "10:30"] },
+                        buttons: { "0": "ABC123" },
                       },
                     },
                   },
@@ -146,7 +160,7 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
                           media: "med_5Gh7Jk9Lm1Np3Qr5St7Uv9",
                           filename: "invoice-A-1.pdf",
                         },
-                        variables: { body: ["Ana"] },
+                        variables: { body: ["INV-2041"] },
                       },
                     },
                   },

@@ -1,6 +1,6 @@
 import { t } from "elysia";
 import { ContactRefSchema } from "../contacts/schemas.ts";
-import { MessageFailureSchema } from "../history/schemas.ts";
+import { MessageFailureSchema, MessageRetryingSchema } from "../history/schemas.ts";
 import { withExclusivePairs } from "../http/schemas.ts";
 
 const MediaHeader = t.Object(
@@ -170,11 +170,15 @@ export const MessageSchema = t.Object(
       }),
     ),
     failure: t.Nullable(MessageFailureSchema),
+    retrying: t.Nullable(MessageRetryingSchema, {
+      description:
+        "While an `accepted` message waits to be tried again after a failed attempt: how many attempts were made, when the next is due and why the last failed. Null otherwise (always on POST /messages, which answers before any attempt).",
+    }),
   },
   {
     title: "Message",
     description:
-      "A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status and failure).",
+      "A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status, failure and retry state).",
     examples: [
       {
         object: "message",
@@ -195,6 +199,7 @@ export const MessageSchema = t.Object(
         send_at: null,
         valid_for: null,
         failure: null,
+        retrying: null,
       },
     ],
   },

@@ -52,7 +52,7 @@ export function oauthRoutes(deps: AppDeps) {
         const credentials = readClientCredentials(input);
         const state = requestState(request);
         if (state && credentials.clientId) state.tokenClientId = credentials.clientId.slice(0, 128);
-        application = await authenticateTokenRequest(deps.db, input.body, credentials);
+        application = await authenticateTokenRequest(deps.db, input.body, credentials, deps.clock.now());
       } catch (error) {
         if (!(error instanceof OAuthError && error.code === "invalid_client")) throw error;
         const after = await failureWindow(failuresKey);
@@ -89,8 +89,9 @@ export function oauthRoutes(deps: AppDeps) {
         summary: "Get an access token",
         description: `OAuth 2.0 client credentials (RFC 6749 §4.4). Send \`grant_type\`, \`client_id\` and \`client_secret\` as JSON or form fields, or the credentials as HTTP Basic (\`Authorization: Basic base64(client_id:client_secret)\`) and only \`grant_type\` in the body. Tokens live ${TOKEN_LIFETIME_SECONDS} s; several may be valid at once. Limited to ${DEFAULT_LIMITS.token} requests per second per client_id (requests whose credentials were verified), and per IP before the body is read; after ${TOKEN_AUTH_FAILURES.perIp} failed client authentications in ${TOKEN_AUTH_FAILURES.windowSeconds} s an IP gets 429 until the window ends.`,
         tags: ["Authentication"],
-        // HTTP Basic, or no Authorization header at all when the credentials are in the body.
-        security: [{ clientBasic: [] }, {}],
+        // The client authenticates with its credentials (HTTP Basic or the body), not with a scheme of
+        // the document: the oauth2 scheme is what this endpoint grants.
+        security: [],
         requestBody: {
           content: { "application/json": {}, "application/x-www-form-urlencoded": {} },
         },

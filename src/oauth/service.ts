@@ -87,6 +87,8 @@ export async function authenticateTokenRequest(
   db: Db,
   body: Record<string, unknown> | null | undefined,
   credentials: ClientCredentials,
+  /** The service's clock: a rotated secret's overlap ends by it. */
+  now: Date = new Date(),
 ): Promise<ApplicationRecord> {
   const grantType = optionalString(body?.grant_type, "grant_type");
   if (grantType === undefined)
@@ -104,7 +106,7 @@ export async function authenticateTokenRequest(
       },
     );
   }
-  const application = await authenticateClient(db, credentials.clientId, credentials.clientSecret);
+  const application = await authenticateClient(db, credentials.clientId, credentials.clientSecret, now);
   if (!application) {
     throw new OAuthError("invalid_client", "Unknown client, wrong secret, or revoked application.", {
       "www-authenticate": 'Basic realm="oauth"',

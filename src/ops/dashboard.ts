@@ -5,9 +5,14 @@ import { Elysia } from "elysia";
 import { ApiError, unknownPathError } from "../http/errors.ts";
 import { pathOf } from "../http/paths.ts";
 import { throwBodyProblem } from "../http/request-state.ts";
+import { FAVICON_ICO_PATH, FAVICON_SVG_PATH } from "../lib/favicon.ts";
 import { QUEUE_NAMES, type Queues } from "../queues/index.ts";
 
 export const DASHBOARD_PATH = "/ops/queues";
+
+/** bull-board's header link (a hashed class name that starts with "logo-"), legible below 769 px. */
+const NARROW_TITLE_CSS =
+  '@media (max-width:768px){header a[class*="logo-"]{color:var(--text-color);font-size:1.15rem}}';
 
 /**
  * The queue dashboard: bull-board with its own Elysia adapter, over every queue (counts, jobs by
@@ -25,7 +30,16 @@ export function queueDashboard(queues: Queues, options: { readOnly: boolean }) {
       // Read-only hides the UI's actions; handle() below refuses them on the server too.
       queues: QUEUE_NAMES.map((name) => new BullMQAdapter(queues[name], { readOnlyMode: options.readOnly })),
       serverAdapter: adapter,
-      options: { uiConfig: { boardTitle: "Messaging queues" } },
+      options: {
+        uiConfig: {
+          boardTitle: "Messaging queues",
+          // The menu (and the title above it) wide enough for the title in a fallback font: the
+          // board's own font comes from Google Fonts, which this page does not load.
+          menu: { width: "300px" },
+          boardLogo: { path: FAVICON_SVG_PATH, width: 26, height: 26 },
+          favIcon: { default: FAVICON_SVG_PATH, alternative: FAVICON_ICO_PATH },
+        },
+      },
     });
     const plugin = await adapter.registerPlugin();
     // Before the board's own error handler, which would answer an unknown path with a 500.
@@ -67,7 +81,10 @@ export function queueDashboard(queues: Queues, options: { readOnly: boolean }) {
     }
     if (!response.headers.get("content-type")?.startsWith("text/html")) return response;
     // The page asks Google Fonts for its typeface; without it the page falls back to a system font.
-    const html = (await response.text()).replace(/<link[^>]+fonts\.googleapis\.com[^>]*>/g, "");
+    const html = (await response.text())
+      .replace(/<link[^>]+fonts\.googleapis\.com[^>]*>/g, "")
+      // On a narrow screen the board draws its (light) title on its light header: give it the text colour.
+      .replace("</head>", `<style>${NARROW_TITLE_CSS}</style></head>`);
     const headers = new Headers(response.headers);
     headers.set("content-type", "text/html; charset=utf-8");
     headers.set("x-frame-options", "DENY");

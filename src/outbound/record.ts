@@ -17,6 +17,11 @@ export interface Outcome {
   failure?: MessageFailure;
   /** When a retry is due (epoch ms). */
   notBefore?: number;
+  /**
+   * A retry's reason, in the failure's shape (`failureOf`, src/channel/provider.ts): kept as the
+   * message's last_error (its `retrying.last_error`) until it is sent, adopted or fails for good.
+   */
+  lastError?: MessageFailure;
   /** The attempt stays in doubt (no answer from the provider). */
   keepStarted?: boolean;
   /** The claim counted an attempt that never reached the provider. */
@@ -35,8 +40,9 @@ export interface Settled extends Outcome {
 /**
  * The record of a batch, one statement: provider ids (`sent`, unless a status got further), failures
  * (`failed` with `failure`; one saying the customer opted out opts the contact out), and retries
- * (send_not_before; the attempt settled unless the provider never answered). Only a message without
- * a provider id is changed. Returns the ids it changed.
+ * (send_not_before and last_error, the retry's reason; the attempt settled unless the provider never
+ * answered). A message sent, adopted or failed for good has no last_error any more. Only a message
+ * without a provider id is changed. Returns the ids it changed.
  */
 export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Outcome[]): Promise<Recorded> {
   if (settled.length === 0) return { ids: new Set(), statusesWaiting: [] };
@@ -53,6 +59,9 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
       send_started_at = CASE WHEN v.keep_started THEN m.send_started_at ELSE NULL END,
       send_not_before = CASE WHEN v.not_before_ms IS NULL THEN NULL
         ELSE to_timestamp(v.not_before_ms / 1000.0) END,
+      -- Retrying: this attempt's error (an outcome without one keeps the earlier); else none.
+      last_error = CASE WHEN v.not_before_ms IS NULL THEN NULL
+        ELSE COALESCE(v.last_error::jsonb, m.last_error) END,
       send_attempts = m.send_attempts - v.refund,
       send_throttled = m.send_throttled + v.throttled,
       updated_at = ${now}
@@ -63,8 +72,9 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
       ${settled.map((s) => s.notBefore ?? null)}::float8[],
       ${settled.map((s) => s.keepStarted === true)}::bool[],
       ${settled.map((s) => (s.refund ? 1 : 0))}::int[],
-      ${settled.map((s) => (s.throttled ? 1 : 0))}::int[]
-    ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled)
+      ${settled.map((s) => (s.throttled ? 1 : 0))}::int[],
+      ${settled.map((s) => (s.lastError ? JSON.stringify(s.lastError) : null))}::text[]
+    ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled, last_error)
     WHERE m.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
     -- moved: the SET above moved the status (an event). A message without a provider id is accepted,
     -- or failed for good (an adopted id leaves it failed; only an accepted message is claimed and

@@ -1,4 +1,5 @@
 import type { ApplicationRecord } from "../applications/repository.ts";
+import { previousSecretValidUntil } from "../applications/service.ts";
 import type { Scope } from "../http/request-state.ts";
 import { TOKEN_LIFETIME_SECONDS } from "../oauth/tokens.ts";
 import type { PanelSession } from "../users/service.ts";
@@ -43,6 +44,46 @@ export interface NewApplicationForm {
   errors?: { name?: string; scopes?: string };
 }
 
+/**
+ * How long the replaced secret may keep working, as offered at rotation (seconds; the first, none,
+ * is the default: the old secret stops at once, as it always did).
+ */
+export const OVERLAP_CHOICES: { seconds: number; label: string; hint: string }[] = [
+  {
+    seconds: 0,
+    label: "Stop the old secret now",
+    hint: "Token requests with it are refused from the moment the new secret is shown. Choose this when the old secret may have leaked.",
+  },
+  {
+    seconds: 3600,
+    label: "Keep the old secret working for 1 hour",
+    hint: "Both secrets work for an hour: time to deploy the new one without a gap.",
+  },
+  {
+    seconds: 86_400,
+    label: "Keep the old secret working for 24 hours",
+    hint: "Both secrets work for a day.",
+  },
+  {
+    seconds: 7 * 86_400,
+    label: "Keep the old secret working for 7 days",
+    hint: "Both secrets work for a week, for systems that are updated slowly.",
+  },
+];
+
+/** "2026-05-04 10:30 UTC", in a <time> (the exact instant in `datetime`). */
+export function utcTimeTag(date: Date): Html {
+  const text = `${date.toISOString().replace("T", " ").slice(0, 16)} UTC`;
+  return html`<time datetime="${date.toISOString()}" title="${text}">${text}</time>`;
+}
+
+/** "Previous secret valid until …" while a rotation's overlap runs; nothing otherwise. */
+function previousSecretNote(application: ApplicationRecord, now: Date): Html | "" {
+  const until = previousSecretValidUntil(application, now);
+  if (!until || application.revokedAt) return "";
+  return html`<span class="previous-secret small">Previous secret valid until ${utcTimeTag(until)} <span class="muted">(${timeTag(until, now)})</span></span>`;
+}
+
 function appPath(application: ApplicationRecord, action: "revoke" | "rotate-secret"): string {
   return `${APPLICATIONS_PATH}/${encodeURIComponent(application.clientId)}/${action}`;
 }
@@ -58,14 +99,12 @@ function ids(...values: (string | false | undefined)[]): string {
 function statusCell(application: ApplicationRecord, now: Date): Html {
   return application.revokedAt
     ? html`<span class="badge bad">Revoked</span> <span class="muted small">${timeTag(application.revokedAt, now)}</span>`
-    : html`<span class="badge ok">Active</span>`;
+    : html`<span class="status-stack"><span class="badge ok">Active</span>${previousSecretNote(application, now)}</span>`;
 }
 
-function rotateForm(frame: Frame, application: ApplicationRecord, label = "Rotate secret"): Html {
-  return html`<form method="post" action="${appPath(application, "rotate-secret")}" data-confirm="${`Rotate the secret of “${application.name}”? The current secret stops working at once; tokens already issued stay valid until they expire.`}">
-  ${csrfInput(frame.csrf)}
-  <button type="submit" class="button subtle">${label}<span class="visually-hidden"> of ${application.name}</span></button>
-</form>`;
+/** To the rotation page, where the old secret's overlap is chosen (the page works without JavaScript). */
+function rotateLink(application: ApplicationRecord, label = "Rotate secret…"): Html {
+  return html`<a class="button subtle" href="${appPath(application, "rotate-secret")}">${label}<span class="visually-hidden"> of ${application.name}</span></a>`;
 }
 
 function applicationRow(frame: Frame, application: ApplicationRecord): Html {
@@ -89,7 +128,7 @@ function applicationRow(frame: Frame, application: ApplicationRecord): Html {
     application.revokedAt
       ? html`<td role="cell" class="actions-cell is-empty"><span class="muted" aria-hidden="true">—</span></td>`
       : html`<td role="cell" class="actions-cell"><div class="row-actions">
-    ${rotateForm(frame, application)}
+    ${rotateLink(application)}
     <a class="button subtle danger-link" href="${appPath(application, "revoke")}">Revoke…<span class="visually-hidden"> ${application.name}</span></a>
   </div></td>`
   }
@@ -220,6 +259,7 @@ export function secretPage(
   input: { application: ApplicationRecord; clientSecret: string; rotated: boolean; baseUrl: string },
 ): Html {
   const { application, clientSecret, rotated } = input;
+  const overlapUntil = rotated ? previousSecretValidUntil(application, frame.now) : undefined;
   const lifetime = durationText(TOKEN_LIFETIME_SECONDS);
   return applicationsSection(
     frame,
@@ -232,9 +272,11 @@ export function secretPage(
   get a new one.</p>
 </div>
 ${
-  rotated
-    ? html`<p class="notice" role="status">The old secret stopped working just now: token requests with it are refused. Access tokens already issued with it stay valid until they expire, up to ${lifetime} from when they were issued. Update your system with the new secret.</p>`
-    : ""
+  rotated && overlapUntil
+    ? html`<p class="notice" role="status">The old secret keeps working until ${utcTimeTag(overlapUntil)} (${timeTag(overlapUntil, frame.now)}); then token requests with it are refused. Move your system to the new secret before then. Access tokens already issued stay valid until they expire.</p>`
+    : rotated
+      ? html`<p class="notice" role="status">The old secret stopped working just now: token requests with it are refused. Access tokens already issued with it stay valid until they expire, up to ${lifetime} from when they were issued. Update your system with the new secret.</p>`
+      : ""
 }
 <section class="card stack section-card" aria-labelledby="credentials-title">
   <h2 id="credentials-title">Credentials</h2>
@@ -258,7 +300,7 @@ export function alreadyCreatedPage(frame: Frame, application: ApplicationRecord 
   ${
     application
       ? html`<p>It created the application <strong>${application.name}</strong> (<code>${application.clientId}</code>), and its secret was shown then. It cannot be shown again; no second application was created.</p>
-  ${application.revokedAt ? "" : html`<p>If the secret was not stored, rotate it to get a new one.</p>${rotateForm(frame, application, "Rotate its secret")}`}`
+  ${application.revokedAt ? "" : html`<p>If the secret was not stored, rotate it to get a new one.</p><p>${rotateLink(application, "Rotate its secret…")}</p>`}`
       : html`<p>The application it asked for is being created or was created already; no second one was made.</p>`
   }
   <p><a class="button" href="${APPLICATIONS_PATH}">Back to applications</a></p>
@@ -326,6 +368,44 @@ export function rotateRevokedPage(frame: Frame, application: ApplicationRecord):
 <div class="card stack">
   <p class="error" role="alert">A revoked application's secret cannot be rotated: it can never get access tokens again. Create a new application instead.</p>
   <p class="row"><a class="button primary" href="${APPLICATIONS_PATH}#new-application">New application</a> <a class="button" href="${APPLICATIONS_PATH}">Back to applications</a></p>
+</div>`,
+  );
+}
+
+/** Asked before rotating: whether the old secret keeps working for a while. Works without JavaScript. */
+export function rotateConfirmPage(frame: Frame, application: ApplicationRecord, error?: string): Html {
+  const running = previousSecretValidUntil(application, frame.now);
+  const errorId = error ? "overlap-error" : undefined;
+  return applicationsSection(
+    frame,
+    `Rotate the secret of ${application.name}`,
+    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+<h1>Rotate the secret of “${application.name}”</h1>
+<div class="card stack rotate">
+  <p>A new client secret is made and shown once. Access tokens already issued stay valid until they expire (up to ${durationText(TOKEN_LIFETIME_SECONDS)}).</p>
+  ${
+    running
+      ? html`<p class="warning">A secret replaced earlier still works until ${utcTimeTag(running)}. Rotating again stops it now: only the secret being replaced can keep working.</p>`
+      : ""
+  }
+  ${error ? html`<p class="error" role="alert" id="${errorId}">${error}</p>` : ""}
+  <form method="post" action="${appPath(application, "rotate-secret")}" class="stack">
+    ${csrfInput(frame.csrf)}
+    <fieldset class="field overlap-choices"${errorId ? html` aria-describedby="${errorId}"` : ""}>
+      <legend>The current secret</legend>
+      ${OVERLAP_CHOICES.map(
+        (choice, index) => html`<label class="check">
+        <input type="radio" name="overlap" value="${choice.seconds}"${index === 0 ? html` checked` : ""} aria-describedby="overlap-hint-${index}">
+        <span><span class="scope-label">${choice.label}</span>
+        <span class="hint" id="overlap-hint-${index}">${choice.hint}</span></span>
+      </label>`,
+      )}
+    </fieldset>
+    <div class="row">
+      <button type="submit" class="button primary">Rotate secret</button>
+      <a class="button" href="${APPLICATIONS_PATH}">Cancel</a>
+    </div>
+  </form>
 </div>`,
   );
 }

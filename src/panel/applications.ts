@@ -11,7 +11,9 @@ import {
   applicationsPage,
   type Frame,
   type NewApplicationForm,
+  OVERLAP_CHOICES,
   revokeConfirmPage,
+  rotateConfirmPage,
   rotateRevokedPage,
   SCOPE_CHOICES,
   secretPage,
@@ -152,6 +154,16 @@ export function applicationPages(deps: AppDeps) {
         );
       }),
     )
+    .get(
+      "/applications/:clientId/rotate-secret",
+      signedIn(deps, async (ctx) => {
+        const application = await tenantApplicationOr404(ctx);
+        if (application.revokedAt) {
+          return htmlResponse(rotateRevokedPage(frameOf(ctx), application), { status: 409 });
+        }
+        return htmlResponse(rotateConfirmPage(frameOf(ctx), application));
+      }),
+    )
     .post(
       "/applications/:clientId/rotate-secret",
       signedIn(deps, async (ctx) => {
@@ -159,10 +171,21 @@ export function applicationPages(deps: AppDeps) {
         if (application.revokedAt) {
           return htmlResponse(rotateRevokedPage(frameOf(ctx), application), { status: 409 });
         }
-        const rotated = await rotateApplicationSecret(deps.db, application.clientId, {
-          tenantId: ctx.session.tenantId,
-          unrevoked: true,
-        });
+        // No choice sent (an older form, a script): none, as rotation always was.
+        const given = field(ctx.form, "overlap") || "0";
+        const overlap = OVERLAP_CHOICES.find((choice) => String(choice.seconds) === given);
+        if (!overlap) {
+          return htmlResponse(
+            rotateConfirmPage(frameOf(ctx), application, "Choose one of the options listed."),
+            { status: 400 },
+          );
+        }
+        const rotated = await rotateApplicationSecret(
+          deps.db,
+          application.clientId,
+          { tenantId: ctx.session.tenantId, unrevoked: true },
+          { seconds: overlap.seconds, now: deps.clock.now() },
+        );
         // Revoked between the two statements: the same answer as above.
         if (!rotated) return htmlResponse(rotateRevokedPage(frameOf(ctx), application), { status: 409 });
         return htmlResponse(

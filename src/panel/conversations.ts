@@ -7,22 +7,32 @@ import type { AuthContext } from "../http/request-state.ts";
 import { type IdPrefix, isId } from "../ids.ts";
 import type { SendMessageInput } from "../messages/accept.ts";
 import type { OutboundSending } from "../messages/admission.ts";
+import { listActiveSenders } from "../senders/repository.ts";
 import { listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
 import {
   type ConversationState,
   conversationListPage,
   conversationState,
+  type ListNarrowing,
+  listFilterOf,
+  listSearchOf,
   markConversationRead,
+  messageDetails,
   requireConversationContact,
   type ThreadPage,
+  tenantUnread,
   threadPage,
 } from "./conversation-data.ts";
 import {
   emptyReplyValues,
+  NEW_CONVERSATION_PATH,
+  type NewConversationView,
   type ReplyValues,
   type ReplyView,
   readReplyForm,
+  renderNewConversation,
   renderReply,
+  renderReplyText,
   renderTemplateFields,
   sendRequestOf,
 } from "./conversation-reply.ts";
@@ -32,24 +42,34 @@ import {
   CONVERSATIONS_PATH,
   contactLabel,
   conversationPath,
+  listTitle,
+  localTime,
   renderListRegion,
+  renderListToolbar,
+  renderMessageDetailsBody,
+  renderMessageTimeline,
   renderThreadRegion,
   renderWindowState,
+  titleUpdate,
 } from "./conversation-views.ts";
 import { type Html, html } from "./html.ts";
 import { page } from "./layout.ts";
 import { PANEL_PREFIX } from "./paths.ts";
-import { htmlResponse, type PanelContext, redirect, signedIn } from "./web.ts";
+import { field, htmlResponse, type PanelContext, redirect, signedIn } from "./web.ts";
 
 /**
  * Conversations (issue 6 §4): the list, one conversation's history, marking it read, replying.
  *
  * Routes (all signed in, tenant-scoped; another tenant's contact is the same 404 as an unknown id):
- *   GET  /panel/conversations                       the list, newest first (`?before=` epoch seconds: older)
- *   GET  /panel/conversations/list?v=&u=&current=   the list region alone, polled; 204 while unchanged
+ *   GET  /panel/conversations                       the list, newest first (`?before=` epoch seconds: older;
+ *                                                   `?filter=unread|open|failed`, `?q=` name or phone)
+ *   GET  /panel/conversations/list?v=&u=&current=&filter=&q=   the list region alone, polled; 204 while unchanged
+ *   GET  /panel/conversations/new?sender=&template= start a conversation: a phone number and a template
+ *   POST /panel/conversations/new                   send it (the reply's send path), then open the conversation
  *   GET  /panel/conversations/:contactId            the conversation (`?before=msg_…` earlier messages,
  *                                                   `?template=tpl_…` that template's variables)
  *   GET  /panel/conversations/:contactId/thread?v=&last=&mode=   the thread region, polled; 204 while unchanged
+ *   GET  /panel/conversations/:contactId/messages/:messageId     a message's details (htmx: its timeline)
  *   POST /panel/conversations/:contactId/messages   reply (free text or template) through the API's send path
  */
 
@@ -105,9 +125,50 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
     return sending.acceptAdmitted(admission, auth, input, idempotencyKey);
   }
 
-  async function listRegion(tenantId: string, now: Date, options: { before?: number; current?: string }) {
-    const listPage = await conversationListPage(deps.db, tenantId, options.before);
+  async function listRegion(
+    tenantId: string,
+    now: Date,
+    options: { before?: number; current?: string; narrowing?: ListNarrowing },
+  ) {
+    const listPage = await conversationListPage(deps.db, tenantId, options.before, options.narrowing, now);
     return renderListRegion({ page: listPage, now, poll: options.before === undefined, ...options });
+  }
+
+  /** The sender's approved templates: offered in every reply box that can send (any window state). */
+  function replyTemplates(tenantId: string, state: ConversationState): Promise<TemplateRow[]> {
+    return (state.mode === "text" || state.mode === "template") && state.sender
+      ? listApprovedTemplates(deps.db, tenantId, state.sender.id)
+      : Promise.resolve([]);
+  }
+
+  function narrowingOf(query: Record<string, string | undefined>): ListNarrowing {
+    return { filter: listFilterOf(query.filter), q: listSearchOf(query.q) };
+  }
+
+  /** The new-conversation page's numbers and templates (`?sender=` picks one of several). */
+  async function newConversationView(
+    ctx: PanelContext,
+    senderId: string | undefined,
+  ): Promise<NewConversationView> {
+    const senders = await listActiveSenders(deps.db, ctx.session.tenantId);
+    const sender = senders.find((s) => s.id === senderId) ?? senders[0];
+    const templates = sender ? await listApprovedTemplates(deps.db, ctx.session.tenantId, sender.id) : [];
+    return { csrf: ctx.csrf, senders, sender, templates };
+  }
+
+  function newConversationPage(ctx: PanelContext, view: NewConversationView, values: ReplyValues): Html {
+    return page({
+      title: "New conversation · Conversations",
+      section: "conversations",
+      session: ctx.session,
+      csrf: ctx.csrf,
+      body: html`<p class="conversation-back"><a href="${CONVERSATIONS_PATH}"><span aria-hidden="true">←</span> All conversations</a></p>
+<div class="page-head">
+<h1>New conversation</h1>
+<p class="muted">Write first to a customer: a conversation starts with an approved template (free text only once they answer).</p>
+</div>
+${renderNewConversation(view, values)}`,
+    });
   }
 
   function replyView(
@@ -219,17 +280,25 @@ ${renderReply(replyView(ctx, contact, state, input.templates, now), input.values
       signedIn(deps, async (ctx) => {
         const now = deps.clock.now();
         const before = beforeSeconds(ctx.query.before);
-        const region = await listRegion(ctx.session.tenantId, now, { before });
+        const narrowing = narrowingOf(ctx.query);
+        const [region, unread] = await Promise.all([
+          listRegion(ctx.session.tenantId, now, { before, narrowing }),
+          tenantUnread(deps.db, ctx.session.tenantId),
+        ]);
         return htmlResponse(
           page({
-            title: "Conversations",
+            title: listTitle(unread),
             section: "conversations",
             session: ctx.session,
             csrf: ctx.csrf,
             body: html`<div class="page-head">
+<div class="page-head-row">
 <h1>Conversations</h1>
+<a id="new-conversation-link" class="button primary" href="${NEW_CONVERSATION_PATH}">New conversation</a>
+</div>
 <p class="muted">Newest first. New messages appear here without reloading.</p>
 </div>
+${renderListToolbar(narrowing)}
 ${announcer("conversations-announce")}
 ${region.html}`,
           }),
@@ -242,8 +311,12 @@ ${region.html}`,
       signedIn(deps, async (ctx) => {
         const now = deps.clock.now();
         const current = idParam(ctx.query.current, "ctc");
-        const region = await listRegion(ctx.session.tenantId, now, { current });
+        const narrowing = narrowingOf(ctx.query);
+        const region = await listRegion(ctx.session.tenantId, now, { current, narrowing });
         if (ctx.query.v === region.version) return notModified();
+        // The list page's tab title carries the unread count (a conversation's page has its own title).
+        const title =
+          current === undefined ? titleUpdate(await tenantUnread(deps.db, ctx.session.tenantId)) : "";
         const before = /^\d{1,9}$/.test(ctx.query.u ?? "") ? Number(ctx.query.u) : 0;
         const news =
           region.unread > before
@@ -252,7 +325,107 @@ ${region.html}`,
                 `New messages: ${region.unread} unread message${region.unread === 1 ? "" : "s"}`,
               )
             : "";
-        return htmlResponse(html`${region.html}${news}`);
+        return htmlResponse(html`${title}${region.html}${news}`);
+      }),
+    )
+
+    .get(
+      "/conversations/new",
+      signedIn(deps, async (ctx) => {
+        const view = await newConversationView(ctx, idParam(ctx.query.sender, "snd"));
+        const values = emptyReplyValues(idParam(ctx.query.template, "tpl") ?? "");
+        if (ctx.htmx && ctx.request.headers.get("hx-target") === "template-fields") {
+          return htmlResponse(renderTemplateFields(view.templates, values));
+        }
+        return htmlResponse(newConversationPage(ctx, view, { ...values, kind: "template" }));
+      }),
+    )
+
+    .post(
+      "/conversations/new",
+      signedIn(deps, async (ctx) => {
+        const values: ReplyValues = { ...readReplyForm(ctx.form), kind: "template" };
+        const view = await newConversationView(ctx, idParam(field(ctx.form, "sender"), "snd"));
+        let refusal: ApiError | undefined;
+        try {
+          if (!view.sender) {
+            throw new ApiError("parameter_invalid", "This account has no active number to send from.", {
+              param: "sender",
+            });
+          }
+          if (values.to.trim() === "") {
+            throw new ApiError("parameter_missing", "Enter the customer's phone number.", { param: "to" });
+          }
+          const request = sendRequestOf(values, view.templates);
+          const outcome = await send(
+            panelAuth(ctx),
+            { to: values.to.trim(), sender: view.sender.id, ...request },
+            values.idempotencyKey,
+          );
+          return redirect(conversationPath(outcome.message.contactId), ctx.htmx);
+        } catch (error) {
+          if (!(error instanceof ApiError)) throw error;
+          // The same form posted twice at once: the first post is sending it.
+          if (error.code === "idempotency_key_in_use") return redirect(CONVERSATIONS_PATH, ctx.htmx);
+          refusal = error;
+        }
+        const shown: ReplyValues =
+          refusal.code === "idempotency_key_reused"
+            ? {
+                ...values,
+                idempotencyKey: emptyReplyValues().idempotencyKey,
+                error: {
+                  message:
+                    "This form was already used to send a message. Check the conversations, then send again.",
+                  param: null,
+                },
+              }
+            : {
+                ...values,
+                error: {
+                  message:
+                    refusal.code === "recipient_opted_out"
+                      ? "Not sent: this customer opted out of messages (they answered STOP, or were opted out through the API). Nothing can be sent to them until they write START again."
+                      : refusal.message,
+                  param: refusal.param,
+                },
+              };
+        return htmlResponse(newConversationPage(ctx, view, shown), {
+          status: refusal.status,
+          headers: refusal.headers,
+        });
+      }),
+    )
+
+    .get(
+      "/conversations/:contactId/messages/:messageId",
+      signedIn(deps, async (ctx) => {
+        const tenantId = ctx.session.tenantId;
+        const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
+        const details = await messageDetails(deps.db, tenantId, contact.id, ctx.params.messageId ?? "");
+        const now = deps.clock.now();
+        const timeline = renderMessageTimeline(details, now);
+        if (ctx.htmx) return htmlResponse(timeline);
+        const { message } = details;
+        const name = contactLabel(contact);
+        return htmlResponse(
+          page({
+            title: `Message ${message.id} · ${name} · Conversations`,
+            section: "conversations",
+            session: ctx.session,
+            csrf: ctx.csrf,
+            body: html`<p class="conversation-back"><a href="${conversationPath(contact.id)}#message-${message.id}"><span aria-hidden="true">←</span> Conversation with ${name}</a></p>
+<div class="page-head">
+<h1>Message details</h1>
+<p class="muted">${message.direction === "outbound" ? `To ${name}` : `From ${name}`} · ${localTime(message.created_at)}</p>
+</div>
+<section class="card message-page" aria-labelledby="message-details-title">
+<h2 id="message-details-title" class="visually-hidden">Details</h2>
+${renderMessageDetailsBody(details)}
+${timeline}
+</section>`,
+          }),
+        );
       }),
     )
 
@@ -269,8 +442,7 @@ ${region.html}`,
           const templates = state.sender
             ? await listApprovedTemplates(deps.db, tenantId, state.sender.id)
             : [];
-          const view = replyView(ctx, contact, state, templates, now);
-          return htmlResponse(renderTemplateFields(view, emptyReplyValues(templateId)));
+          return htmlResponse(renderTemplateFields(templates, emptyReplyValues(templateId)));
         }
         await markConversationRead(deps.db, tenantId, contact.id, now);
         const before = ctx.query.before || undefined;
@@ -278,11 +450,7 @@ ${region.html}`,
           conversationState(deps.db, tenantId, contact, now),
           threadPage(deps.db, tenantId, contact.id, before),
         ]);
-        // Only a closed window offers templates.
-        const templates =
-          state.mode === "template" && state.sender
-            ? await listApprovedTemplates(deps.db, tenantId, state.sender.id)
-            : [];
+        const templates = await replyTemplates(tenantId, state);
         return htmlResponse(
           await conversationPage(ctx, {
             contact,
@@ -311,16 +479,22 @@ ${region.html}`,
         ]);
         const region = threadRegion(contact, state, thread, now);
         if (ctx.query.v === region.version) return notModified();
-        // The window opened or closed since the page was drawn: the reply box changes with it.
+        // The window opened or closed since the page was drawn: the reply box changes with it. Between
+        // free text and templates only the free-text part is replaced, so a template being filled in
+        // (its values, the focus) stays; a reply that became possible or impossible replaces it all.
         let reply: Html | "" = "";
-        if (ctx.query.mode !== undefined && ctx.query.mode !== state.mode) {
-          const templates =
-            state.mode === "template" && state.sender
-              ? await listApprovedTemplates(deps.db, tenantId, state.sender.id)
-              : [];
-          reply = renderReply(replyView(ctx, contact, state, templates, now), emptyReplyValues(), {
-            oob: true,
-          });
+        const drawn = ctx.query.mode;
+        if (drawn !== undefined && drawn !== state.mode) {
+          const flip = (mode: string) => mode === "text" || mode === "template";
+          if (flip(drawn) && flip(state.mode)) {
+            const view = replyView(ctx, contact, state, [], now);
+            reply = renderReplyText(view, emptyReplyValues(), { oob: true });
+          } else {
+            const templates = await replyTemplates(tenantId, state);
+            reply = renderReply(replyView(ctx, contact, state, templates, now), emptyReplyValues(), {
+              oob: true,
+            });
+          }
         }
         const last = idParam(ctx.query.last, "msg");
         return htmlResponse(html`${region.html}${threadUpdates(contact, state, thread, now, last)}${reply}`);
@@ -334,7 +508,7 @@ ${region.html}`,
         const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
         const state = await conversationState(deps.db, tenantId, contact, deps.clock.now());
         const values = readReplyForm(ctx.form);
-        // Only a template reply reads the sender's templates (to find the chosen one).
+        // A template reply reads the sender's templates (to find the chosen one).
         const templates =
           values.kind === "template" && state.sender
             ? await listApprovedTemplates(deps.db, tenantId, state.sender.id)
@@ -373,13 +547,11 @@ ${region.html}`,
           conversationState(deps.db, tenantId, fresh, now),
           threadPage(deps.db, tenantId, contact.id, undefined),
         ]);
-        // The form lists templates only while the window is closed (a template reply read them already).
+        // The form lists templates in any window state (a template reply read them already).
         const afterTemplates =
-          after.mode !== "template" || !after.sender
-            ? []
-            : values.kind === "template" && after.sender.id === state.sender?.id
-              ? templates
-              : await listApprovedTemplates(deps.db, tenantId, after.sender.id);
+          values.kind === "template" && after.sender && after.sender.id === state.sender?.id
+            ? templates
+            : await replyTemplates(tenantId, after);
         // A refused send keeps what was typed (and its key: a refusal does not use a key up).
         const shown: ReplyValues = !refusal
           ? emptyReplyValues()
@@ -413,7 +585,7 @@ ${region.html}`,
         const region = threadRegion(fresh, after, thread, now, true);
         return htmlResponse(
           html`${renderReply(replyView(ctx, fresh, after, afterTemplates, now), shown, {
-            autofocus: !refusal,
+            autofocus: refusal ? undefined : values.kind,
           })}${region.html}${renderWindowState(after, now, true)}`,
           { headers: refusal ? { "x-panel-refusal": refusal.code } : {} },
         );

@@ -1,9 +1,11 @@
+import { API_PREFIX } from "../http/paths.ts";
+import { ENVELOPE_SVG, FAVICON_LINKS } from "../lib/favicon.ts";
 import type { PanelSession } from "../users/service.ts";
-import { type Html, html } from "./html.ts";
+import { type Html, html, unsafeRaw } from "./html.ts";
 import { CSRF_FIELD, CSRF_HEADER, PANEL_PREFIX } from "./paths.ts";
 
 /** Bumped when an asset changes, so browsers fetch it again (assets are cached for a day). */
-export const ASSET_VERSION = "2";
+export const ASSET_VERSION = "3";
 
 export type PanelSection = "conversations" | "applications" | "senders" | "webhooks";
 
@@ -20,10 +22,26 @@ function head(title: string): Html {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="htmx-config" content='{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false}'>
 <title>${title} · Messaging panel</title>
+${unsafeRaw(FAVICON_LINKS)}
 <link rel="stylesheet" href="${PANEL_PREFIX}/assets/panel.css?v=${ASSET_VERSION}">
 <script src="${PANEL_PREFIX}/assets/htmx.min.js?v=${ASSET_VERSION}" defer></script>
 <script src="${PANEL_PREFIX}/assets/panel.js?v=${ASSET_VERSION}" defer></script>
 </head>`;
+}
+
+/** The API's pages for people, on the same origin as the panel (src/docs/). */
+export const DOCS_LINKS = [
+  { label: "API reference", href: `${API_PREFIX}/reference` },
+  { label: "API docs & error codes", href: `${API_PREFIX}/docs` },
+] as const;
+
+/** Every page's footer: the way from the panel to the docs and the reference. */
+function footer(): Html {
+  return html`<footer class="site-footer">
+  <nav aria-label="Developer documentation">
+    <ul>${DOCS_LINKS.map((link) => html`<li><a href="${link.href}">${link.label}</a></li>`)}</ul>
+  </nav>
+</footer>`;
 }
 
 /** A page of the signed-in panel: header with navigation and sign-out, then `body` in <main>. */
@@ -43,7 +61,7 @@ ${head(input.title)}
 <body hx-headers="${hxHeaders}">
 <a class="skip-link" href="#main">Skip to content</a>
 <header class="topbar">
-  <div class="brand"><span class="brand-mark" aria-hidden="true">✉</span> <span>${session.tenantName}</span></div>
+  <div class="brand"><span class="brand-mark">${unsafeRaw(ENVELOPE_SVG)}</span> <span>${session.tenantName}</span></div>
   <nav aria-label="Panel">
     <ul>
       ${SECTIONS.map(
@@ -52,6 +70,7 @@ ${head(input.title)}
       )}
     </ul>
   </nav>
+  <a class="docs-link" href="${DOCS_LINKS[0].href}">API docs</a>
   <form class="signout" method="post" action="${PANEL_PREFIX}/sign-out">
     ${csrfInput(csrf)}
     <span class="who">${session.email}</span>
@@ -61,6 +80,7 @@ ${head(input.title)}
 <main id="main" tabindex="-1">
 ${input.body}
 </main>
+${footer()}
 </body>
 </html>`;
 }
@@ -74,6 +94,7 @@ ${head(title)}
 <main id="main" class="narrow">
 ${body}
 </main>
+${footer()}
 </body>
 </html>`;
 }

@@ -4,11 +4,22 @@ import { storedComponents, type TemplateRow } from "../templates/repository.ts";
 import { headerText, templateButtons } from "../templates/variables.ts";
 import type { PanelSession } from "../users/service.ts";
 import { type Html, html } from "./html.ts";
-import { durationText, page, timeTag } from "./layout.ts";
+import { csrfInput, durationText, page, timeTag } from "./layout.ts";
 import { cell, columnHeaders } from "./list-view.ts";
-import { highlightVariables } from "./template-view.ts";
+import { PANEL_PREFIX } from "./paths.ts";
+import { highlightVariables, rejectionReason } from "./template-view.ts";
 
 /** The Senders & templates page; senders.ts gathers what it shows. */
+
+export const SENDERS_PATH = `${PANEL_PREFIX}/senders`;
+
+/** What a "Sync now" did, shown on the sender it was for. */
+export interface SyncNotice {
+  senderId: string;
+  ok: boolean;
+  /** Why it failed (the provider's answer, or the sender's state). */
+  reason?: string;
+}
 
 export interface ChannelQuota {
   channel: string;
@@ -78,7 +89,7 @@ function templateTable(view: SenderView): Html {
 <p class="muted">${
       sender.templates_synced_at
         ? "The provider reports no templates for this number. Templates created and approved in WhatsApp Manager appear here after the next sync."
-        : html`Templates have not been synced yet; they appear after the next sync (an operator can run <code>bun run cli templates sync</code>).`
+        : html`Templates have not been synced yet; they appear after the next sync (use “Sync now” above, or an operator can run <code>bun run cli templates sync</code>).`
     }</p>`;
   }
   const approved = templates.filter((t) => t.status === "APPROVED").length;
@@ -92,7 +103,12 @@ function templateTable(view: SenderView): Html {
     <th scope="row" role="rowheader" class="template-name"><code>${t.name}</code></th>
     ${cell("Language", html`<code>${t.language}</code>`)}
     ${cell("Category", capitalized(t.category))}
-    ${cell("Status", statusBadge(t.status))}
+    ${cell(
+      "Status",
+      t.status === "REJECTED"
+        ? html`<span class="status-stack">${statusBadge(t.status)}<span class="rejection-reason small">${t.rejected_reason ? html`Reason: ${rejectionReason(t.rejected_reason)}` : html`<span class="muted">The provider gave no reason.</span>`}</span></span>`
+        : statusBadge(t.status),
+    )}
     ${cell("Header", t.header_format ? capitalized(t.header_format) : html`<span class="muted">—</span>`)}
     ${cell("Preview", preview(t), "preview-cell")}
   </tr>`,
@@ -103,7 +119,22 @@ function templateTable(view: SenderView): Html {
 <p class="hint">Only approved templates can be sent. <mark class="var">{{1}}</mark> marks a variable your system fills in when it sends the template.</p>`;
 }
 
-function senderCard(view: SenderView, now: Date): Html {
+/** "Sync now": asks the provider for this sender's templates at once (a plain form; no script needed). */
+function syncForm(sender: SenderRow, csrf: string): Html {
+  return html`<form method="post" action="${SENDERS_PATH}/${encodeURIComponent(sender.id)}/sync-templates" class="sync-form">
+  ${csrfInput(csrf)}
+  <button type="submit" class="button subtle">Sync now<span class="visually-hidden"> the templates of ${sender.name ?? sender.phone_number}</span></button>
+</form>`;
+}
+
+function syncNotice(notice: SyncNotice | undefined, sender: SenderRow): Html | "" {
+  if (!notice || notice.senderId !== sender.id) return "";
+  return notice.ok
+    ? html`<p class="notice" role="status">Templates synced just now: this list is what the provider reports.</p>`
+    : html`<p class="error" role="alert"><strong>Templates were not synced.</strong> ${notice.reason ?? ""}</p>`;
+}
+
+function senderCard(view: SenderView, now: Date, csrf: string, notice?: SyncNotice): Html {
   const { sender } = view;
   const headingId = `sender-${sender.id}`;
   return html`<section class="card sender${sender.active ? "" : " is-inactive"}" aria-labelledby="${headingId}">
@@ -121,9 +152,10 @@ ${
   <div><dt>Sender ID</dt><dd><code>${sender.id}</code></dd></div>
   <div><dt>Provider phone number ID</dt><dd><code>${sender.provider_phone_number_id}</code></dd></div>
   <div><dt>Throughput</dt><dd>${plural(sender.mps, "message", "messages")} per second <span class="muted">at most, all workers together</span></dd></div>
-  <div><dt>Templates synced</dt><dd>${sender.templates_synced_at ? timeTag(sender.templates_synced_at, now) : "never"}</dd></div>
+  <div><dt>Templates synced</dt><dd class="synced">${sender.templates_synced_at ? timeTag(sender.templates_synced_at, now) : "never"}${sender.active ? syncForm(sender, csrf) : ""}</dd></div>
   <div><dt>Sent today</dt><dd><strong>${plural(view.sentToday, "message", "messages")}</strong> <span class="muted">accepted since 00:00 UTC</span></dd></div>
 </dl>
+${syncNotice(notice, sender)}
 ${templateTable(view)}
 </section>`;
 }
@@ -156,6 +188,7 @@ export function sendersPage(input: {
   now: Date;
   senders: SenderView[];
   quotas: ChannelQuota[];
+  notice?: SyncNotice;
 }): Html {
   const { senders } = input;
   const active = senders.filter((s) => s.sender.active).length;
@@ -176,7 +209,7 @@ ${
   <h2>No senders connected yet</h2>
   <p>A sender is a WhatsApp Business phone number connected to your account. Senders are connected by an operator of this service with <code>bun run cli sender create</code>, which also loads the number's templates. Ask your operator to connect your number; it then appears here with its templates.</p>
 </section>`
-    : html`<div class="senders stack">${senders.map((s) => senderCard(s, input.now))}</div>`
+    : html`<div class="senders stack">${senders.map((s) => senderCard(s, input.now, input.csrf, input.notice))}</div>`
 }`,
   });
 }

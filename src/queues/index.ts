@@ -14,7 +14,14 @@ export interface JobData {
    * Messages to send (src/outbound/send.ts): the api's committed batch, a sweep, or one message
    * whose retry is due. Ids no longer sendable are skipped, so a duplicate job is harmless.
    */
-  send: { messageIds: string[] };
+  send: {
+    messageIds: string[];
+    /**
+     * A retry's reason (the error of the messages' last attempt), shown on the queue dashboard; the
+     * worker reads only `messageIds` (each message's own `last_error` is in Postgres).
+     */
+    lastError?: { code: string; message: string };
+  };
   finalize: { providerMessageId: string };
   /** A nudge: the status worker drains every applicable status event (src/outbound/status.ts). */
   status: { nudgedAt: number };
@@ -77,27 +84,35 @@ export function sendJobOptions(retryBaseMs: number): JobsOptions {
 const RETRY_GROUP_MS = 50;
 
 /**
- * Messages to try again once due: one delayed job per group due together. The job id names the
- * group's first message and due time, so the same retry enqueued twice is one job.
+ * Messages to try again once due: one delayed job per group due together with the same error code,
+ * its data carrying that error (`lastError`, the first message's) for the queue dashboard. The job id
+ * names the group's first message and due time, so the same retry enqueued twice is one job.
  */
 export async function enqueueSendRetries(
   queue: Queue<JobData["send"]>,
-  later: readonly { messageId: string; dueAt: number }[],
+  later: readonly { messageId: string; dueAt: number; lastError?: { code: string; message: string } }[],
   retryBaseMs: number,
 ): Promise<void> {
   if (later.length === 0) return;
-  const groups = new Map<number, string[]>();
-  for (const { messageId, dueAt } of later) {
+  const groups = new Map<
+    string,
+    { dueAt: number; messageIds: string[]; lastError?: JobData["send"]["lastError"] }
+  >();
+  for (const { messageId, dueAt, lastError } of later) {
     const slot = Math.ceil(dueAt / RETRY_GROUP_MS) * RETRY_GROUP_MS;
-    const group = groups.get(slot);
-    if (group) group.push(messageId);
-    else groups.set(slot, [messageId]);
+    const key = `${slot} ${lastError?.code ?? ""}`;
+    const group = groups.get(key);
+    if (group) group.messageIds.push(messageId);
+    else groups.set(key, { dueAt: slot, messageIds: [messageId], ...(lastError && { lastError }) });
   }
   const now = Date.now();
   await queue.addBulk(
-    [...groups].map(([dueAt, messageIds]) => ({
+    [...groups.values()].map(({ dueAt, messageIds, lastError }) => ({
       name: "retry",
-      data: { messageIds },
+      data: {
+        messageIds,
+        ...(lastError && { lastError: { code: lastError.code, message: lastError.message } }),
+      },
       opts: {
         ...sendJobOptions(retryBaseMs),
         jobId: `retry-${messageIds[0]}-${dueAt}`,

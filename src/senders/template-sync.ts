@@ -86,6 +86,7 @@ function templateRow(sender: SenderRow, template: ProviderTemplate, now: Date): 
     variables: JSON.stringify(templateVariables(template.components)),
     preview: bodyText(template.components),
     header_format: headerFormat(template.components),
+    rejected_reason: template.status === "REJECTED" ? (template.rejectedReason ?? null) : null,
     updated_at: now,
   };
 }

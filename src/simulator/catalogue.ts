@@ -12,6 +12,8 @@ export interface GraphMessageTemplate {
   status: "APPROVED" | "PENDING" | "REJECTED";
   category: "UTILITY" | "MARKETING";
   components: TemplateComponent[];
+  /** Why Meta rejected it (Graph's values: INVALID_FORMAT, PROMOTIONAL, ...); only on REJECTED ones. */
+  rejected_reason?: string;
 }
 
 export const TEMPLATE_CATALOGUE: readonly GraphMessageTemplate[] = [
@@ -118,6 +120,7 @@ export const TEMPLATE_CATALOGUE: readonly GraphMessageTemplate[] = [
     status: "REJECTED",
     category: "MARKETING",
     components: [{ type: "BODY", text: "Old promo" }],
+    rejected_reason: "INVALID_FORMAT",
   },
 ];
 

@@ -1,4 +1,4 @@
-import type { ProviderErrorCode } from "../channel/provider.ts";
+import type { ProviderErrorCode } from "../channel/failure-codes.ts";
 
 /**
  * Reserved test recipients: sends to these numbers drive one path of the gateway each, with no

@@ -32,5 +32,9 @@ export function presentTemplate(template: TemplateRow) {
 
 /** The operator's view (CLI): any status, so it says which. */
 export function presentTemplateWithStatus(template: TemplateRow) {
-  return { ...presentTemplate(template), status: template.status.toLowerCase() };
+  return {
+    ...presentTemplate(template),
+    status: template.status.toLowerCase(),
+    ...(template.rejected_reason && { rejected_reason: template.rejected_reason }),
+  };
 }

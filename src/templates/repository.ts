@@ -114,6 +114,7 @@ export async function upsertTemplates(
         variables: eb.ref("excluded.variables"),
         preview: eb.ref("excluded.preview"),
         header_format: eb.ref("excluded.header_format"),
+        rejected_reason: eb.ref("excluded.rejected_reason"),
         updated_at: eb.ref("excluded.updated_at"),
       })),
     )

@@ -237,7 +237,7 @@ export interface paths {
         };
         /**
          * Get a message
-         * @description One message of your account by its id, inbound or outbound: the Message as POST /messages returned it, with its current `status` and `failure`, and its `client_reference`.
+         * @description One message of your account by its id, inbound or outbound: the Message as POST /messages returned it, with its current `status` and `failure`, its `client_reference`, and `retrying` while it waits to be tried again after a failed attempt.
          *
          *     Requires the scope `messaging:read`.
          */
@@ -983,7 +983,8 @@ export interface components {
          *       "status": null,
          *       "failure": null,
          *       "client_reference": null,
-         *       "created": 1767259800
+         *       "created": 1767259800,
+         *       "retrying": null
          *     }
          * @example {
          *       "object": "message",
@@ -999,7 +1000,30 @@ export interface components {
          *       "status": "delivered",
          *       "failure": null,
          *       "client_reference": null,
-         *       "created": 1767260100
+         *       "created": 1767260100,
+         *       "retrying": null
+         *     }
+         * @example {
+         *       "object": "message",
+         *       "id": "msg_6Wd2Ke4Lr6Mt8Nv0Pw2Qx4",
+         *       "direction": "outbound",
+         *       "type": "template",
+         *       "preview": "Hi Ana, your order A-2 has shipped.",
+         *       "text": "Hi Ana, your order A-2 has shipped.",
+         *       "media": null,
+         *       "status": "accepted",
+         *       "failure": null,
+         *       "client_reference": null,
+         *       "created": 1767260400,
+         *       "retrying": {
+         *         "attempts": 2,
+         *         "next_attempt_at": 1767260404,
+         *         "last_error": {
+         *           "code": "provider_rate_limited",
+         *           "message": "(Business Account) Cloud API throughput has been reached. (WhatsApp error 130429)",
+         *           "retryable": true
+         *         }
+         *       }
          *     }
          */
         HistoryMessage: {
@@ -1017,6 +1041,8 @@ export interface components {
             object: "message";
             /** @description Short display form: the full body for text, `[<type>: <filename>]` for media. Read `text` instead. */
             preview: string;
+            /** @description While an outbound `accepted` message waits to be tried again after a failed attempt: attempts, when the next is due, why the last failed. Null otherwise. */
+            retrying: components["schemas"]["MessageRetrying"] | null;
             /** @description `scheduled` (waiting for its `send_at`), `accepted`, `sent`, `delivered`, `read`, `failed` or `canceled`; null for inbound messages. */
             status: string | null;
             /** @description The full body, never truncated, line breaks kept; for media the caption. Null when there is no text. */
@@ -1094,7 +1120,7 @@ export interface components {
         };
         /**
          * Message
-         * @description A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status and failure).
+         * @description A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status, failure and retry state).
          * @example {
          *       "object": "message",
          *       "id": "msg_4Fq9ZtB2xLmN8pRsV3wYcD",
@@ -1117,7 +1143,8 @@ export interface components {
          *       "client_reference": "order-A-1001",
          *       "send_at": null,
          *       "valid_for": null,
-         *       "failure": null
+         *       "failure": null,
+         *       "retrying": null
          *     }
          */
         Message: {
@@ -1139,6 +1166,8 @@ export interface components {
             id: string;
             /** @constant */
             object: "message";
+            /** @description While an `accepted` message waits to be tried again after a failed attempt: how many attempts were made, when the next is due and why the last failed. Null otherwise (always on POST /messages, which answers before any attempt). */
+            retrying: components["schemas"]["MessageRetrying"] | null;
             /** @description When a scheduled message goes out (Unix seconds); null when sent at once. */
             send_at: number | null;
             /** @description `snd_` id of the sender used. */
@@ -1151,14 +1180,34 @@ export interface components {
         };
         /**
          * MessageFailure
-         * @description Why a failed outbound message failed; null unless `status` is `failed`.
+         * @description Why a message failed: its `failure` (null unless `status` is `failed`), or, in `retrying.last_error`, why the last attempt of a message that is tried again failed.
          */
         MessageFailure: {
-            code: string;
+            code: components["schemas"]["MessageFailureCode"];
+            /** @description For people: what happened, with the provider's own words and code. */
             message: string;
             /** @description Whether sending the same message again may succeed. */
             retryable: boolean;
         };
+        /**
+         * MessageFailureCode
+         * @description Why the message failed (or why its last attempt did). Each code has its entry, with what to do, at `{base_url}/docs#failure-<code>`:
+         *     - `provider_rate_limited` (retryable): WhatsApp throttled the send: the sender's throughput, too many messages to one customer in a short time, the spam rate limit, or the app's call rate.
+         *     - `provider_unavailable` (retryable): WhatsApp had a temporary fault (an unknown or internal error, a 5xx answer), or did not answer in time, or could not be reached.
+         *     - `provider_error`: WhatsApp refused the send with an error this service does not classify; `message` carries WhatsApp's own text and error code.
+         *     - `provider_auth_failed`: The sender's access token was refused by WhatsApp (expired or revoked, error 190), or the token stored for the sender cannot be decrypted by this service.
+         *     - `recipient_invalid`: The phone number cannot receive WhatsApp messages: it is not a WhatsApp user, or not a registered account (WhatsApp 131026, 133010).
+         *     - `recipient_opted_out`: The customer does not want messages: WhatsApp refused the send because they stopped marketing messages from this business (131050), or they opted out (STOP, or by hand) after the message was accepted and before it was handed over.
+         *     - `reengagement_required`: WhatsApp refused free text because more than 24 hours passed since the customer's last message (131047): outside that window only an approved template may be sent.
+         *     - `template_mismatch`: WhatsApp refused the template's values: the number or format of the parameters does not match the approved template, the translated text is too long, or it breaks the template format policy (132000, 132005, 132007, 132012).
+         *     - `template_not_found`: WhatsApp has no approved template of that name in that language (132001): it was deleted, paused or rejected at Meta after this service last synced it.
+         *     - `parameter_invalid`: WhatsApp refused a value of the message: a parameter missing or not valid, or a template value with a line break, a tab or more than four spaces in a row (100, 131008, 131009, 132018).
+         *     - `sender_inactive`: The sender was deactivated after the message was accepted and before it was handed over; nothing was sent.
+         *     - `expired`: The message could not be handed to WhatsApp within its `valid_for` (counted from acceptance, or from `send_at` when scheduled), so it was not sent late; nothing was sent.
+         *     - `messaging_window_closed`: A scheduled free-text message could not go out at its `send_at`: the customer's 24-hour window had closed by then; nothing was sent.
+         * @enum {string}
+         */
+        MessageFailureCode: "provider_rate_limited" | "provider_unavailable" | "provider_error" | "provider_auth_failed" | "recipient_invalid" | "recipient_opted_out" | "reengagement_required" | "template_mismatch" | "template_not_found" | "parameter_invalid" | "sender_inactive" | "expired" | "messaging_window_closed";
         /**
          * MessageMedia
          * @description The attachment's kind and file name; the content itself is not served.
@@ -1167,6 +1216,17 @@ export interface components {
             filename: string | null;
             /** @description `image`, `video`, `document` or `audio`. */
             type: string;
+        };
+        /**
+         * MessageRetrying
+         * @description An `accepted` message whose last attempt failed (the provider throttled it, or failed in a way worth retrying) and that is tried again with backoff; null otherwise.
+         */
+        MessageRetrying: {
+            /** @description Attempts made so far (throttled ones, and one under way, included). */
+            attempts: number;
+            last_error: components["schemas"]["MessageFailure"];
+            /** @description When the next attempt is due (Unix seconds); null while one is under way. */
+            next_attempt_at: number | null;
         };
         /**
          * MessagingState
@@ -1744,14 +1804,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1761,15 +1814,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1779,15 +1825,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1797,14 +1836,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1832,14 +1864,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1891,14 +1916,7 @@ export interface operations {
             /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1908,15 +1926,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1926,15 +1937,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1944,14 +1948,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1979,14 +1976,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2048,14 +2038,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2065,15 +2048,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2083,15 +2059,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2101,14 +2070,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2136,14 +2098,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2195,14 +2150,7 @@ export interface operations {
             /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2212,15 +2160,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2230,15 +2171,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2248,14 +2182,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2283,14 +2210,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2342,14 +2262,7 @@ export interface operations {
             /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2359,15 +2272,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2377,15 +2283,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2395,14 +2294,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2430,14 +2322,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2496,14 +2381,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2513,15 +2391,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2531,15 +2402,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2567,14 +2431,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2641,14 +2498,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2707,14 +2557,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2724,15 +2567,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2742,15 +2578,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2778,14 +2607,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2845,14 +2667,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2862,15 +2677,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2880,15 +2688,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2898,14 +2699,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2933,14 +2727,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2997,14 +2784,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3014,15 +2794,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3032,15 +2805,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3068,14 +2834,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3160,14 +2919,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3177,15 +2929,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3195,15 +2940,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3213,14 +2951,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3233,16 +2964,9 @@ export interface operations {
              */
             409: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     /** @description Seconds to wait; sent with `idempotency_key_in_use`. */
                     "Retry-After"?: number;
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3283,14 +3007,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3322,7 +3039,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status and failure). */
+            /** @description A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status, failure and retry state). */
             200: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -3342,14 +3059,7 @@ export interface operations {
             /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3359,15 +3069,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3377,15 +3080,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3395,14 +3091,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3430,14 +3119,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3469,7 +3151,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status and failure). */
+            /** @description A message: as POST /messages accepted it, or as GET /messages/{id} finds it now (its current status, failure and retry state). */
             200: {
                 headers: {
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -3489,14 +3171,7 @@ export interface operations {
             /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3506,15 +3181,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3524,15 +3192,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3542,14 +3203,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3559,14 +3213,7 @@ export interface operations {
             /** @description - `message_not_cancelable`: The message was already handed to the provider (or has failed), so it can no longer be canceled; the error's message names its status. */
             409: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3594,14 +3241,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3660,14 +3300,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3677,15 +3310,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3695,15 +3321,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3741,14 +3360,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3808,14 +3420,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3825,15 +3430,8 @@ export interface operations {
             /** @description - `invalid_client`: The client_id is unknown, the client_secret is wrong, or the application was revoked. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3871,14 +3469,7 @@ export interface operations {
             /** @description - `server_error`: The token could not be issued because of a problem on our side. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3927,15 +3518,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3945,15 +3529,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3981,14 +3558,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4040,14 +3610,7 @@ export interface operations {
             /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4057,15 +3620,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4075,15 +3631,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4093,14 +3642,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4128,14 +3670,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4184,15 +3719,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4202,15 +3730,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4238,14 +3759,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4310,14 +3824,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4327,15 +3834,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4345,15 +3845,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4363,14 +3856,7 @@ export interface operations {
             /** @description - `resource_limit_reached`: Your account has as many of this resource as it may have (for example 16 webhook endpoints). */
             409: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4398,14 +3884,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4457,14 +3936,7 @@ export interface operations {
             /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4474,15 +3946,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4492,15 +3957,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4510,14 +3968,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4545,14 +3996,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4604,14 +4048,7 @@ export interface operations {
             /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4621,15 +4058,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4639,15 +4069,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4657,14 +4080,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4692,14 +4108,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4772,14 +4181,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4789,15 +4191,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4807,15 +4202,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4825,14 +4213,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4860,14 +4241,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4931,14 +4305,7 @@ export interface operations {
              */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4948,15 +4315,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4966,15 +4326,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4984,14 +4337,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5019,14 +4365,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5078,14 +4417,7 @@ export interface operations {
             /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
             400: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5095,15 +4427,8 @@ export interface operations {
             /** @description - `unauthorized`: The access token is missing, malformed, expired, or not signed by this service. */
             401: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5113,15 +4438,8 @@ export interface operations {
             /** @description - `insufficient_scope`: The access token is valid but lacks the scope this endpoint needs. */
             403: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5131,14 +4449,7 @@ export interface operations {
             /** @description - `resource_missing`: The resource does not exist, or belongs to another tenant, or the path is unknown. */
             404: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5166,14 +4477,7 @@ export interface operations {
             /** @description - `internal_error`: Something went wrong on our side. Nothing you sent was at fault. */
             500: {
                 headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Request-Id": components["headers"]["RequestId"];
-                    "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
-                    "X-RateLimit-Remaining": components["headers"]["XRateLimitRemaining"];
-                    "X-RateLimit-Reset": components["headers"]["XRateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {

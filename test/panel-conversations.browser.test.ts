@@ -1,0 +1,438 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { insertSender, type SenderRow } from "../src/senders/repository.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import { launchChromium } from "./browser-support.ts";
+import { createPanelUserWithTenant } from "./panel-support.ts";
+import { insertOutbound, type ReadingTenant } from "./reading-support.ts";
+import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./support.ts";
+
+/**
+ * Issue 24 in a real headless Chromium, at 1280 and 390 px: the conversations list's failed marker,
+ * filters, search and unread title; a message's details (copyable id, timeline, local times); a
+ * message waiting for a retry; starting a conversation with a template and its live preview; a
+ * template whose values and focus survive the window opening; a keyboard-only template send.
+ * Screenshots of each state land in /tmp/issue24-shots/<name>-<width>.png.
+ */
+const SHOTS = "/tmp/issue24-shots";
+const PHONE_NUMBER_ID = "377000000002401";
+const ADA = "+4915112402401";
+const BRUNO = "+4915112402402";
+const CHEN = "+4915112402403";
+const DORA = "+4915112402404";
+const NEW_CUSTOMER = "+4915112402405";
+const WAIT = { timeout: 15_000 };
+const WIDTHS = [1280, 390] as const;
+const ZONE = "Asia/Kolkata";
+const LOCALE = "en-GB";
+
+let env: TestEnv;
+let browser: Browser;
+let workers: WorkerProcess[] = [];
+let owner: Awaited<ReturnType<typeof createPanelUserWithTenant>>;
+let sender: SenderRow;
+let context: BrowserContext;
+let page: Page;
+const policyViolations: string[] = [];
+const pageErrors: string[] = [];
+
+const url = (path: string) => `${env.apiUrl}${path}`;
+
+async function shoot(name: string) {
+  mkdirSync(SHOTS, { recursive: true });
+  for (const width of WIDTHS) {
+    await page.setViewportSize({ width, height: width === 390 ? 844 : 860 });
+    // Nothing is wider than the viewport (no sideways scrolling on a phone).
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    // caret "initial": hiding the caret sets a style attribute on every input (and leaves style=""),
+    // which htmx would then carry over to a swapped-in element: a CSP report that is the test's own.
+    await page.screenshot({ path: `${SHOTS}/${name}-${width}.png`, fullPage: true, caret: "initial" });
+  }
+  await page.setViewportSize({ width: 1280, height: 860 });
+}
+
+async function inbound(from: string, text: string, name: string, timestamp?: number) {
+  const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      phone_number_id: PHONE_NUMBER_ID,
+      from: from.slice(1),
+      type: "text",
+      text,
+      name,
+      ...(timestamp === undefined ? {} : { timestamp }),
+    }),
+  });
+  expect(response.status).toBe(200);
+}
+
+async function contactIdOf(phone: string): Promise<string> {
+  return eventually(async () => {
+    const row = await env.deps.db
+      .selectFrom("contacts")
+      .select("id")
+      .where("tenant_id", "=", owner.tenant.id)
+      .where("phone", "=", phone)
+      .executeTakeFirst();
+    return row?.id;
+  }, 15_000);
+}
+
+/** The local time Chromium should show for a UTC instant (the context's zone and locale). */
+function localText(iso: string): string {
+  return new Intl.DateTimeFormat(LOCALE, { dateStyle: "medium", timeStyle: "short", timeZone: ZONE }).format(
+    new Date(iso),
+  );
+}
+
+/** Presses Tab until `selector` has the focus (keyboard only); fails after `max` presses. */
+async function tabTo(selector: string, max = 120) {
+  for (let i = 0; i < max; i++) {
+    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
+    await page.keyboard.press("Tab");
+  }
+  throw new Error(`Tab never reached ${selector}`);
+}
+
+let ada = "";
+let bruno = "";
+let chen = "";
+let retryId = "";
+
+beforeAll(async () => {
+  env = await createTestEnv({ simulator: true });
+  owner = await createPanelUserWithTenant(env.deps, { tenantName: "Issue 24 Bikes" });
+  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
+    tenantId: owner.tenant.id,
+    phoneNumber: "+15550124001",
+    providerPhoneNumberId: PHONE_NUMBER_ID,
+    wabaId: "477000000002401",
+    accessToken: "sim-token",
+    name: "Issue 24 Bikes",
+  });
+  await syncSenderTemplates(env.deps, sender);
+  workers = [spawnWorker(env, "finalize"), spawnWorker(env, "send"), spawnWorker(env, "status")];
+  env.clock.set(new Date());
+  const nowS = Math.floor(Date.now() / 1000);
+
+  // Bruno wrote two days ago (his window is closed); the reply to him failed.
+  await inbound(BRUNO, "Do you repair e-bikes?", "Bruno Díaz", nowS - 2 * 86_400);
+  bruno = await contactIdOf(BRUNO);
+  const tenant = { tenantId: owner.tenant.id, sender } as ReadingTenant;
+  await insertOutbound(env, tenant, {
+    contactId: bruno,
+    text: "Yes! Bring it by on Monday.",
+    status: "failed",
+    failure: { code: "recipient_invalid", message: "The number is not on WhatsApp.", retryable: false },
+    createdAt: new Date(Date.now() - 60_000),
+  });
+  // Chen's message waits for its third attempt (the provider throttled the first two).
+  await inbound(CHEN, "Is my bike ready?", "Chen Wei");
+  chen = await contactIdOf(CHEN);
+  retryId =
+    (await insertOutbound(env, tenant, {
+      contactId: chen,
+      text: "Checking with the workshop now.",
+      status: "accepted",
+      createdAt: new Date(Date.now() - 30_000),
+    })) ?? "";
+  await env.deps.db
+    .updateTable("messages")
+    .set({
+      send_attempts: 2,
+      // Far enough ahead that the running send worker leaves it alone during the test.
+      send_not_before: new Date(Date.now() + 3_600_000),
+      send_started_at: null,
+      last_error: JSON.stringify({
+        code: "provider_rate_limited",
+        message: "WhatsApp throttled the send.",
+        retryable: true,
+      }),
+    })
+    .where("id", "=", retryId)
+    .execute();
+  // Ada wrote just now: unread, window open.
+  await inbound(ADA, "Hello! Do you have a 54 cm frame?", "Ada Lovelace");
+  ada = await contactIdOf(ADA);
+  await eventually(async () => {
+    const row = await env.deps.db
+      .selectFrom("conversations")
+      .select("unread")
+      .where("contact_id", "=", ada)
+      .executeTakeFirst();
+    return (row?.unread ?? 0) > 0;
+  }, 15_000);
+
+  browser = await launchChromium();
+  context = await browser.newContext({
+    viewport: { width: 1280, height: 860 },
+    timezoneId: ZONE,
+    locale: LOCALE,
+  });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: env.apiUrl });
+  page = await context.newPage();
+  page.on("console", (message) => {
+    if (message.type() === "error" && /Content Security Policy|Refused to/i.test(message.text()))
+      policyViolations.push(`${message.text()} (${page.url()})`);
+  });
+  page.on("pageerror", (error) => pageErrors.push(error.message));
+  await page.goto(url("/panel"));
+  await page.getByLabel("Email").fill(owner.email);
+  await page.getByLabel("Password").fill(owner.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(/\/panel\/conversations/);
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await Promise.all(workers.map((worker) => worker.stop()));
+  await env?.close();
+});
+
+describe("issue 24: the conversations panel in a browser", () => {
+  test("the list: failed marker, unread count in the title, filters and search that keep polling", async () => {
+    await page.goto(url("/panel/conversations"));
+    const rows = page.locator("#conversation-list a.conversation-link");
+    await rows.first().waitFor(WAIT);
+    expect(await page.title()).toMatch(/^\(\d+\) Conversations · Messaging panel$/);
+    const brunoRow = page.locator(`#conversation-${bruno}`);
+    expect(await brunoRow.locator(".failed-marker").isVisible()).toBe(true);
+    expect(await brunoRow.locator(".failed-marker").textContent()).toContain("Failed");
+    expect(await page.locator(`#conversation-${ada} .failed-marker`).count()).toBe(0);
+    await shoot("list");
+
+    // Filters are links: Failed shows Bruno alone.
+    await page
+      .getByRole("navigation", { name: "Filter conversations" })
+      .getByRole("link", { name: "Failed" })
+      .click();
+    await page.waitForURL(/filter=failed/);
+    expect(await rows.count()).toBe(1);
+    expect(await rows.first().textContent()).toContain("Bruno Díaz");
+    expect(await page.locator("#filter-failed").getAttribute("aria-current")).toBe("page");
+    await shoot("list-failed");
+
+    await page.locator("#filter-open").click();
+    await page.waitForURL(/filter=open/);
+    const open = await rows.allTextContents();
+    expect(open.some((text) => text.includes("Ada Lovelace"))).toBe(true);
+    expect(open.some((text) => text.includes("Bruno"))).toBe(false);
+
+    // Unread, then a new customer writes: the filtered list and the title follow without a reload.
+    await page.locator("#filter-unread").click();
+    await page.waitForURL(/filter=unread/);
+    const before = Number(/^\((\d+)\)/.exec(await page.title())?.[1] ?? "0");
+    await page.evaluate(() => {
+      (window as unknown as { notReloaded: boolean }).notReloaded = true;
+    });
+    await inbound(DORA, "Can I book a test ride?", "Dora Maar");
+    await page.locator("#conversation-list", { hasText: "Dora Maar" }).waitFor(WAIT);
+    await eventually(
+      async () => (await page.title()) === `(${before + 1}) Conversations · Messaging panel`,
+      15_000,
+    );
+    expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(
+      true,
+    );
+    expect(page.url()).toContain("filter=unread");
+    await shoot("list-unread");
+
+    // Search by name and by phone, from the search box (Enter submits).
+    await page.locator("#filter-all").click();
+    await page.waitForURL(/\/panel\/conversations$/);
+    await page.getByRole("searchbox", { name: "Search by name or phone number" }).fill("lovelace");
+    await page.keyboard.press("Enter");
+    await page.waitForURL(/q=lovelace/);
+    expect(await rows.count()).toBe(1);
+    expect(await rows.first().textContent()).toContain("Ada Lovelace");
+    await shoot("list-search-name");
+    await page.getByRole("searchbox", { name: "Search by name or phone number" }).fill("0151 12402403");
+    await page.keyboard.press("Enter");
+    await page.waitForURL(/q=0151/);
+    expect(await rows.count()).toBe(1);
+    expect(await rows.first().textContent()).toContain("Chen Wei");
+    await shoot("list-search-phone");
+  });
+
+  test("a message waiting for a retry says so, with its last error linked to the docs", async () => {
+    await page.goto(url(`/panel/conversations/${chen}`));
+    const retrying = page.locator(`#message-${retryId} .message-retrying`);
+    await retrying.waitFor(WAIT);
+    const text = (await retrying.textContent()) ?? "";
+    expect(text).toContain("Retrying: 2 attempts so far, next at");
+    expect(text).toContain("Last error: WhatsApp throttled the send.");
+    expect(await page.locator(`#message-${retryId} [data-status="retrying"]`).textContent()).toContain(
+      "Retrying",
+    );
+    const link = retrying.getByRole("link", { name: "What provider_rate_limited means" });
+    expect(await link.getAttribute("href")).toBe("/v2/docs#failure-provider_rate_limited");
+    // The next attempt in local time, UTC on hover.
+    const time = retrying.locator("time.local-time");
+    const iso = (await time.getAttribute("datetime")) ?? "";
+    expect(await time.textContent()).toBe(localText(iso));
+    expect(await time.getAttribute("title")).toMatch(/ UTC$/);
+    await shoot("retrying");
+
+    await page.goto(url(`/panel/conversations/${bruno}`));
+    const failure = page.locator(".message-failure").first();
+    await failure.waitFor(WAIT);
+    expect(await failure.getByRole("link").getAttribute("href")).toBe("/v2/docs#failure-recipient_invalid");
+    await shoot("failed-message");
+  });
+
+  test("start a conversation with a phone number and a template, with a live preview", async () => {
+    await page.goto(url("/panel/conversations"));
+    await page.getByRole("link", { name: "New conversation" }).click();
+    await page.waitForURL(/\/panel\/conversations\/new/);
+    const option = page.locator("#reply-template option", { hasText: /order_shipped \(en\)/ });
+    await page.locator("#reply-template").selectOption((await option.getAttribute("value")) ?? "");
+    const first = page.locator("#template-fields input[name='body.1']");
+    await first.waitFor(WAIT);
+    const preview = page.locator("#template-preview .template-body");
+    expect(await preview.textContent()).toContain("{{1}}");
+    await first.pressSequentially("Grace");
+    expect(await preview.textContent()).toContain("Hi Grace,");
+    expect(await preview.textContent()).toContain("{{2}}");
+    await page.locator("#template-fields input[name='body.2']").fill("#4711");
+    expect(await preview.textContent()).toBe("Hi Grace, your order #4711 has shipped.");
+    expect(await page.locator("#template-preview mark.filled").count()).toBe(2);
+    await page.getByLabel("Phone number").fill("+49 151 12402405");
+    await shoot("new-conversation");
+
+    await page.getByRole("button", { name: "Send template" }).click();
+    await page.waitForURL(/\/panel\/conversations\/ctc_/);
+    const contactId = await contactIdOf(NEW_CUSTOMER);
+    expect(page.url()).toContain(contactId);
+    await page.locator("#thread", { hasText: "Hi Grace, your order #4711 has shipped." }).waitFor(WAIT);
+    await shoot("new-conversation-sent");
+  });
+
+  test("a message's details: template, copyable id, status timeline in local time", async () => {
+    const contactId = await contactIdOf(NEW_CUSTOMER);
+    const message = await env.deps.db
+      .selectFrom("messages")
+      .select("id")
+      .where("contact_id", "=", contactId)
+      .executeTakeFirstOrThrow();
+    const id = message.id ?? "";
+    // The simulator reports sent, delivered and read; wait until the event log has them.
+    await eventually(async () => {
+      const events = await env.deps.db
+        .selectFrom("events")
+        .select("type")
+        .where("message_id", "=", id)
+        .execute();
+      return events.some((event) => event.type === "message.read");
+    }, 20_000);
+    await page.goto(url(`/panel/conversations/${contactId}`));
+    const item = page.locator(`#message-${id}`);
+    await item.waitFor(WAIT);
+    // The message's own time, in local time with UTC on hover.
+    const meta = item.locator(".message-meta time.local-time");
+    const iso = (await meta.getAttribute("datetime")) ?? "";
+    expect(await meta.textContent()).toBe(localText(iso));
+    expect(await meta.getAttribute("title")).toBe(`${iso.replace("T", " ").slice(0, 16)} UTC`);
+
+    await item.getByText("Details").click();
+    const timeline = item.locator("ol.timeline");
+    await timeline.waitFor(WAIT);
+    const steps = await timeline.locator(".step").allTextContents();
+    expect(steps).toEqual(["Accepted", "Sent", "Delivered", "Read"]);
+    for (const time of await timeline.locator("time.local-time").all()) {
+      expect(await time.textContent()).toBe(localText((await time.getAttribute("datetime")) ?? ""));
+    }
+    expect(await item.locator(".message-facts").textContent()).toContain("order_shipped");
+    expect(await item.locator(".message-facts").textContent()).toContain("(en)");
+
+    // Copy the id with the keyboard: focus the button, Enter.
+    await item.getByRole("button", { name: "Copy id" }).focus();
+    await page.keyboard.press("Enter");
+    await item.getByRole("button", { name: "Copied" }).waitFor(WAIT);
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(id);
+    await shoot("message-details");
+
+    // A poll that redraws the thread keeps the details open (and loads the timeline again).
+    await inbound(NEW_CUSTOMER, "Thanks, got it!", "Grace");
+    await page.locator("#thread", { hasText: "Thanks, got it!" }).waitFor(WAIT);
+    await item.locator("ol.timeline").waitFor(WAIT);
+    expect(await item.locator("details.message-details").getAttribute("open")).not.toBeNull();
+  });
+
+  test("a template being filled in keeps its values and focus when the window opens", async () => {
+    await page.goto(url(`/panel/conversations/${bruno}`));
+    await page.locator("#reply-template").waitFor(WAIT);
+    expect(await page.locator("#reply-body").count()).toBe(0);
+    const option = page.locator("#reply-template option", { hasText: /order_shipped \(en\)/ });
+    await page.locator("#reply-template").selectOption((await option.getAttribute("value")) ?? "");
+    const first = page.locator("#template-fields input[name='body.1']");
+    await first.waitFor(WAIT);
+    await first.fill("Bruno");
+    const second = page.locator("#template-fields input[name='body.2']");
+    await second.click();
+    await second.pressSequentially("#88");
+    await shoot("window-closed-template");
+
+    // Bruno writes: the window opens, the free-text box appears; the template stays as typed.
+    await inbound(BRUNO, "Are you open on Saturday?", "Bruno Díaz");
+    await page.locator("#reply-body").waitFor(WAIT);
+    expect(await first.inputValue()).toBe("Bruno");
+    expect(await second.inputValue()).toBe("#88");
+    expect(await page.evaluate(() => document.activeElement?.getAttribute("name"))).toBe("body.2");
+    await page.keyboard.type("9");
+    expect(await second.inputValue()).toBe("#889");
+    expect(await page.locator("#template-preview .template-body").textContent()).toBe(
+      "Hi Bruno, your order #889 has shipped.",
+    );
+    await shoot("window-opened-template-kept");
+  });
+
+  test("keyboard only: choose a template, fill it in, send it", async () => {
+    await page.goto(url(`/panel/conversations/${ada}`));
+    await page.locator("#reply-template").waitFor(WAIT);
+    const before = await env.deps.db
+      .selectFrom("messages")
+      .select("id")
+      .where("contact_id", "=", ada)
+      .where("direction", "=", "outbound")
+      .execute();
+    await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    await tabTo("#reply-template");
+    // A native select is chosen with the arrow keys; htmx loads the variables on the change.
+    const options = await page.locator("#reply-template option").allTextContents();
+    const index = options.findIndex((text) => /order_shipped \(en\)/.test(text));
+    for (let i = 0; i < index; i++) await page.keyboard.press("ArrowDown");
+    await page.locator("#template-fields legend", { hasText: "order_shipped (en)" }).waitFor(WAIT);
+    await tabTo("#template-fields input[name='body.1']");
+    await page.keyboard.type("Ada");
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => document.activeElement?.getAttribute("name"))).toBe("body.2");
+    await page.keyboard.type("#54");
+    expect(await page.locator("#template-preview .template-body").textContent()).toBe(
+      "Hi Ada, your order #54 has shipped.",
+    );
+    await tabTo("#reply-template-send");
+    await shoot("keyboard-template");
+    await page.keyboard.press("Enter");
+    await page.locator("#thread", { hasText: "Hi Ada, your order #54 has shipped." }).waitFor(WAIT);
+    const after = await env.deps.db
+      .selectFrom("messages")
+      .select("id")
+      .where("contact_id", "=", ada)
+      .where("direction", "=", "outbound")
+      .execute();
+    expect(after).toHaveLength(before.length + 1);
+    // After sending, the focus is back in the template picker, ready for another.
+    await eventually(
+      async () => (await page.evaluate(() => document.activeElement?.id)) === "reply-template",
+      5_000,
+    );
+  });
+
+  test("no inline script or style was blocked, and no script failed", () => {
+    expect(policyViolations).toEqual([]);
+    expect(pageErrors).toEqual([]);
+  });
+});
