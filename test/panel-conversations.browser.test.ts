@@ -22,6 +22,7 @@ const BRUNO = "+4915112402402";
 const CHEN = "+4915112402403";
 const DORA = "+4915112402404";
 const NEW_CUSTOMER = "+4915112402405";
+const EVE = "+4915112402406";
 const WAIT = { timeout: 15_000 };
 const WIDTHS = [1280, 390] as const;
 const ZONE = "Asia/Kolkata";
@@ -429,6 +430,48 @@ describe("issue 24: the conversations panel in a browser", () => {
       async () => (await page.evaluate(() => document.activeElement?.id)) === "reply-template",
       5_000,
     );
+  });
+
+  test("a received picture shows as a thumbnail that loads; a received document is a download", async () => {
+    for (const fields of [
+      { type: "image", caption: "The scratch on the frame" },
+      { type: "document", filename: "invoice.pdf" },
+    ]) {
+      const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          phone_number_id: PHONE_NUMBER_ID,
+          from: EVE.slice(1),
+          name: "Eve Media",
+          ...fields,
+        }),
+      });
+      expect(response.status).toBe(200);
+    }
+    const eve = await contactIdOf(EVE);
+    await eventually(async () => {
+      const row = await env.deps.db
+        .selectFrom("messages")
+        .select((eb) => eb.fn.countAll<number>().as("n"))
+        .where("contact_id", "=", eve)
+        .executeTakeFirstOrThrow();
+      return Number(row.n) === 2;
+    }, 15_000);
+    await page.goto(url(`/panel/conversations/${eve}`));
+    const image = page.getByRole("img", { name: "Image from Eve Media" });
+    await image.waitFor(WAIT);
+    await image.scrollIntoViewIfNeeded();
+    await eventually(
+      async () =>
+        (await image.evaluate((img: HTMLImageElement) => (img.complete ? img.naturalWidth : 0))) > 0,
+      15_000,
+    );
+    const download = page.getByRole("link", { name: "Download invoice.pdf" });
+    expect(await download.isVisible()).toBe(true);
+    const [file] = await Promise.all([page.waitForEvent("download"), download.click()]);
+    expect(file.suggestedFilename()).toBe("invoice.pdf");
+    await shoot("inbound-media");
   });
 
   test("no inline script or style was blocked, and no script failed", () => {

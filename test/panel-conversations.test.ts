@@ -268,9 +268,10 @@ describe("the conversation list and view", () => {
       createdAt: env.clock.now(),
     });
     const view = await client.get(`/panel/conversations/${contactId}`);
-    // An inline SVG icon, not an emoji (an empty box without an emoji font).
+    // An inline SVG icon, not an emoji (an empty box without an emoji font); a received document is
+    // a download (issue 24, test/inbound-media.test.ts).
     expect(view.text).toMatch(
-      /<p class="message-media"><svg class="icon"[^>]*aria-hidden="true"[^>]*>.*?<\/svg> document: invoice\.pdf<\/p>/,
+      /<p class="message-media"><a class="message-download" href="[^"]+\/media" download><svg class="icon"[^>]*aria-hidden="true"[^>]*>.*?<\/svg> Download invoice\.pdf<\/a><\/p>/,
     );
     expect(view.text).not.toContain("📄");
     expect(view.text).toContain('<p class="message-text">see attached</p>');

@@ -721,7 +721,7 @@ describe("control API", () => {
         type: "image",
         image: {
           id: expect.stringMatching(/^\d+$/),
-          mime_type: "image/jpeg",
+          mime_type: "image/png",
           sha256: expect.stringMatching(/^[A-Za-z0-9+/]{43}=$/),
           caption: "the damage",
         },

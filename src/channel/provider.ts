@@ -79,11 +79,28 @@ export interface ProviderTemplate {
   rejectedReason?: string | null;
 }
 
+/** The most `downloadMedia` reads: WhatsApp's own cap for received video and audio. */
+export const MEDIA_DOWNLOAD_LIMIT_BYTES = 16 * 1024 * 1024;
+
+/** A received message's media, as the provider served it. */
+export interface DownloadedMedia {
+  /** The provider's MIME type (parameters, e.g. `; codecs=opus`, kept as given). */
+  contentType: string;
+  bytes: Uint8Array<ArrayBuffer>;
+  /** A file name, when the provider named one. */
+  filename?: string;
+}
+
 export interface ChannelProvider {
   sendMessage(creds: SenderCredentials, message: OutboundPayload): Promise<{ providerMessageId: string }>;
   uploadMedia(creds: SenderCredentials, file: MediaFile): Promise<{ providerMediaId: string }>;
   /** All templates of the sender's business account, every page. */
   listTemplates(creds: SenderCredentials): Promise<ProviderTemplate[]>;
+  /**
+   * A received message's media by the provider's media id, fetched with the receiving sender's
+   * credentials; refused (a ProviderError) above MEDIA_DOWNLOAD_LIMIT_BYTES.
+   */
+  downloadMedia(creds: SenderCredentials, mediaId: string): Promise<DownloadedMedia>;
 }
 
 export interface NormalizedProviderError {

@@ -48,6 +48,8 @@ export interface ReceivedMessage {
   text: string | null;
   mediaType: string | null;
   mediaFilename: string | null;
+  /** The provider's id of the media (what `ChannelProvider.downloadMedia` fetches); null without. */
+  mediaId: string | null;
   /** A notice (system_<kind>): kept in history, never in the feed, and it opens no window. */
   system: boolean;
 }
@@ -178,6 +180,7 @@ const EXTENSIONS: Record<string, string> = {
   "image/jpeg": "jpg",
   "image/png": "png",
   "image/webp": "webp",
+  "image/gif": "gif",
   "video/mp4": "mp4",
   "video/3gpp": "3gp",
   "audio/ogg": "ogg",
@@ -187,7 +190,15 @@ const EXTENSIONS: Record<string, string> = {
   "application/pdf": "pdf",
 };
 
-type Described = Pick<ReceivedMessage, "type" | "preview" | "text" | "mediaType" | "mediaFilename">;
+/** The usual file extension of a MIME type (parameters ignored); `bin` when it is not one we know. */
+export function mediaExtension(mimeType: string | null | undefined): string {
+  return EXTENSIONS[(mimeType ?? "").split(";")[0]!.trim().toLowerCase()] ?? "bin";
+}
+
+type Described = Pick<
+  ReceivedMessage,
+  "type" | "preview" | "text" | "mediaType" | "mediaFilename" | "mediaId"
+>;
 
 /** SPEC §2 HistoryMessage fields for one Cloud API message object. */
 function describeInbound(message: WireMessage): Described {
@@ -200,6 +211,7 @@ function describeInbound(message: WireMessage): Described {
       text: body === "" ? null : body,
       mediaType: null,
       mediaFilename: null,
+      mediaId: null,
     };
   }
   const mediaKind = kind === "sticker" ? "image" : kind;
@@ -207,13 +219,15 @@ function describeInbound(message: WireMessage): Described {
     const media = (message[kind as keyof WireMessage] ?? {}) as WireMedia;
     const filename = media.filename ?? null;
     // The placeholder names something even when the customer's file had no name.
-    const shownName = filename ?? `${mediaKind}.${EXTENSIONS[media.mime_type ?? ""] ?? "bin"}`;
+    const shownName = filename ?? `${mediaKind}.${mediaExtension(media.mime_type)}`;
     return {
       type: mediaKind,
       preview: `[${mediaKind}: ${shownName}]`,
       text: media.caption ? media.caption : null,
       mediaType: mediaKind,
       mediaFilename: filename,
+      // Only a usable id: anything else leaves the message without a way to fetch its media.
+      mediaId: typeof media.id === "string" && media.id !== "" ? media.id.slice(0, 256) : null,
     };
   }
   if (kind === "button" || kind === "interactive") {
@@ -222,13 +236,27 @@ function describeInbound(message: WireMessage): Described {
       message.interactive?.button_reply?.title ??
       message.interactive?.list_reply?.title ??
       "";
-    return { type: "text", preview: title, text: title || null, mediaType: null, mediaFilename: null };
+    return {
+      type: "text",
+      preview: title,
+      text: title || null,
+      mediaType: null,
+      mediaFilename: null,
+      mediaId: null,
+    };
   }
   if (kind === "location") {
     const l = message.location ?? {};
     const place = [l.name, l.address].filter(Boolean).join(", ");
     const body = `${place ? `${place} ` : ""}(${l.latitude}, ${l.longitude})`;
-    return { type: "text", preview: `[location: ${body}]`, text: body, mediaType: null, mediaFilename: null };
+    return {
+      type: "text",
+      preview: `[location: ${body}]`,
+      text: body,
+      mediaType: null,
+      mediaFilename: null,
+      mediaId: null,
+    };
   }
   // system, reaction, unsupported...: kept in history as system_<kind>, never in the feed.
   const subtype = kind === "system" ? (message.system?.type ?? "notice") : kind;
@@ -239,6 +267,7 @@ function describeInbound(message: WireMessage): Described {
     text: body,
     mediaType: null,
     mediaFilename: null,
+    mediaId: null,
   };
 }
 

@@ -1,5 +1,6 @@
 import {
   type ChannelProvider,
+  MEDIA_DOWNLOAD_LIMIT_BYTES,
   type MediaFile,
   normalizeProviderError,
   type OutboundHeader,
@@ -18,6 +19,8 @@ export interface WhatsAppProviderOptions {
   /** Per request; a request that takes longer fails as retryable. */
   timeoutMs?: number;
   fetch?: (url: string, init: RequestInit) => Promise<Response>;
+  /** The most a media download reads (default MEDIA_DOWNLOAD_LIMIT_BYTES, 16 MB). */
+  mediaLimitBytes?: number;
 }
 
 type GraphParameter =
@@ -50,21 +53,25 @@ export function createWhatsAppProvider(options: WhatsAppProviderOptions): Channe
   const timeoutMs = options.timeoutMs ?? 10_000;
   const fetchImpl = options.fetch ?? fetch;
 
-  async function call(creds: SenderCredentials, path: string, init: RequestInit = {}): Promise<unknown> {
+  const mediaLimit = options.mediaLimitBytes ?? MEDIA_DOWNLOAD_LIMIT_BYTES;
+
+  /**
+   * One authorized request to `url`, its answer read by `read` inside the timeout (which also covers
+   * a body that stalls); no answer in time, or none at all, is a retryable provider_unavailable.
+   */
+  async function request<T>(
+    creds: SenderCredentials,
+    url: string,
+    init: RequestInit,
+    read: (response: Response) => Promise<T>,
+  ): Promise<{ status: number; result: T }> {
     const headers = new Headers(init.headers);
     headers.set("authorization", `Bearer ${creds.accessToken}`);
-    let status: number;
-    let text: string;
     try {
-      const response = await fetchImpl(`${root}${path}`, {
-        ...init,
-        headers,
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      status = response.status;
-      // Read inside the try: the timeout also covers a body that stalls.
-      text = await response.text();
+      const response = await fetchImpl(url, { ...init, headers, signal: AbortSignal.timeout(timeoutMs) });
+      return { status: response.status, result: await read(response) };
     } catch (error) {
+      if (error instanceof ProviderError) throw error;
       const timedOut =
         error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
       const message = timedOut
@@ -74,6 +81,10 @@ export function createWhatsAppProvider(options: WhatsAppProviderOptions): Channe
         cause: error,
       });
     }
+  }
+
+  async function call(creds: SenderCredentials, path: string, init: RequestInit = {}): Promise<unknown> {
+    const { status, result: text } = await request(creds, `${root}${path}`, init, (r) => r.text());
     const body = parseJson(text);
     if (status >= 200 && status < 300) return body;
     throw graphError(status, body);
@@ -123,7 +134,98 @@ export function createWhatsAppProvider(options: WhatsAppProviderOptions): Channe
         after = nextAfter;
       }
     },
+
+    // Graph: GET /{media-id} names a short-lived URL, which is fetched with the same token.
+    async downloadMedia(creds, mediaId) {
+      const info = (await call(creds, `/${encodeURIComponent(mediaId)}`)) as GraphMediaInfo | undefined;
+      const url = info?.url;
+      if (typeof url !== "string" || !URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) {
+        throw unexpectedAnswer("the media answer carries no URL");
+      }
+      const declared = Number(info?.file_size);
+      if (Number.isFinite(declared) && declared > mediaLimit) throw mediaTooLarge(declared, mediaLimit);
+      const { status, result } = await request(creds, url, {}, async (response) => {
+        if (response.status < 200 || response.status >= 300) {
+          return { error: parseJson(await response.text()) } as const;
+        }
+        const bytes = await readCapped(response, mediaLimit);
+        if (!bytes) throw mediaTooLarge(undefined, mediaLimit);
+        return {
+          bytes,
+          contentType: response.headers.get("content-type"),
+          disposition: response.headers.get("content-disposition"),
+        } as const;
+      });
+      if ("error" in result) throw graphError(status, result.error);
+      const contentType =
+        (typeof info?.mime_type === "string" && info.mime_type) ||
+        result.contentType ||
+        "application/octet-stream";
+      const filename = dispositionFilename(result.disposition);
+      return { contentType, bytes: result.bytes, ...(filename ? { filename } : {}) };
+    },
   };
+}
+
+interface GraphMediaInfo {
+  url?: unknown;
+  mime_type?: unknown;
+  sha256?: unknown;
+  file_size?: unknown;
+  id?: unknown;
+}
+
+/** The body, or undefined as soon as it proves longer than `limit` (the rest is not read). */
+async function readCapped(response: Response, limit: number): Promise<Uint8Array<ArrayBuffer> | undefined> {
+  const length = Number(response.headers.get("content-length") ?? Number.NaN);
+  if (Number.isFinite(length) && length > limit) {
+    await response.body?.cancel();
+    return undefined;
+  }
+  if (!response.body) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > limit) {
+      await reader.cancel();
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
+}
+
+/** `attachment; filename="a.pdf"` -> a.pdf; the caller sanitizes it before showing or sending it. */
+function dispositionFilename(header: string | null): string | undefined {
+  const match = header ? /filename\*?=(?:UTF-8'')?"?([^";]+)"?/i.exec(header) : null;
+  if (!match?.[1]) return undefined;
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    return match[1];
+  }
+}
+
+function mediaTooLarge(size: number | undefined, limit: number): ProviderError {
+  const mb = Math.round(limit / (1024 * 1024));
+  return new ProviderError({
+    code: "provider_error",
+    message:
+      size === undefined
+        ? `The media is larger than ${mb} MB, the most that is fetched.`
+        : `The media is ${size} bytes; at most ${mb} MB is fetched.`,
+    retryable: false,
+  });
 }
 
 function sendBody(message: OutboundPayload) {

@@ -126,6 +126,8 @@ export interface MessagesTable {
   text: string | null;
   media_type: string | null;
   media_filename: string | null;
+  /** The provider's id of a received message's media (sql/023): how the panel fetches it. */
+  media_id: ColumnType<string | null, string | null | undefined, string | null>;
   status: string | null;
   failure: ColumnType<MessageFailure | null, string | null, string | null>;
   application_id: string | null;

@@ -125,6 +125,7 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
       text: received.text,
       mediaType: received.mediaType,
       mediaFilename: received.mediaFilename,
+      mediaId: received.mediaId,
       status: null,
       applicationId: null,
       content: null,

@@ -26,6 +26,8 @@ export interface NewMessage {
   text: string | null;
   mediaType: string | null;
   mediaFilename: string | null;
+  /** The provider's id of a received message's media (sql/023); absent or null otherwise. */
+  mediaId?: string | null;
   /** `accepted` for a send (`scheduled` with a send_at), null for a received message. */
   status: "accepted" | "scheduled" | null;
   applicationId: string | null;
@@ -81,11 +83,11 @@ WITH batch AS MATERIALIZED (
     $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
     $14::text[], $15::text[], $16::text[], $17::timestamptz[], $18::timestamptz[], $19::bool[],
     $20::text[], $21::bytea[], $22::text[], $24::text[], $25::timestamptz[], $26::int[],
-    $27::timestamptz[])
+    $27::timestamptz[], $28::text[])
     WITH ORDINALITY AS r(id, tenant_id, contact_id, new_contact_id, phone, contact_name, sender_id,
       direction, type, preview, text, media_type, media_filename, status, application_id, content,
       created_at, window_from, visible, idempotency_key, request_hash, provider_message_id,
-      client_reference, send_at, valid_for, expires_at, n)
+      client_reference, send_at, valid_for, expires_at, media_id, n)
 ), blocked AS MATERIALIZED (
   SELECT b.id FROM batch b JOIN contacts c ON c.id = b.contact_id
   WHERE b.direction = 'outbound' AND c.opted_out_at IS NOT NULL
@@ -121,11 +123,11 @@ WITH batch AS MATERIALIZED (
 ), inserted AS (
   INSERT INTO messages (id, tenant_id, contact_id, sender_id, direction, type, preview, text, media_type,
     media_filename, status, application_id, content, provider_message_id, client_reference, created_at,
-    parked, send_at, valid_for, expires_at)
+    parked, send_at, valid_for, expires_at, media_id)
   SELECT l.id, l.tenant_id, COALESCE(l.contact_id, c.id), l.sender_id, l.direction, l.type, l.preview,
     l.text, l.media_type, l.media_filename, l.status, l.application_id, l.content::jsonb,
     l.provider_message_id, l.client_reference, l.created_at,
-    CASE WHEN l.status = 'scheduled' THEN 'scheduled' END, l.send_at, l.valid_for, l.expires_at
+    CASE WHEN l.status = 'scheduled' THEN 'scheduled' END, l.send_at, l.valid_for, l.expires_at, l.media_id
   FROM live l
   LEFT JOIN contact c ON l.contact_id IS NULL AND c.tenant_id = l.tenant_id AND c.phone = l.phone
   ORDER BY l.n
@@ -219,6 +221,7 @@ export async function storeMessages(
     column((m) => m.sendAt ?? null),
     column((m) => m.validFor ?? null),
     column((m) => m.expiresAt ?? null),
+    column((m) => m.mediaId ?? null),
   ]);
   const byId = new Map(rows.map((row) => [row.id, row]));
   return batch.map((message) => {

@@ -3,7 +3,7 @@ import type { Metrics } from "./index.ts";
 
 /**
  * The channel provider with every call counted and timed: `provider_requests_total` and
- * `provider_request_duration_seconds` by operation (send_message, upload_media, list_templates) and
+ * `provider_request_duration_seconds` by operation (send_message, upload_media, list_templates, download_media) and
  * outcome (`ok`, or the normalized ProviderError code such as provider_unavailable; `error` for
  * anything else).
  */
@@ -28,5 +28,6 @@ export function instrumentProvider(provider: ChannelProvider, metrics: Metrics):
     sendMessage: timed("send_message", provider.sendMessage.bind(provider)),
     uploadMedia: timed("upload_media", provider.uploadMedia.bind(provider)),
     listTemplates: timed("list_templates", provider.listTemplates.bind(provider)),
+    downloadMedia: timed("download_media", provider.downloadMedia.bind(provider)),
   };
 }

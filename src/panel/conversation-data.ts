@@ -188,6 +188,8 @@ export async function conversationSender(
  * and the error of the last one, sql/020), and its last change.
  */
 export interface ThreadMessageRow extends HistoryMessageRow {
+  /** A received message whose media the provider can be asked for (sql/023): the panel links it. */
+  has_media: boolean;
   template_name: string | null;
   template_language: string | null;
   send_at: Date | null;
@@ -197,6 +199,7 @@ export interface ThreadMessageRow extends HistoryMessageRow {
 /** History's columns (the retry state among them) and the template and times the panel shows. */
 const THREAD_COLUMNS = [
   ...HISTORY_COLUMNS,
+  sql<boolean>`messages.media_id IS NOT NULL`.as("has_media"),
   sql<string | null>`messages.content->>'template_name'`.as("template_name"),
   sql<string | null>`messages.content->>'language'`.as("template_language"),
   "messages.send_at",
@@ -317,6 +320,62 @@ export async function messageDetails(
     if (status) steps.push({ status, at: event.created_at, failure: event.failure });
   }
   return { message, steps };
+}
+
+/** A received message's media as the provider knows it, and the sender whose token fetches it. */
+export interface InboundMediaSource {
+  mediaId: string;
+  mediaType: string | null;
+  mediaFilename: string | null;
+  sender: Pick<SenderRow, "id" | "provider_phone_number_id" | "waba_id" | "access_token">;
+}
+
+/**
+ * The media of one received message of the contact, in the tenant (another tenant's message, a
+ * send, or a message without media is the same 404 as an unknown id), with its receiving sender.
+ */
+export async function inboundMediaSource(
+  db: Db,
+  tenantId: string,
+  contactId: string,
+  messageId: string,
+): Promise<InboundMediaSource> {
+  const row = isId(messageId, "msg")
+    ? await db
+        .selectFrom("messages")
+        .innerJoin("senders", (join) =>
+          join
+            .onRef("senders.id", "=", "messages.sender_id")
+            .onRef("senders.tenant_id", "=", "messages.tenant_id"),
+        )
+        .select([
+          "messages.media_id",
+          "messages.media_type",
+          "messages.media_filename",
+          "senders.id as sender_id",
+          "senders.provider_phone_number_id",
+          "senders.waba_id",
+          "senders.access_token",
+        ])
+        .where("messages.tenant_id", "=", tenantId)
+        .where("messages.contact_id", "=", contactId)
+        .where("messages.id", "=", messageId)
+        .where("messages.direction", "=", "inbound")
+        .where("messages.media_id", "is not", null)
+        .executeTakeFirst()
+    : undefined;
+  if (!row?.media_id) throw new ApiError("resource_missing", "No such media in this conversation.");
+  return {
+    mediaId: row.media_id,
+    mediaType: row.media_type,
+    mediaFilename: row.media_filename,
+    sender: {
+      id: row.sender_id,
+      provider_phone_number_id: row.provider_phone_number_id,
+      waba_id: row.waba_id,
+      access_token: row.access_token,
+    },
+  };
 }
 
 /**

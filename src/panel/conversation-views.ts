@@ -91,9 +91,29 @@ function windowBadge(messaging: MessagingState, now: Date): Html {
   return html`<span class="window ${open ? "open" : "closed"}"><span class="visually-hidden">Reply window: </span>${windowText(messaging, now)}</span>`;
 }
 
-/** "[icon] document: invoice.pdf": a placeholder, never the content (the service does not serve media). */
+/** "[icon] document: invoice.pdf": what a send's media, or any media in the list, shows. */
 function mediaPlaceholder(media: { type: string; filename: string | null }): Html {
   return html`${mediaIcon(media.type)} ${media.type}${media.filename ? html`: ${media.filename}` : ""}`;
+}
+
+/**
+ * A received message's media, fetched from the provider when shown (issue 24): a picture as a
+ * thumbnail linking to the full picture, anything else as a download link; the placeholder for a
+ * message whose media the provider cannot be asked for (a send, or one received before media ids
+ * were kept).
+ */
+function messageMedia(row: ThreadMessageRow, contactId: string, contactName: string): Html {
+  const media = presentMessageFields(row).media;
+  if (!media) return html``;
+  if (row.direction !== "inbound" || !row.has_media || !row.id) {
+    return html`<p class="message-media">${mediaPlaceholder(media)}</p>`;
+  }
+  const path = mediaPath(contactId, row.id);
+  if (media.type === "image") {
+    return html`<p class="message-media message-image"><a href="${path}"><img src="${path}" loading="lazy" alt="Image from ${contactName}"></a></p>`;
+  }
+  const label = media.filename ?? `the ${media.type}`;
+  return html`<p class="message-media"><a class="message-download" href="${path}" download>${mediaIcon(media.type)} Download ${label}</a></p>`;
 }
 
 const PREVIEW_CHARS = 140;
@@ -331,6 +351,11 @@ export function messagePath(contactId: string, messageId: string): string {
   return `${conversationPath(contactId)}/messages/${encodeURIComponent(messageId)}`;
 }
 
+/** A received message's media, from the provider (src/panel/inbound-media.ts). */
+export function mediaPath(contactId: string, messageId: string): string {
+  return `${messagePath(contactId, messageId)}/media`;
+}
+
 function messageItem(row: ThreadMessageRow, contactId: string, contactName: string, now: Date): Html {
   const message = presentMessageFields(row);
   const outbound = message.direction === "outbound";
@@ -341,7 +366,7 @@ function messageItem(row: ThreadMessageRow, contactId: string, contactName: stri
 <div class="bubble">
 <span class="visually-hidden">${outbound ? "You sent" : `${contactName} wrote`}${message.type === "template" ? " a template" : ""}:</span>
 ${message.type === "template" ? html`<span class="message-kind" aria-hidden="true">Template${row.template_name ? html` · ${row.template_name}` : ""}</span>` : ""}
-${message.media ? html`<p class="message-media">${mediaPlaceholder(message.media)}</p>` : ""}
+${messageMedia(row, contactId, contactName)}
 ${text ? html`<p class="message-text">${text}</p>` : ""}
 </div>
 <p class="message-meta">${localTime(row.created_at)}${
@@ -362,11 +387,15 @@ ${message.id ? messageDetailsDisclosure(row, contactId) : ""}
 }
 
 /** The message page's head of details (the timeline follows it): text, id, template, failure. */
-export function renderMessageDetailsBody(details: MessageDetails): Html {
+export function renderMessageDetailsBody(
+  details: MessageDetails,
+  contactId: string,
+  contactName: string,
+): Html {
   const row = details.message;
   const message = presentMessageFields(row);
   const text = message.text ?? (message.media ? null : message.preview);
-  return html`${message.media ? html`<p class="message-media">${mediaPlaceholder(message.media)}</p>` : ""}
+  return html`${messageMedia(row, contactId, contactName)}
 ${text ? html`<blockquote class="message-quote"><p class="message-text">${text}</p></blockquote>` : ""}
 ${row.id ? messageFacts(row) : ""}
 ${

@@ -1,18 +1,20 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
+import { type DownloadedMedia, ProviderError } from "../channel/provider.ts";
 import type { ContactRow } from "../contacts/repository.ts";
 import { ApiError } from "../http/errors.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
-import type { AuthContext } from "../http/request-state.ts";
+import { type AuthContext, requestState } from "../http/request-state.ts";
 import { type IdPrefix, isId } from "../ids.ts";
 import type { SendMessageInput } from "../messages/accept.ts";
 import type { OutboundSending } from "../messages/admission.ts";
-import { listActiveSenders } from "../senders/repository.ts";
+import { listActiveSenders, senderCredentials } from "../senders/repository.ts";
 import { listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
 import {
   type ConversationState,
   conversationListPage,
   conversationState,
+  inboundMediaSource,
   type ListNarrowing,
   listFilterOf,
   listSearchOf,
@@ -53,7 +55,8 @@ import {
   titleUpdate,
 } from "./conversation-views.ts";
 import { type Html, html } from "./html.ts";
-import { page } from "./layout.ts";
+import { mediaResponse } from "./inbound-media.ts";
+import { errorPage, page } from "./layout.ts";
 import { PANEL_PREFIX } from "./paths.ts";
 import { field, htmlResponse, type PanelContext, redirect, signedIn } from "./web.ts";
 
@@ -70,6 +73,8 @@ import { field, htmlResponse, type PanelContext, redirect, signedIn } from "./we
  *                                                   `?template=tpl_…` that template's variables)
  *   GET  /panel/conversations/:contactId/thread?v=&last=&mode=   the thread region, polled; 204 while unchanged
  *   GET  /panel/conversations/:contactId/messages/:messageId     a message's details (htmx: its timeline)
+ *   GET  /panel/conversations/:contactId/messages/:messageId/media   a received message's image (inline)
+ *                                                   or file (a download), fetched from the provider
  *   POST /panel/conversations/:contactId/messages   reply (free text or template) through the API's send path
  */
 
@@ -421,11 +426,48 @@ ${region.html}`,
 </div>
 <section class="card message-page" aria-labelledby="message-details-title">
 <h2 id="message-details-title" class="visually-hidden">Details</h2>
-${renderMessageDetailsBody(details)}
+${renderMessageDetailsBody(details, contact.id, name)}
 ${timeline}
 </section>`,
           }),
         );
+      }),
+    )
+
+    .get(
+      "/conversations/:contactId/messages/:messageId/media",
+      signedIn(deps, async (ctx) => {
+        const tenantId = ctx.session.tenantId;
+        const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
+        const source = await inboundMediaSource(deps.db, tenantId, contact.id, ctx.params.messageId ?? "");
+        let media: DownloadedMedia;
+        try {
+          // Fetched with the token of the number that received it, when a person opens it.
+          const credentials = senderCredentials(deps.config.providerTokenKey, source.sender);
+          media = await deps.provider.downloadMedia(credentials, source.mediaId);
+        } catch (error) {
+          if (!(error instanceof ProviderError)) throw error;
+          const requestId = requestState(ctx.request)?.requestId;
+          deps.logger.warn(
+            { request_id: requestId, code: error.code, err: error.message },
+            "panel: inbound media could not be fetched",
+          );
+          const what = source.mediaType === "image" ? "picture" : "file";
+          return htmlResponse(
+            errorPage(
+              502,
+              `The ${what} could not be fetched`,
+              `WhatsApp did not hand over this ${what} (${error.message}). ${
+                error.retryable
+                  ? "WhatsApp may be briefly unavailable: try again in a moment."
+                  : "WhatsApp keeps received media for a limited time, so it may have expired; ask the customer to send it again."
+              }`,
+              requestId,
+            ),
+            { status: 502, headers: requestId ? { "request-id": requestId } : {} },
+          );
+        }
+        return mediaResponse(source, media);
       }),
     )
 

@@ -1,4 +1,4 @@
-import { randomBytes, randomInt } from "node:crypto";
+import { createHash, randomBytes, randomInt } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ValueErrorType } from "@sinclair/typebox/errors";
 import { Elysia, type Static, t } from "elysia";
@@ -13,6 +13,7 @@ import {
   webhookTimestamp,
 } from "../channel/webhook-payloads.ts";
 import { type GraphMessageTemplate, placeholderCount, TEMPLATE_CATALOGUE } from "./catalogue.ts";
+import { SAMPLE_MEDIA } from "./sample-media.ts";
 import {
   FAST_STATUS_DELAY_MS,
   SANDBOX_REPLY_TEXT,
@@ -301,6 +302,12 @@ const UPLOAD_LIMITS: Record<string, number> = {
   "text/plain": 100 * MB,
 };
 
+/** Inbound media the simulator keeps to serve (the newest; older ones answer like expired media). */
+const MEDIA_KEPT = 1000;
+const MEDIA_KEPT_BYTES = 64 * MB;
+/** A given file: up to 20 MB, so a download over the gateway's 16 MB cap can be tried. */
+const MEDIA_BASE64_MAX_CHARS = Math.ceil((20 * MB) / 3) * 4;
+
 const InboundRequest = t.Object({
   phone_number_id: t.String({ minLength: 1 }),
   from: t.String({ pattern: "^\\+?[0-9]{7,15}$", description: "the customer's number" }),
@@ -308,6 +315,10 @@ const InboundRequest = t.Object({
   text: t.Optional(t.String()),
   caption: t.Optional(t.String()),
   filename: t.Optional(t.String({ minLength: 1 })),
+  media_base64: t.Optional(
+    t.String({ maxLength: MEDIA_BASE64_MAX_CHARS, description: "the file's bytes; default a sample file" }),
+  ),
+  mime_type: t.Optional(t.String({ pattern: "^[a-z]+/[a-zA-Z0-9.+-]+(; ?[a-z]+=[a-zA-Z0-9.+-]+)?$" })),
   timestamp: t.Optional(t.Integer({ minimum: 0 })),
   name: t.Optional(t.String()),
   id: t.Optional(t.String({ minLength: 1 })),
@@ -353,15 +364,29 @@ const SlowNextRequest = t.Object({
 });
 
 // Which control fields each inbound type takes, and the media it carries.
-const INBOUND_FIELDS: Record<InboundRequest["type"], { allowed: string[]; mimeType?: string }> = {
+const INBOUND_FIELDS: Record<InboundRequest["type"], { allowed: string[] }> = {
   text: { allowed: ["text"] },
   system: { allowed: ["text", "new_wa_id"] },
-  image: { allowed: ["caption"], mimeType: "image/jpeg" },
-  video: { allowed: ["caption"], mimeType: "video/mp4" },
-  audio: { allowed: [], mimeType: "audio/ogg; codecs=opus" },
-  document: { allowed: ["caption", "filename"], mimeType: "application/pdf" },
+  image: { allowed: ["caption", "media_base64", "mime_type"] },
+  video: { allowed: ["caption", "media_base64", "mime_type"] },
+  audio: { allowed: ["media_base64", "mime_type"] },
+  document: { allowed: ["caption", "filename", "media_base64", "mime_type"] },
 };
-const TYPE_SPECIFIC_FIELDS = ["text", "caption", "filename", "new_wa_id"] as const;
+const TYPE_SPECIFIC_FIELDS = [
+  "text",
+  "caption",
+  "filename",
+  "new_wa_id",
+  "media_base64",
+  "mime_type",
+] as const;
+
+/** A received file the simulator serves (GET /{version}/{media-id}, then its URL). */
+interface StoredMedia {
+  bytes: Uint8Array<ArrayBuffer>;
+  mimeType: string;
+  sha256: string;
+}
 
 function newWamid(): string {
   return `wamid.${randomBytes(30).toString("base64url")}`;
@@ -379,6 +404,40 @@ function shuffled<T>(items: T[]): T[] {
     [copy[i], copy[j]] = [copy[j]!, copy[i]!];
   }
   return copy;
+}
+
+const SAMPLE_BYTES = new Set<Uint8Array>(Object.values(SAMPLE_MEDIA).map((media) => media.bytes));
+
+function isSample(media: StoredMedia): boolean {
+  return SAMPLE_BYTES.has(media.bytes);
+}
+
+/** Where a media id's bytes are served, like Graph's lookaside URL (it, too, needs the token). */
+const MEDIA_DOWNLOAD_PATH = "/whatsapp_business/attachments";
+
+/** Graph requests carry `Authorization: Bearer <token>`; any non-empty token is accepted. */
+function requireBearer(authorization: string | undefined) {
+  if (!/^Bearer\s+\S+/i.test(authorization ?? "")) {
+    throw new GraphError(190, "Cannot parse access token: send Authorization: Bearer <token>.");
+  }
+}
+
+/** A path nothing serves: the control API's 404, or Graph's "Unknown path components". */
+function unknownPathResponse(request: Request): Response {
+  const { pathname } = new URL(request.url);
+  return pathname.startsWith("/_sim/")
+    ? controlErrorResponse(`Unknown control route: ${request.method} ${pathname}`, 404)
+    : Response.json(
+        {
+          error: {
+            message: `Unknown path components: ${request.method} ${pathname}`,
+            type: "OAuthException",
+            code: 2500,
+            fbtrace_id: randomBytes(9).toString("base64url"),
+          },
+        },
+        { status: 404 },
+      );
 }
 
 function isHttpUrl(value: string): boolean {
@@ -407,6 +466,23 @@ export function createSimulator(options: SimulatorOptions) {
   const accepted = new Map<string, { phoneNumberId: string; waId: string }>();
   /** Uploaded media id -> the phone number id it was uploaded for. */
   const uploads = new Map<string, string>();
+  /** Inbound media by id, oldest first: at most MEDIA_KEPT files and MEDIA_KEPT_BYTES of given ones. */
+  const inboundMedia = new Map<string, StoredMedia>();
+  let inboundMediaBytes = 0;
+
+  function keepMedia(media: StoredMedia): string {
+    const id = newNumericId();
+    inboundMedia.set(id, media);
+    // The sample files are shared, so only given files count against the byte budget.
+    if (!isSample(media)) inboundMediaBytes += media.bytes.byteLength;
+    for (const [oldId, old] of inboundMedia) {
+      if (inboundMedia.size <= MEDIA_KEPT && inboundMediaBytes <= MEDIA_KEPT_BYTES) break;
+      if (oldId === id) break;
+      inboundMedia.delete(oldId);
+      if (!isSample(old)) inboundMediaBytes -= old.bytes.byteLength;
+    }
+    return id;
+  }
   const pendingFailures: number[] = [];
   /** Delays (ms) before answering the next sends (POST /_sim/slow-next). */
   const pendingDelays: number[] = [];
@@ -792,7 +868,9 @@ export function createSimulator(options: SimulatorOptions) {
       { params: t.Object({ ...GraphVersionParams, phoneNumberId: t.String() }), body: UploadBody },
     )
     .get(
-      "/:version/:wabaId/message_templates",
+      // Graph's paths are /{version}/{node-id}/{edge}: every GET names its node :nodeId (here the
+      // business account), as the router wants one name per position (GET /{version}/{media-id}).
+      "/:version/:nodeId/message_templates",
       ({ query, request }) => {
         const limit = query.limit === undefined ? DEFAULT_TEMPLATE_PAGE_SIZE : Number(query.limit);
         if (!Number.isInteger(limit) || limit < 1) {
@@ -813,11 +891,58 @@ export function createSimulator(options: SimulatorOptions) {
         return { data, paging };
       },
       {
-        params: t.Object({ ...GraphVersionParams, wabaId: t.String() }),
+        params: t.Object({ ...GraphVersionParams, nodeId: t.String() }),
         // `fields` and anything else Graph takes are accepted and ignored: every field is returned.
         query: openObject({ limit: t.Optional(t.String()), after: t.Optional(t.String()) }),
       },
     );
+
+  /** A stored inbound media by id, or the error Graph gives for an id it does not know (or no longer). */
+  function storedMedia(mediaId: string): StoredMedia {
+    const media = inboundMedia.get(mediaId);
+    if (!media) {
+      throw new GraphError(
+        100,
+        `Unsupported get request. Object with ID '${mediaId}' does not exist, cannot be loaded due to missing permissions, or does not support this operation.`,
+      );
+    }
+    return media;
+  }
+
+  // Retrieving received media (Graph: GET /{version}/{media-id}, then GET its url with the token).
+  // Its own instance: GET /{a}/{b} would otherwise also answer unknown two-segment paths, /_sim/x.
+  const mediaRoutes = new Elysia()
+    .onError(({ error }) => {
+      if (error instanceof GraphError) return graphErrorResponse(error.graphCode, error.details);
+      log(`unexpected error: ${describeFailure(error)}`);
+      return graphErrorResponse(1);
+    })
+    .get(MEDIA_DOWNLOAD_PATH, ({ query, headers }) => {
+      requireBearer(headers.authorization);
+      const media = storedMedia(typeof query.mid === "string" ? query.mid : "");
+      return new Response(media.bytes, {
+        headers: {
+          "content-type": media.mimeType,
+          "content-length": String(media.bytes.byteLength),
+        },
+      });
+    })
+    .get("/:version/:nodeId", ({ params, headers, request }) => {
+      if (!/^v[0-9]+\.[0-9]+$/.test(params.version)) return unknownPathResponse(request);
+      requireBearer(headers.authorization);
+      const mediaId = params.nodeId;
+      const media = storedMedia(mediaId);
+      const url = new URL(MEDIA_DOWNLOAD_PATH, request.url);
+      url.searchParams.set("mid", mediaId);
+      return {
+        messaging_product: "whatsapp",
+        url: url.toString(),
+        mime_type: media.mimeType,
+        sha256: media.sha256,
+        file_size: media.bytes.byteLength,
+        id: mediaId,
+      };
+    });
 
   function inboundMessage(request: InboundRequest, waId: string): InboundMessage {
     const base = {
@@ -825,11 +950,14 @@ export function createSimulator(options: SimulatorOptions) {
       id: request.id ?? newWamid(),
       timestamp: request.timestamp === undefined ? webhookTimestamp() : String(request.timestamp),
     };
-    const media = () => ({
-      id: newNumericId(),
-      mime_type: INBOUND_FIELDS[request.type].mimeType!,
-      sha256: randomBytes(32).toString("base64"),
-    });
+    const media = () => {
+      const sample = SAMPLE_MEDIA[request.type as keyof typeof SAMPLE_MEDIA];
+      const given = request.media_base64 !== undefined;
+      const bytes = given ? new Uint8Array(Buffer.from(request.media_base64!, "base64")) : sample.bytes;
+      const mimeType = request.mime_type ?? sample.mimeType;
+      const sha256 = createHash("sha256").update(bytes).digest("base64");
+      return { id: keepMedia({ bytes, mimeType, sha256 }), mime_type: mimeType, sha256 };
+    };
     const caption = request.caption === undefined ? {} : { caption: request.caption };
     switch (request.type) {
       case "text":
@@ -992,6 +1120,8 @@ export function createSimulator(options: SimulatorOptions) {
       sent.length = 0;
       accepted.clear();
       uploads.clear();
+      inboundMedia.clear();
+      inboundMediaBytes = 0;
       pendingFailures.length = 0;
       pendingDelays.length = 0;
       buckets.clear();
@@ -1004,23 +1134,9 @@ export function createSimulator(options: SimulatorOptions) {
   const app = new Elysia({ normalize: false })
     .use(controlRoutes)
     .use(graphRoutes)
+    .use(mediaRoutes)
     .onError(({ code, request }) => {
-      if (code === "NOT_FOUND") {
-        const { pathname } = new URL(request.url);
-        return pathname.startsWith("/_sim/")
-          ? controlErrorResponse(`Unknown control route: ${request.method} ${pathname}`, 404)
-          : Response.json(
-              {
-                error: {
-                  message: `Unknown path components: ${request.method} ${pathname}`,
-                  type: "OAuthException",
-                  code: 2500,
-                  fbtrace_id: randomBytes(9).toString("base64url"),
-                },
-              },
-              { status: 404 },
-            );
-      }
+      if (code === "NOT_FOUND") return unknownPathResponse(request);
     });
 
   return {
