@@ -201,6 +201,8 @@ const childEnv: Record<string, string | undefined> = {
   WHATSAPP_GRAPH_URL: `http://127.0.0.1:${ports.simulator}`,
   SIMULATOR_PORT: String(ports.simulator),
   SIMULATOR_STATUS_DELAY_MS: String(opts.statusDelayMs),
+  // Every send of the run is counted against the simulator's list: it must remember them all.
+  SIMULATOR_KEEP_SENDS: "100000000",
   SIMULATOR_WEBHOOK_URL: `http://127.0.0.1:${ports.api}/webhooks/whatsapp`,
   // Lost jobs are found again within seconds, and a killed worker's jobs come back quickly.
   SWEEP_INTERVAL_MS: "2000",

@@ -924,6 +924,8 @@ async function main() {
     WHATSAPP_GRAPH_URL: simulatorUrl,
     SIMULATOR_PORT: String(ports.simulator),
     SIMULATOR_STATUS_DELAY_MS: String(opts.statusDelayMs),
+    // Every send of the run is counted against the simulator's list: it must remember them all.
+    SIMULATOR_KEEP_SENDS: "100000000",
     SIMULATOR_WEBHOOK_URL: `${apiUrl}/webhooks/whatsapp`,
     SEND_CONCURRENCY: String(opts.sendConcurrency),
     BASELINE_PORT: String(ports.baseline),

@@ -52,6 +52,8 @@ export interface Config {
   simulatorWebhookRetrySeconds: number;
   /** Sends per second the simulator accepts per phone number before answering 130429; 0: unlimited. */
   simulatorMps: number;
+  /** Sends the simulator remembers (for /_sim/sent and /_sim/status); older ones are forgotten. */
+  simulatorKeepSends: number;
   dailySendQuota: number;
   logLevel: string;
   opsUser: string | undefined;
@@ -287,6 +289,7 @@ export function loadConfig(env: Env = process.env): Config {
     simulatorStatusDelayMs: integer(env, "SIMULATOR_STATUS_DELAY_MS", 200, 0, 600_000),
     simulatorWebhookRetrySeconds: integer(env, "SIMULATOR_WEBHOOK_RETRY_SECONDS", 3600, 0, 7 * 86_400),
     simulatorMps: integer(env, "SIMULATOR_MPS", 0, 0, 1_000_000),
+    simulatorKeepSends: integer(env, "SIMULATOR_KEEP_SENDS", 100_000, 100, 100_000_000),
     dailySendQuota: integer(env, "DAILY_SEND_QUOTA", 10_000, 0, 1_000_000_000),
     logLevel,
     opsUser,

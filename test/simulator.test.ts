@@ -1076,3 +1076,38 @@ describe("against the gateway", () => {
     expect(await statusOf(staying)).toBe("sent");
   });
 });
+
+describe("memory stays flat", () => {
+  test("only the last keepSends sends are remembered; /_sim/sent says how many were forgotten", async () => {
+    const small = createSimulator({
+      webhookUrl,
+      appSecret: APP_SECRET,
+      statusDelayMs: 60_000,
+      keepSends: 100,
+    });
+    small.app.listen({ port: 0, hostname: "127.0.0.1" });
+    const url = `http://127.0.0.1:${small.app.server?.port}`;
+    try {
+      for (let i = 0; i < 250; i++) {
+        const answer = await send(
+          { messaging_product: "whatsapp", to: "14155550123", type: "text", text: { body: `m${i}` } },
+          AUTH,
+          url,
+        );
+        expect(answer.status).toBe(200);
+      }
+      const { data, forgotten } = (await (await fetch(`${url}/_sim/sent`)).json()) as {
+        data: { payload: { text: { body: string } } }[];
+        forgotten: number;
+      };
+      expect(data.length).toBeGreaterThanOrEqual(100);
+      expect(data.length).toBeLessThanOrEqual(110);
+      expect(data.length + forgotten).toBe(250);
+      // The newest are the ones kept.
+      expect(data.at(-1)?.payload.text.body).toBe("m249");
+    } finally {
+      small.stop();
+      await small.app.stop(true);
+    }
+  });
+});

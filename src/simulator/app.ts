@@ -46,6 +46,11 @@ export interface SimulatorOptions {
    * POST /_sim/mps changes it at run time.
    */
   mps?: number;
+  /**
+   * The last this many sends are remembered (GET /_sim/sent, and where POST /_sim/status posts by
+   * wamid); older ones are forgotten, so that a sandbox left running stays flat. Default 100,000.
+   */
+  keepSends?: number;
   log?: (line: string) => void;
 }
 
@@ -64,6 +69,7 @@ export const SIMULATOR_WABA_ID = "100000000000000";
 export const SIMULATOR_DISPLAY_PHONE_NUMBER = "15550100000";
 
 const TEXT_BODY_LIMIT = 4096;
+const DEFAULT_KEEP_SENDS = 100_000;
 const WEBHOOK_TIMEOUT_MS = 10_000;
 /** The first wait before a status webhook is posted again; each wait doubles, up to the cap. */
 const WEBHOOK_RETRY_FIRST_MS = 200;
@@ -462,8 +468,32 @@ function decodeCursor(cursor: string): number {
 export function createSimulator(options: SimulatorOptions) {
   const log = options.log ?? (() => {});
   const sent: SentRecord[] = [];
+  const keepSends = options.keepSends ?? DEFAULT_KEEP_SENDS;
+  /** Sends forgotten to keep memory flat (GET /_sim/sent says how many). */
+  let forgottenSends = 0;
   /** Where each accepted send went, by wamid, for the status webhooks /_sim/status posts. */
   const accepted = new Map<string, { phoneNumberId: string; waId: string }>();
+
+  /**
+   * Past `keepSends`, the oldest tenth is forgotten at once (records and wamids alike; amortized, not
+   * one shift per send). A status posted later for a forgotten wamid needs its phone number and
+   * recipient given, as for any unknown one.
+   */
+  function forgetOldSends(): void {
+    const slack = Math.max(1, Math.floor(keepSends / 10));
+    if (sent.length > keepSends + slack) {
+      const drop = sent.length - keepSends;
+      sent.splice(0, drop);
+      forgottenSends += drop;
+    }
+    if (accepted.size > keepSends + slack) {
+      let drop = accepted.size - keepSends;
+      for (const wamid of accepted.keys()) {
+        if (drop-- <= 0) break;
+        accepted.delete(wamid);
+      }
+    }
+  }
   /** Uploaded media id -> the phone number id it was uploaded for. */
   const uploads = new Map<string, string>();
   /** Inbound media by id, oldest first: at most MEDIA_KEPT files and MEDIA_KEPT_BYTES of given ones. */
@@ -836,6 +866,7 @@ export function createSimulator(options: SimulatorOptions) {
           received_at: new Date().toISOString(),
         });
         accepted.set(wamid, { phoneNumberId: params.phoneNumberId, waId });
+        forgetOldSends();
         log(`accepted ${summary} to ${waId} from ${params.phoneNumberId} as ${wamid}`);
         scheduleStatuses(params.phoneNumberId, wamid, waId, body.biz_opaque_callback_data, sandbox);
         return {
@@ -1081,6 +1112,7 @@ export function createSimulator(options: SimulatorOptions) {
         data: query.phone_number_id
           ? sent.filter((record) => record.phone_number_id === query.phone_number_id)
           : sent,
+        forgotten: forgottenSends,
       }),
       { query: t.Object({ phone_number_id: t.Optional(t.String()) }) },
     )
@@ -1118,6 +1150,7 @@ export function createSimulator(options: SimulatorOptions) {
     )
     .post("/reset", () => {
       sent.length = 0;
+      forgottenSends = 0;
       accepted.clear();
       uploads.clear();
       inboundMedia.clear();

@@ -17,6 +17,7 @@ const simulator = createSimulator({
   shuffleStatuses,
   webhookRetrySeconds: config.simulatorWebhookRetrySeconds,
   mps: config.simulatorMps,
+  keepSends: config.simulatorKeepSends,
   log: (line) => console.log(line),
 });
 const app = simulator.app.listen({ port: config.simulatorPort, hostname: "0.0.0.0" });
