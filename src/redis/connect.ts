@@ -68,8 +68,10 @@ const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
 ];
 
 const SCRIPT_DIR = join(import.meta.dir, "scripts");
-// Shared Lua (one definition of the fixed window), prepended to every script.
-const SCRIPT_LIBRARY = readFileSync(join(SCRIPT_DIR, "lib", "fixed_window.lua"), "utf8");
+// Shared Lua (one definition of the fixed window, one of the quota counter), prepended to every script.
+const SCRIPT_LIBRARY = ["fixed_window.lua", "quota_counter.lua"]
+  .map((file) => readFileSync(join(SCRIPT_DIR, "lib", file), "utf8"))
+  .join("\n");
 const scriptSource = new Map(
   SCRIPTS.map((s) => [s.name, `${SCRIPT_LIBRARY}\n${readFileSync(join(SCRIPT_DIR, s.file), "utf8")}`]),
 );

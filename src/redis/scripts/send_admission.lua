@@ -19,27 +19,12 @@
 --          code 1 admitted (the key, if any, claimed), 0 rate limited, 2 quota exhausted,
 --          3 counter missing: call again with a seed, 4 the key is taken: `marker` is its value
 --          (in flight or done), and no quota unit was reserved
--- One MGET for both reads keeps the commands per send as they were.
-local stored = redis.call('MGET', KEYS[2], KEYS[3])
-local quota_used = stored[1]
-local version = stored[2]
-if not version then
-  -- Redis lost it (a restart, its expiry, or it never existed): a value no cache can hold yet
-  -- (Redis's clock in microseconds; changes set random ones), so every cache reloads once.
-  local now = redis.call('TIME')
-  version = 't' .. now[1] .. string.format('%06d', tonumber(now[2]))
-  redis.call('SET', KEYS[3], version, 'EX', tonumber(ARGV[5]))
-end
+-- One MGET for both reads keeps the commands per send as they were (lib/quota_counter.lua).
+local quota_used, version = quota_counter_and_version(
+  KEYS[2], KEYS[3], tonumber(ARGV[4]), tonumber(ARGV[3]), tonumber(ARGV[5]))
 if not quota_used then
-  local seed = tonumber(ARGV[4])
-  if seed < 0 then
-    return {3, 0, 0, 0, 0, 0, version, ''}
-  end
-  -- NX: a concurrent caller may have seeded it first; its value wins.
-  redis.call('SET', KEYS[2], seed, 'EX', tonumber(ARGV[3]), 'NX')
-  quota_used = redis.call('GET', KEYS[2])
+  return {3, 0, 0, 0, 0, 0, version, ''}
 end
-quota_used = tonumber(quota_used)
 
 local limit = tonumber(ARGV[1])
 local allowed, remaining, reset_ms, reset_epoch = take_fixed_window(KEYS[1], limit)
