@@ -217,29 +217,6 @@ export function claimFromAdmission(
   return newClaim(redis, reservation, fingerprint);
 }
 
-/** The claim on its own (a caller whose admission did not take the key: the panel). */
-export async function claimIdempotencyKey(
-  deps: IdempotencyDeps,
-  auth: AuthContext,
-  key: string,
-  fingerprint: Buffer,
-): Promise<IdempotencyClaim> {
-  const reservation: IdempotencyReservation = {
-    key,
-    redisKey: idempotencyRedisKey(deps.keys, auth, key),
-    token: randomBase62(12),
-  };
-  const claimed = await deps.redis.set(
-    reservation.redisKey,
-    inFlightMarker(reservation.token),
-    "PX",
-    IN_FLIGHT_MS,
-    "NX",
-  );
-  if (claimed !== "OK") return takenVerdict(await deps.redis.get(reservation.redisKey), fingerprint);
-  return newClaim(deps.redis, reservation, fingerprint);
-}
-
 /**
  * Many keys claimed at once, one pipeline (POST /messages/batch): a reservation per key, as the send
  * admission makes for one (`taken` when someone holds it: claimFromAdmission replays it or answers
@@ -267,6 +244,17 @@ export async function claimIdempotencyKeys(
     if (error) throw error;
     return previous === null ? reservation : { ...reservation, taken: previous as string, settled: true };
   });
+}
+
+/** The claim on its own (a caller whose admission did not take the key: the panel). */
+export async function claimIdempotencyKey(
+  deps: IdempotencyDeps,
+  auth: AuthContext,
+  key: string,
+  fingerprint: Buffer,
+): Promise<IdempotencyClaim> {
+  const [reservation] = await claimIdempotencyKeys(deps, auth, [key]);
+  return claimFromAdmission(deps.redis, reservation!, fingerprint);
 }
 
 /** Maintenance: records past retention are dropped. */

@@ -67,8 +67,9 @@ export interface StoredMessage {
 // arrays' order (WITH ORDINALITY): messages get their seq in the batch's order; idempotency keys,
 // contacts and conversations are written sorted, so concurrent batches lock rows in one order.
 //
-// - blocked: sends to a contact who opted out (by id, or by phone for a send that names no contact):
-//   written nowhere, not even their Idempotency-Key;
+// - blocked: sends by phone number to a contact who opted out (a send naming its contact read the
+//   contact's opt-out when it looked it up, src/messages/accept.ts; one opting out since then fails
+//   at the send claim): written nowhere, not even their Idempotency-Key;
 // - idem: the Idempotency-Keys of the batch's sends (a key taken by a live record keeps its message
 //   out of every table; a record past its 24 hours may be taken over);
 // - contact: one row per (tenant, phone) without a contact id: created, or named if it has no name,
@@ -89,9 +90,6 @@ WITH batch AS MATERIALIZED (
       created_at, window_from, visible, idempotency_key, request_hash, provider_message_id,
       client_reference, send_at, valid_for, expires_at, media_id, n)
 ), blocked AS MATERIALIZED (
-  SELECT b.id FROM batch b JOIN contacts c ON c.id = b.contact_id
-  WHERE b.direction = 'outbound' AND c.opted_out_at IS NOT NULL
-  UNION ALL
   SELECT b.id FROM batch b
   JOIN contacts c ON c.tenant_id = b.tenant_id AND c.channel = 'whatsapp' AND c.phone = b.phone
   WHERE b.direction = 'outbound' AND b.contact_id IS NULL AND c.opted_out_at IS NOT NULL
