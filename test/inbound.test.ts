@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Worker } from "bullmq";
 import { signPayload } from "../src/channel/signature.ts";
 import { finalizeInbound } from "../src/inbound/finalize.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { applyStatusEvents } from "../src/outbound/status.ts";
-import { jobIdFor } from "../src/queues/index.ts";
+import { jobIdFor, queuePrefix } from "../src/queues/index.ts";
+import { createRedis } from "../src/redis/connect.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import {
   createTenantWithApp,
@@ -421,6 +423,27 @@ describe("workers and the sweeper (real processes)", () => {
     } finally {
       await finalizer.stop();
     }
+  });
+
+  test("a sweep nudge whose earlier job completed (kept for the dashboard's history) is added again", async () => {
+    const id = await inbound({ type: "text", text: "its job completed", from: "4915100000350" });
+    await deleteRedisPrefix(env.config.redisPrefix);
+    // A job of the sweeper's id that completed without finalizing (its worker lost Postgres, say).
+    const queue = env.deps.queues.finalize;
+    const jobId = jobIdFor("in", id);
+    await queue.add("sweep", { providerMessageId: id }, { jobId });
+    const idle = new Worker("finalize", async () => {}, {
+      connection: createRedis(env.config, { forQueues: true }),
+      prefix: queuePrefix(env.config.redisPrefix, "finalize"),
+    });
+    await eventually(async () => (await queue.getJobState(jobId)) === "completed");
+    await idle.close();
+
+    env.clock.advance(60);
+    const swept = await sweep(env.deps, 10);
+    env.clock.set(new Date());
+    expect(swept.finalize).toBeGreaterThanOrEqual(1);
+    expect(await queue.getJobState(jobId)).toBe("waiting");
   });
 
   test("the maintenance worker's sweeper loop re-enqueues on its own", async () => {

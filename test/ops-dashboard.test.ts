@@ -151,6 +151,30 @@ describe("with OPS_USER and OPS_PASSWORD set", () => {
     await queue.remove("in-dashboard-1");
   });
 
+  test("completed jobs are kept for the history (the last thousand, an hour)", async () => {
+    const queue = env.deps.queues.status;
+    await queue.add("drain", { nudgedAt: Date.now() }, { jobId: "dashboard-done-1" });
+    const idle = new Worker("status", async () => {}, {
+      connection: createRedis(env.config, { forQueues: true }),
+      prefix: queuePrefix(env.config.redisPrefix, "status"),
+    });
+    await eventually(async () => (await queue.getJobState("dashboard-done-1")) === "completed");
+    await idle.close();
+    const list = await call(
+      env.app,
+      "GET",
+      "/ops/queues/api/queues?activeQueue=status&status=completed&page=1",
+      {
+        headers: RIGHT,
+      },
+    );
+    const status = (list.body.queues as { name: string; jobs: { id: string }[] }[]).find(
+      (q) => q.name === "status",
+    )!;
+    expect(status.jobs.map((j) => j.id)).toContain("dashboard-done-1");
+    await queue.remove("dashboard-done-1");
+  });
+
   test("a cross-site request cannot act through an operator's browser", async () => {
     const result = await call(env.app, "PUT", "/ops/queues/api/queues/pause", {
       headers: { ...RIGHT, "sec-fetch-site": "cross-site" },

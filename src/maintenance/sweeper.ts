@@ -52,7 +52,11 @@ async function adoptStashedProviderIds(deps: SweepDeps): Promise<number> {
 
 const BATCH = 1000;
 
-/** Adds a job unless one with that id is already waiting or running; retries it if it had failed. */
+/**
+ * Adds a job unless one with that id is already waiting or running; retries it if it had failed. A
+ * completed job kept for the dashboard's history would swallow the add (BullMQ ignores an add whose
+ * id exists), so it is removed first.
+ */
 async function nudge<T>(
   queue: Queue<T>,
   jobs: { jobId: string; data: T }[],
@@ -62,11 +66,13 @@ async function nudge<T>(
   for (const { jobId, data } of jobs) {
     const existing = await queue.getJob(jobId);
     if (existing) {
-      if (await existing.isFailed()) {
+      const state = await existing.getState();
+      if (state === "failed") {
         await existing.retry();
         added++;
       }
-      continue;
+      if (state !== "completed") continue;
+      await existing.remove();
     }
     // biome-ignore lint/suspicious/noExplicitAny: BullMQ's generic name/data typing is not inferable here
     await (queue as Queue<any>).add("sweep", data, { ...options, jobId });
@@ -79,8 +85,9 @@ async function nudge<T>(
 const SEND_SWEEP_CHUNK = 100;
 
 /**
- * The unsent, in batch jobs. A chunk's id names its messages, so the same chunk swept again while
- * its job still waits adds nothing; a duplicate that does run finds them sent and skips them.
+ * The unsent, in batch jobs. A chunk's deduplication id names its messages, so the same chunk swept
+ * again while its job still waits adds nothing, and once that job has finished (kept, completed, for
+ * the dashboard) it is added again; a duplicate that does run finds them sent and skips them.
  */
 async function nudgeSends(deps: SweepDeps, ids: string[]): Promise<number> {
   if (ids.length === 0) return 0;
@@ -92,7 +99,7 @@ async function nudgeSends(deps: SweepDeps, ids: string[]): Promise<number> {
       data: { messageIds },
       opts: {
         ...sendJobOptions(deps.config.workers.sendRetryBaseMs),
-        jobId: `sweep-${messageIds[0]}-${messageIds.at(-1)}-${messageIds.length}`,
+        deduplication: { id: `sweep-${messageIds[0]}-${messageIds.at(-1)}-${messageIds.length}` },
       },
     });
   }

@@ -41,8 +41,9 @@ export function queuePrefix(redisPrefix: string, queue: QueueName): string {
 }
 
 export const DEFAULT_JOB_OPTIONS: JobsOptions = {
-  // Completed jobs are forgotten (their id is free for a later nudge); failures stay a day for the dashboard.
-  removeOnComplete: true,
+  // The dashboard's history: the last thousand completed jobs of each queue, for an hour (a nudge that
+  // reuses an id removes its kept job first, src/maintenance/sweeper.ts); failures stay a day.
+  removeOnComplete: { age: 3600, count: 1000 },
   removeOnFail: { age: 24 * 3600 },
 };
 
