@@ -31,6 +31,7 @@ import { createRedis, type RedisClient } from "../src/redis/connect.ts";
 import { insertSender } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
+import { growDatabase } from "./lib/grow.ts";
 import { accessToken } from "./token.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -67,6 +68,7 @@ const { values: flags } = parseArgs({
     "api-entry": { type: "string", default: "src/server.ts" },
     "api-processes": { type: "string", default: "1" },
     "setup-sql": { type: "string" },
+    grown: { type: "string", default: "0" },
     webhook: { type: "boolean", default: false },
     "receiver-ms": { type: "string", default: "50" },
     help: { type: "boolean", short: "h", default: false },
@@ -95,6 +97,8 @@ if (flags.help) {
   --api-entry FILE      the api's entrypoint, to try a variant of it (src/server.ts)
   --api-processes N     api processes sharing the port (API_PROCESSES, SO_REUSEPORT) (1)
   --setup-sql FILE      SQL run in the benchmark's database after the migrations (experiments)
+  --grown N             first fill N million messages of other tenants (their contacts, conversations,
+                        feed entries, idempotency records; bench/lib/grow.ts), then measure (0)
   --webhook             drain: a webhook endpoint subscribed to every event, its receiver here answering
                         after --receiver-ms (50), a webhook worker delivering; prints the delivery lag`);
   process.exit(0);
@@ -138,9 +142,13 @@ const opts = {
   apiEntry: String(flags["api-entry"]),
   apiProcesses: int("api-processes", 1),
   setupSql: flags["setup-sql"],
+  /** Millions of other tenants' messages in the database before the run. */
+  grown: Number(flags.grown),
   webhook: Boolean(flags.webhook),
   receiverMs: int("receiver-ms", 0),
 };
+if (!Number.isFinite(opts.grown) || opts.grown < 0 || opts.grown > 100)
+  fatal("--grown is 0 to 100 (millions)");
 // Never the dev or a test database: only names that say they are the benchmark's.
 if (!/^bench[a-z0-9_]*$/.test(opts.database)) fatal("--database must start with 'bench' (a-z 0-9 _)");
 if (!/^bench[A-Za-z0-9_.-]*$/.test(opts.redisPrefix)) fatal("--redis-prefix must start with 'bench'");
@@ -685,6 +693,11 @@ async function readCounters(db: Db, redis: RedisClient) {
       perTable[`${t.relname}.${key}`] = t[key];
     }
   }
+  // Index entries read per index: which range a query walks (a plan that drifts to a wider index as
+  // the table grows shows here before it shows in latency).
+  const indexes = await sql<{ indexrelname: string; idx_tup_read: number }>`
+    SELECT indexrelname, idx_tup_read::float8 AS idx_tup_read FROM pg_stat_user_indexes`.execute(db);
+  const perIndex = Object.fromEntries(indexes.rows.map((i) => [i.indexrelname, i.idx_tup_read]));
   const commands: Record<string, number> = {};
   for (const line of (await redis.info("commandstats")).split("\n")) {
     const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
@@ -693,6 +706,7 @@ async function readCounters(db: Db, redis: RedisClient) {
   return {
     postgres: { ...database.rows[0], ...wal.rows[0] } as Record<string, number>,
     tables: perTable,
+    indexes: perIndex,
     redis: commands,
   };
 }
@@ -710,6 +724,7 @@ function counterDeltas(before: Counters, after: Counters) {
   return {
     postgres: delta(before.postgres, after.postgres),
     tables: delta(before.tables, after.tables),
+    indexes: delta(before.indexes, after.indexes),
     redis: delta(before.redis, after.redis),
   };
 }
@@ -730,6 +745,13 @@ function describeCounters(d: ReturnType<typeof counterDeltas>, accepted: number)
       `${per(pg.wal_sync)} WAL fsyncs (${fmt(accepted / (pg.wal_sync || Number.NaN), 1)} sends per fsync)`,
     `per accepted send: Redis ${per(redisTotal)} commands (${top})`,
     `per accepted send, busiest tables (rows read by sequential scans / fetched by index scans): ${tableLine(d.tables, accepted)}`,
+    `per accepted send, busiest indexes (entries read): ${
+      Object.entries(d.indexes)
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 6)
+        .map(([name, n]) => `${name} ${per(n)}`)
+        .join(", ") || "-"
+    }`,
   ].join("\n    ");
 }
 
@@ -850,7 +872,7 @@ interface DrainSample {
 }
 
 /** Drain mode: every second, what was accepted, what reached the provider, and the queue's lag. */
-function startDrainSampler(db: Db, queue: Queue, t0: number) {
+function startDrainSampler(db: Db, queue: Queue, t0: number, tenantId: string) {
   const samples: DrainSample[] = [];
   let running = true;
   const take = async (): Promise<DrainSample> => {
@@ -858,10 +880,10 @@ function startDrainSampler(db: Db, queue: Queue, t0: number) {
       sql<{ accepted: number; handed: number; unsettled: number }>`
         SELECT count(*)::int AS accepted, count(provider_message_id)::int AS handed,
           count(*) FILTER (WHERE status IN ('sent', 'delivered'))::int AS unsettled
-        FROM messages WHERE direction = 'outbound'`.execute(db),
+        FROM messages WHERE tenant_id = ${tenantId} AND direction = 'outbound'`.execute(db),
       sql<{ oldest: Date | null }>`
         SELECT min(created_at) AS oldest FROM messages
-        WHERE status = 'accepted' AND provider_message_id IS NULL`.execute(db),
+        WHERE tenant_id = ${tenantId} AND status = 'accepted' AND provider_message_id IS NULL`.execute(db),
       queue.getJobCounts("waiting", "active", "delayed", "prioritized"),
     ]);
     const oldest = row.rows[0]?.oldest;
@@ -945,6 +967,9 @@ async function main() {
       await sql.raw(readFileSync(opts.setupSql, "utf8")).execute(db);
       say(`applied ${opts.setupSql}`);
     }
+    // The other tenants' history, before anything of the run (the samplers below read the bench
+    // tenant's rows only, so they do not scan it).
+    if (opts.grown > 0) await growDatabase(db, opts.grown, say);
 
     // The simulator serves the template sync (and, in drain mode, the sends).
     const simulator = spawnChild("simulator", ["bun", "src/simulator/server.ts"], env);
@@ -1093,7 +1118,7 @@ async function main() {
     }
 
     const t0 = performance.now();
-    const drain = opts.mode === "drain" ? startDrainSampler(db, queue, t0) : undefined;
+    const drain = opts.mode === "drain" ? startDrainSampler(db, queue, t0, tenant.id) : undefined;
     const groups: CpuGroups = {
       api: () => apis.map((a) => a.proc.pid),
       ...(opts.mode === "drain" && {
@@ -1148,6 +1173,7 @@ async function main() {
       const statusRows = await db
         .selectFrom("messages")
         .select(["status", sql<number>`count(*)::int`.as("n")])
+        .where("tenant_id", "=", tenant.id)
         .where("direction", "=", "outbound")
         .groupBy("status")
         .execute();
@@ -1201,7 +1227,8 @@ async function main() {
       // (also so the api is not stopped under them), then count the jobs they enqueued.
       let previous = -1;
       for (let i = 0; i < 60; i++) {
-        const row = await sql<{ n: number }>`SELECT count(*)::int AS n FROM messages`.execute(db);
+        const row = await sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM messages WHERE tenant_id = ${tenant.id}`.execute(db);
         const n = row.rows[0]?.n ?? 0;
         if (n === previous) break;
         previous = n;
@@ -1334,12 +1361,18 @@ async function startWebhookEndpoint(db: Db, tenantId: string, env: Record<string
       const deadline = performance.now() + timeoutMs;
       let total = 0;
       while (performance.now() < deadline) {
-        total = (await sql<{ n: number }>`SELECT count(*)::int AS n FROM events`.execute(db)).rows[0]?.n ?? 0;
+        total =
+          (
+            await sql<{
+              n: number;
+            }>`SELECT count(*)::int AS n FROM events WHERE tenant_id = ${tenantId}`.execute(db)
+          ).rows[0]?.n ?? 0;
         if (arrivals.size >= total) break;
         await Bun.sleep(500);
       }
       const rows = await sql<{ id: string; at: number }>`
-        SELECT id, (extract(epoch FROM created_at) * 1000)::float8 AS at FROM events`.execute(db);
+        SELECT id, (extract(epoch FROM created_at) * 1000)::float8 AS at FROM events
+        WHERE tenant_id = ${tenantId}`.execute(db);
       const lags = rows.rows
         .flatMap((row) => {
           const arrived = arrivals.get(row.id);
