@@ -115,6 +115,8 @@ export interface WorkerTuning {
   /** Unfinished work younger than this is probably in flight; older, its nudge was lost. */
   sweepGraceSeconds: number;
   templateSyncIntervalMs: number;
+  /** How often the maintenance worker removes what is past its retention (src/maintenance/retention.ts). */
+  retentionIntervalMs: number;
   /** When a killed worker's job is handed to another (BullMQ lock and stalled check). */
   lockMs: number;
   stalledIntervalMs: number;
@@ -309,6 +311,7 @@ export function loadConfig(env: Env = process.env): Config {
       sweepIntervalMs: integer(env, "SWEEP_INTERVAL_MS", 5000, 10, 3_600_000),
       sweepGraceSeconds: integer(env, "SWEEP_GRACE_SECONDS", 10, 0, 86_400),
       templateSyncIntervalMs: integer(env, "TEMPLATE_SYNC_INTERVAL_MS", 600_000, 1000, 86_400_000),
+      retentionIntervalMs: integer(env, "RETENTION_INTERVAL_MS", 60_000, 100, 86_400_000),
       lockMs: integer(env, "WORKER_LOCK_MS", 30_000, 100, 3_600_000),
       stalledIntervalMs: integer(env, "WORKER_STALLED_INTERVAL_MS", 30_000, 100, 3_600_000),
       feedShards: integer(env, "FEED_SHARDS", 1, 1, FEED_SHARDS_MAX),

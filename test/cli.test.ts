@@ -48,6 +48,7 @@ describe("operator CLI", () => {
       id: expect.stringMatching(/^ten_[0-9A-Za-z]{22}$/),
       name: "Shop",
       daily_quota: 50,
+      message_retention_days: 400,
     });
 
     const created = await cli(
@@ -109,6 +110,29 @@ describe("operator CLI", () => {
     const revoked = JSON.parse((await cli("app", "revoke", "--client-id", app.client_id)).stdout);
     expect(revoked.revoked).toBe(true);
     expect(revoked.client_secret).toBeUndefined();
+  });
+
+  test("tenant retention sets how long messages are kept; a bad duration is refused", async () => {
+    const tenant = JSON.parse((await cli("tenant", "create", "--name", "Keeper")).stdout);
+    for (const [keep, days] of [
+      ["90", 90],
+      ["30d", 30],
+      ["12h", 0.5],
+    ] as const) {
+      const set = await cli("tenant", "retention", "--tenant", tenant.id, "--keep", keep);
+      expect(set.code).toBe(0);
+      expect(JSON.parse(set.stdout)).toEqual({
+        object: "tenant",
+        id: tenant.id,
+        name: "Keeper",
+        message_retention_days: days,
+      });
+    }
+    for (const keep of ["0", "59s", "3651d", "forever", "1.5"]) {
+      const refused = await cli("tenant", "retention", "--tenant", tenant.id, "--keep", keep);
+      expect(refused.code).not.toBe(0);
+      expect(JSON.parse(refused.stderr).error.code).toBe("invalid_flag");
+    }
   });
 
   test("--help prints the commands, <command> --help its flags, without touching the database", async () => {

@@ -1,5 +1,8 @@
 import { deleteExpiredEvents } from "../src/events/repository.ts";
+import { deleteExpiredInboundEvents } from "../src/inbound/expiry.ts";
+import { applyMessageRetention } from "../src/maintenance/retention.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
+import { deleteExpiredMedia } from "../src/media/repository.ts";
 import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
 import { deleteExpiredStatusEvents } from "../src/outbound/status.ts";
 import { syncAllActiveSenders } from "../src/senders/template-sync.ts";
@@ -26,22 +29,24 @@ runtime.every("template-sync", runtime.config.workers.templateSyncIntervalMs, as
   else runtime.logger.info(outcome, "templates synced");
 });
 
-// Idempotency keys are honoured for 24 hours (DESIGN §3); older records only take space.
-runtime.every("idempotency-expiry", 600_000, async () => {
-  const deleted = await deleteExpiredIdempotencyKeys(runtime.db, runtime.clock.now());
-  if (deleted > 0) runtime.logger.info({ deleted }, "expired idempotency keys dropped");
-});
-
-// Statuses of messages never known by their provider id wait 7 days, then go (src/outbound/status.ts).
-runtime.every("status-event-expiry", 600_000, async () => {
-  const deleted = await deleteExpiredStatusEvents(runtime.db, runtime.clock.now());
-  if (deleted > 0) runtime.logger.info({ deleted }, "expired status events dropped");
-});
-
-// Events are kept 30 days (DESIGN §12; src/events/repository.ts).
-runtime.every("event-expiry", 600_000, async () => {
-  const deleted = await deleteExpiredEvents(runtime.db, runtime.clock.now());
-  if (deleted > 0) runtime.logger.info({ deleted }, "expired events dropped");
+// Everything past its retention, in bounded batches (docs/operations.md, "Data lifecycle"): each
+// tenant's messages (their feed entries, payloads, events, ended conversations), idempotency records
+// after 24 h, statuses never matched after 7 days, finalized inbound payloads after 7 days, all
+// events after 30 days, media rows 90 days past their expiry. A pass stops at its time budget and
+// the next goes on.
+runtime.every("retention", runtime.config.workers.retentionIntervalMs, async () => {
+  const now = runtime.clock.now();
+  const messages = await applyMessageRetention(runtime.db, now);
+  const removed = {
+    ...messages,
+    idempotencyKeys: await deleteExpiredIdempotencyKeys(runtime.db, now),
+    statusEvents: await deleteExpiredStatusEvents(runtime.db, now),
+    inboundEvents: await deleteExpiredInboundEvents(runtime.db, now),
+    expiredEvents: await deleteExpiredEvents(runtime.db, now),
+    media: await deleteExpiredMedia(runtime.db, now),
+  };
+  const { done, ...counts } = removed;
+  if (Object.values(counts).some((n) => n > 0)) runtime.logger.info(removed, "retention removed old rows");
 });
 
 // Expired panel sessions are refused on read; this only reclaims their rows.

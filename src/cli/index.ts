@@ -32,7 +32,7 @@ import {
   trySyncSenderTemplates,
 } from "../senders/service.ts";
 import { presentTemplateWithStatus } from "../templates/presenter.ts";
-import { findTenant, insertTenant } from "../tenants/repository.ts";
+import { findTenant, insertTenant, setMessageRetention } from "../tenants/repository.ts";
 import { createPanelUser, PASSWORD_MIN_LENGTH, UserInputError } from "../users/service.ts";
 
 /**
@@ -89,6 +89,19 @@ export function parseOverlap(value: string | undefined): number {
     );
   }
   return seconds;
+}
+
+/** `--keep`: days, or a number with s, m, h or d ("400", "90d", "30m"); 1 minute to 3650 days. */
+export function parseRetentionDays(value: string): number {
+  const match = /^(\d{1,9})([smhd]?)$/.exec(value.trim());
+  const seconds = match ? Number(match[1]) * (DURATION_UNITS[match[2] || "d"] ?? 1) : Number.NaN;
+  if (!Number.isInteger(seconds) || seconds < 60 || seconds > 3650 * 86_400) {
+    throw new CliError(
+      "invalid_flag",
+      "--keep takes a duration from 1 minute to 3650 days, such as 400 (days), 90d, 12h or 30m",
+    );
+  }
+  return seconds / 86_400;
 }
 
 export function presentApplication(application: ApplicationRecord, clientSecret?: string, now = new Date()) {
@@ -173,7 +186,15 @@ export const COMMANDS: Record<string, CliCommand> = {
       id: tenant.id,
       name: tenant.name,
       daily_quota: tenant.dailyQuota ?? config.dailySendQuota,
+      message_retention_days: tenant.messageRetentionDays,
     };
+  },
+
+  "tenant retention": async ({ db }, flags) => {
+    const tenant = await requireTenant(db, required(flags, "tenant"));
+    const days = parseRetentionDays(required(flags, "keep"));
+    await setMessageRetention(db, tenant.id, days);
+    return { object: "tenant", id: tenant.id, name: tenant.name, message_retention_days: days };
   },
 
   "app create": async ({ db }, flags) => {
@@ -353,6 +374,14 @@ export const USAGE: Record<string, Usage> = {
     flags: {
       name: "!its name",
       "daily-quota": "messages per UTC day on each channel (default: DAILY_SEND_QUOTA)",
+    },
+  },
+  "tenant retention": {
+    summary:
+      "Set how long the tenant's messages are kept (400 days unless set); the maintenance worker removes older ones.",
+    flags: {
+      tenant: "!the tenant's ten_ id",
+      keep: '!days, or a duration with s, m, h or d ("400", "90d", "30m"); 1 minute to 3650 days',
     },
   },
   "app create": {

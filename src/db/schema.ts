@@ -35,6 +35,8 @@ export interface TenantsTable {
   id: string;
   name: string;
   daily_quota: number | null;
+  /** Messages older than this many days are removed (src/maintenance/retention.ts). */
+  message_retention_days: Generated<number>;
   created_at: CreatedAt;
 }
 

@@ -5,6 +5,8 @@ export interface Tenant {
   id: string;
   name: string;
   dailyQuota: number | null;
+  /** Messages older than this are removed (src/maintenance/retention.ts); 400 unless set. */
+  messageRetentionDays: number;
 }
 
 export async function insertTenant(
@@ -14,16 +16,34 @@ export async function insertTenant(
   const row = await db
     .insertInto("tenants")
     .values({ id: newId("ten"), name: input.name, daily_quota: input.dailyQuota ?? null })
-    .returning(["id", "name", "daily_quota"])
+    .returning(["id", "name", "daily_quota", "message_retention_days"])
     .executeTakeFirstOrThrow();
-  return { id: row.id, name: row.name, dailyQuota: row.daily_quota };
+  return presentTenantRow(row);
 }
 
 export async function findTenant(db: Db, tenantId: string): Promise<Tenant | undefined> {
   const row = await db
     .selectFrom("tenants")
-    .select(["id", "name", "daily_quota"])
+    .select(["id", "name", "daily_quota", "message_retention_days"])
     .where("id", "=", tenantId)
     .executeTakeFirst();
-  return row && { id: row.id, name: row.name, dailyQuota: row.daily_quota };
+  return row && presentTenantRow(row);
+}
+
+function presentTenantRow(row: {
+  id: string;
+  name: string;
+  daily_quota: number | null;
+  message_retention_days: number;
+}): Tenant {
+  return {
+    id: row.id,
+    name: row.name,
+    dailyQuota: row.daily_quota,
+    messageRetentionDays: row.message_retention_days,
+  };
+}
+
+export async function setMessageRetention(db: Db, tenantId: string, days: number): Promise<void> {
+  await db.updateTable("tenants").set({ message_retention_days: days }).where("id", "=", tenantId).execute();
 }
