@@ -1,9 +1,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync } from "node:fs";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { launchChromium } from "./browser-support.ts";
+import {
+  contactIdOf as contactOf,
+  focused,
+  type SignedInPage,
+  shoot as shootAt,
+  signedInPage,
+  simulatorInbound,
+  tabTo as tabToAt,
+  WAIT,
+} from "./conversation-browser-support.ts";
 import { createPanelUserWithTenant } from "./panel-support.ts";
 import { insertOutbound, type ReadingTenant } from "./reading-support.ts";
 import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./support.ts";
@@ -13,9 +22,9 @@ import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProces
  * filters, search and unread title; a message's details (copyable id, timeline, local times); a
  * message waiting for a retry; starting a conversation with a template and its live preview; a
  * template whose values and focus survive the window opening; a keyboard-only template send.
- * Screenshots of each state land in /tmp/issue24-shots/<name>-<width>.png.
+ * Screenshots of each state land in /tmp/issue24-shots/<name>-<width>.png. One conversation's page
+ * (its sidebar's filters, a kept draft, a media header) is test/panel-conversation-page.browser.test.ts.
  */
-const SHOTS = "/tmp/issue24-shots";
 const PHONE_NUMBER_ID = "377000000002401";
 const ADA = "+4915112402401";
 const BRUNO = "+4915112402402";
@@ -23,8 +32,6 @@ const CHEN = "+4915112402403";
 const DORA = "+4915112402404";
 const NEW_CUSTOMER = "+4915112402405";
 const EVE = "+4915112402406";
-const WAIT = { timeout: 15_000 };
-const WIDTHS = [1280, 390] as const;
 const ZONE = "Asia/Kolkata";
 const LOCALE = "en-GB";
 
@@ -33,69 +40,21 @@ let browser: Browser;
 let workers: WorkerProcess[] = [];
 let owner: Awaited<ReturnType<typeof createPanelUserWithTenant>>;
 let sender: SenderRow;
-let context: BrowserContext;
+let signedIn: SignedInPage;
 let page: Page;
-const policyViolations: string[] = [];
-const pageErrors: string[] = [];
 
 const url = (path: string) => `${env.apiUrl}${path}`;
-
-async function shoot(name: string) {
-  mkdirSync(SHOTS, { recursive: true });
-  for (const width of WIDTHS) {
-    await page.setViewportSize({ width, height: width === 390 ? 844 : 860 });
-    // Nothing is wider than the viewport (no sideways scrolling on a phone).
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    expect(overflow).toBeLessThanOrEqual(0);
-    // caret "initial": hiding the caret sets a style attribute on every input (and leaves style=""),
-    // which htmx would then carry over to a swapped-in element: a CSP report that is the test's own.
-    await page.screenshot({ path: `${SHOTS}/${name}-${width}.png`, fullPage: true, caret: "initial" });
-  }
-  await page.setViewportSize({ width: 1280, height: 860 });
-}
-
-async function inbound(from: string, text: string, name: string, timestamp?: number) {
-  const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      phone_number_id: PHONE_NUMBER_ID,
-      from: from.slice(1),
-      type: "text",
-      text,
-      name,
-      ...(timestamp === undefined ? {} : { timestamp }),
-    }),
-  });
-  expect(response.status).toBe(200);
-}
-
-async function contactIdOf(phone: string): Promise<string> {
-  return eventually(async () => {
-    const row = await env.deps.db
-      .selectFrom("contacts")
-      .select("id")
-      .where("tenant_id", "=", owner.tenant.id)
-      .where("phone", "=", phone)
-      .executeTakeFirst();
-    return row?.id;
-  }, 15_000);
-}
+const shoot = (name: string) => shootAt(page, name);
+const inbound = (from: string, text: string, name: string, timestamp?: number) =>
+  simulatorInbound(env, PHONE_NUMBER_ID, { from, text, name, timestamp });
+const contactIdOf = (phone: string) => contactOf(env, owner.tenant.id, phone);
+const tabTo = (selector: string, max?: number) => tabToAt(page, selector, max);
 
 /** The local time Chromium should show for a UTC instant (the context's zone and locale). */
 function localText(iso: string): string {
   return new Intl.DateTimeFormat(LOCALE, { dateStyle: "medium", timeStyle: "short", timeZone: ZONE }).format(
     new Date(iso),
   );
-}
-
-/** Presses Tab until `selector` has the focus (keyboard only); fails after `max` presses. */
-async function tabTo(selector: string, max = 120) {
-  for (let i = 0; i < max; i++) {
-    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
-    await page.keyboard.press("Tab");
-  }
-  throw new Error(`Tab never reached ${selector}`);
 }
 
 let ada = "";
@@ -168,23 +127,8 @@ beforeAll(async () => {
   }, 15_000);
 
   browser = await launchChromium();
-  context = await browser.newContext({
-    viewport: { width: 1280, height: 860 },
-    timezoneId: ZONE,
-    locale: LOCALE,
-  });
-  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: env.apiUrl });
-  page = await context.newPage();
-  page.on("console", (message) => {
-    if (message.type() === "error" && /Content Security Policy|Refused to/i.test(message.text()))
-      policyViolations.push(`${message.text()} (${page.url()})`);
-  });
-  page.on("pageerror", (error) => pageErrors.push(error.message));
-  await page.goto(url("/panel"));
-  await page.getByLabel("Email").fill(owner.email);
-  await page.getByLabel("Password").fill(owner.password);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.waitForURL(/\/panel\/conversations/);
+  signedIn = await signedInPage(browser, env, owner, { timezoneId: ZONE, locale: LOCALE });
+  page = signedIn.page;
 });
 
 afterAll(async () => {
@@ -399,13 +343,27 @@ describe("issue 24: the conversations panel in a browser", () => {
       .where("contact_id", "=", ada)
       .where("direction", "=", "outbound")
       .execute();
+    const template = await env.deps.db
+      .selectFrom("templates")
+      .select("id")
+      .where("sender_id", "=", sender.id)
+      .where("name", "=", "order_shipped")
+      .where("language", "=", "en")
+      .executeTakeFirstOrThrow();
     await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
     await tabTo("#reply-template");
-    // A native select is chosen with the arrow keys; htmx loads the variables on the change.
-    const options = await page.locator("#reply-template option").allTextContents();
-    const index = options.findIndex((text) => /order_shipped \(en\)/.test(text));
-    for (let i = 0; i < index; i++) await page.keyboard.press("ArrowDown");
+    const picker = page.locator("#reply-template");
+    expect(await picker.inputValue()).toBe("");
+    expect(await page.locator("#template-fields input").count()).toBe(0);
+    // The template is picked by typing the start of its name on the closed select (type-ahead, as
+    // every browser's select takes it, without opening its list or counting options); the select's
+    // change has htmx load the variables. Typing picks nothing if the name does not lead an option.
+    await page.keyboard.type("order_shipped (en");
+    expect(await picker.inputValue()).toBe(template.id);
+    expect(await picker.locator("option:checked").textContent()).toBe("order_shipped (en) · utility");
     await page.locator("#template-fields legend", { hasText: "order_shipped (en)" }).waitFor(WAIT);
+    // The focus stayed on the picker while its variables were loaded.
+    expect(await focused(page)).toBe("select#reply-template");
     await tabTo("#template-fields input[name='body.1']");
     await page.keyboard.type("Ada");
     await page.keyboard.press("Tab");
@@ -475,7 +433,7 @@ describe("issue 24: the conversations panel in a browser", () => {
   });
 
   test("no inline script or style was blocked, and no script failed", () => {
-    expect(policyViolations).toEqual([]);
-    expect(pageErrors).toEqual([]);
+    expect(signedIn.policyViolations).toEqual([]);
+    expect(signedIn.pageErrors).toEqual([]);
   });
 });

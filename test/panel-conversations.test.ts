@@ -4,7 +4,7 @@ import { finalizeInbound } from "../src/inbound/finalize.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { type PanelClient, type PanelResponse, signedInClient } from "./panel-support.ts";
-import { insertOutbound, type ReadingTenant } from "./reading-support.ts";
+import { insertContact, insertOutbound, type ReadingTenant } from "./reading-support.ts";
 import {
   call,
   createTestEnv,
@@ -549,16 +549,17 @@ describe("a closed window", () => {
     expect(view.text).not.toContain("<textarea");
     expect(view.text).toContain('<label for="reply-template">Template</label>');
     const options = [...view.text.matchAll(/<option value="(tpl_\w+)">([^<]+)<\/option>/g)].map((m) => m[2]);
+    // Every approved template, media headers included (their link is asked for); pending and
+    // rejected ones not at all.
     expect(options).toEqual([
       "appointment_reminder (en) · utility",
+      "delivery_video (en) · utility",
+      "invoice_ready (en) · utility",
       "order_shipped (de) · utility",
       "order_shipped (en) · utility",
       "welcome (en) · marketing",
     ]);
-    // Media-header templates are listed as unavailable here, pending and rejected ones not at all.
-    expect(view.text).toContain("send them with a media handle through the API");
-    expect(view.text).toContain("invoice_ready (en) · utility");
-    expect(view.text).toContain("delivery_video (en) · utility");
+    expect(view.text).not.toContain("Not available here");
     expect(view.text).not.toContain("summer_sale");
     expect(view.text).not.toContain("old_promo");
     expect(threadPoll(view)).toContain("&mode=template");
@@ -609,8 +610,15 @@ describe("a closed window", () => {
     expect(refused.text).toContain(
       '<p class="error" id="reply-error" role="alert">Free text can only be sent within 24 hours of the customer&#39;s last message; send an approved template.</p>',
     );
-    // The form it comes back with is the template picker.
+    // The form it comes back with is the template picker; what was typed is kept as a draft beside it.
     expect(refused.text).toContain('id="reply-template"');
+    expect(refused.text).toContain(
+      '<div id="reply-draft" class="reply-draft" role="group" tabindex="-1" aria-labelledby="reply-draft-note">',
+    );
+    expect(refused.text).toContain(
+      '<blockquote id="reply-draft-text" class="reply-draft-text">Are you still there?</blockquote>',
+    );
+    expect(refused.text).toContain("It cannot be sent as free text until Dev writes again");
     expect(await outboundMessages(contactId)).toHaveLength(before);
 
     const htmx = await client.request("POST", `/panel/conversations/${contactId}/messages`, {
@@ -621,6 +629,11 @@ describe("a closed window", () => {
     expect(htmx.status).toBe(200);
     expect(htmx.headers.get("x-panel-refusal")).toBe("messaging_window_closed");
     expect(htmx.text).toContain('role="alert">Free text can only be sent within 24 hours');
+    expect(htmx.text).toContain(
+      '<blockquote id="reply-draft-text" class="reply-draft-text">Hello?</blockquote>',
+    );
+    // A page drawn without a refused text has its (empty) draft note hidden until panel.js fills it.
+    expect(view.text).toContain('aria-labelledby="reply-draft-note" hidden>');
 
     // Every attempt went through the send admission: the panel user has an application's 3 per second.
     const third = { kind: "text", body: "Hello???", idempotency_key: idempotencyKey(view) };
@@ -681,6 +694,65 @@ describe("a closed window", () => {
     expect(after.text).toContain("Hi Dev, your order A-1001 has shipped.");
   });
 
+  test("a template with a media header is sent with the link typed; a missing or private link is refused at its input", async () => {
+    await nextSecond();
+    const id = await templateId("invoice_ready", "en");
+    const page = await client.get(`/panel/conversations/${contactId}?template=${id}`);
+    expect(page.text).toContain(
+      '<label for="reply-header-link">Document link <span class="muted">(the header)</span></label>',
+    );
+    expect(page.text).toMatch(
+      /<input type="url" id="reply-header-link" name="header_link" value="" required maxlength="2048" pattern="https:\/\/\.\+"/,
+    );
+    expect(page.text).toContain(
+      '<input type="text" id="reply-header-filename" name="header_filename" value=""',
+    );
+    // The preview has the header's place (panel.js fills it from the link as it is typed).
+    expect(page.text).toContain('<p class="template-header template-media" data-media-preview="document">');
+    const path = `/panel/conversations/${contactId}/messages`;
+    const form = {
+      kind: "template",
+      template: id,
+      "body.1": "INV-2041",
+      idempotency_key: idempotencyKey(page),
+    };
+    const before = (await outboundMessages(contactId)).length;
+
+    const missing = await client.post(path, { ...form, header_link: " " });
+    expect(missing.status).toBe(400);
+    expect(missing.text).toContain(
+      'role="alert">Give the link of the document the template&#39;s header shows.</p>',
+    );
+    expect(missing.text).toMatch(
+      /id="reply-header-link"[^>]* aria-describedby="reply-header-link-hint reply-error" aria-invalid="true">/,
+    );
+    expect(missing.text).toContain('name="body.1" value="INV-2041"');
+
+    const local = await client.post(path, { ...form, header_link: "https://127.0.0.1/invoice.pdf" });
+    expect(local.status).toBe(400);
+    expect(local.text).toContain(
+      "The document link must not be a private, loopback or link-local address: give a public https link",
+    );
+    expect(local.text).toContain('name="header_link" value="https://127.0.0.1/invoice.pdf"');
+    expect(await outboundMessages(contactId)).toHaveLength(before);
+
+    const link = "https://files.example.com/invoices/INV-2041.pdf";
+    const ok = await client.post(path, { ...form, header_link: link, header_filename: "Invoice 2041.pdf" });
+    expect(ok.status).toBe(303);
+    const sent = await outboundMessages(contactId);
+    expect(sent).toHaveLength(before + 1);
+    const row = await env.deps.db
+      .selectFrom("messages")
+      .select(["content", "media_type", "media_filename", "text"])
+      .where("id", "=", sent.at(-1)!.id)
+      .executeTakeFirstOrThrow();
+    expect(row.text).toBe("Your invoice INV-2041 is ready.");
+    expect(row.content?.components).toMatchObject({
+      header: { type: "document", link, filename: "Invoice 2041.pdf" },
+    });
+    expect([row.media_type, row.media_filename]).toEqual(["document", "Invoice 2041.pdf"]);
+  });
+
   test("when the customer writes again, the poll brings back the free-text box", async () => {
     const poll = threadPoll(await client.get(`/panel/conversations/${contactId}`));
     await customerWrites({
@@ -691,7 +763,9 @@ describe("a closed window", () => {
     const changed = await client.get(poll, HX);
     expect(changed.status).toBe(200);
     // Only the free-text part is replaced: the template part (what is typed in it) stays.
-    expect(changed.text).toContain('<div id="reply-text" class="reply-text" hx-swap-oob="true">');
+    expect(changed.text).toContain(
+      `<div id="reply-text" class="reply-text" data-draft-for="${contactId}" hx-swap-oob="true">`,
+    );
     expect(changed.text).not.toContain('id="reply"');
     expect(changed.text).not.toContain('id="reply-template-part"');
     expect(changed.text).toContain('<textarea id="reply-body"');
@@ -841,6 +915,83 @@ describe("finding conversations, message details, retries, starting one (issue 2
     const other = await signedInClient(env.app, env.deps, { tenantName: "Searcher" });
     const foreign = await other.client.get("/panel/conversations?q=Zo");
     expect(foreign.text).not.toContain("Quinn");
+  });
+
+  test("a conversation's sidebar has the list's filters and search, and keeps the open conversation", async () => {
+    const plain = await client.get(`/panel/conversations/${xia}`);
+    // The list page's toolbar (once), narrowing this page's sidebar: the conversation stays open.
+    expect(plain.text.match(/class="list-toolbar"/g)).toHaveLength(1);
+    expect(plain.text).toContain(
+      `<a id="filter-all" href="/panel/conversations/${xia}" aria-current="page">All</a>`,
+    );
+    expect(plain.text).toContain(
+      `<form class="list-search" role="search" method="get" action="/panel/conversations/${xia}">`,
+    );
+    expect(plain.text).not.toContain("is-pinned");
+
+    const searched = await client.get(`/panel/conversations/${xia}?q=weber`);
+    expect(searched.status).toBe(200);
+    expect(searched.text).toContain("<h1>Xia</h1>");
+    expect(searched.text).toContain('id="conversation-search" name="q" value="weber"');
+    // Yannick matches; Xia does not, but is open: listed, marked as such; Zoë is not listed.
+    expect(listIds(searched.text).sort()).toEqual([xia, yan].sort());
+    expect(listRow(searched.text, xia)).toContain('class="conversation is-pinned"');
+    expect(listRow(searched.text, xia)).toContain('aria-current="page"');
+    expect(listRow(searched.text, xia)).toContain(
+      '<span class="pinned-note">shown because it is open</span>',
+    );
+    expect(listRow(searched.text, yan)).not.toContain("pinned");
+    // Rows keep the narrowing (the conversation they open is narrowed alike), so does the way back.
+    expect(listRow(searched.text, yan)).toContain(`href="/panel/conversations/${yan}?q=weber"`);
+    expect(searched.text).toContain('<p class="conversation-back"><a href="/panel/conversations?q=weber">');
+    expect(searched.text).toContain(
+      `<a id="filter-unread" href="/panel/conversations/${xia}?filter=unread&amp;q=weber">Unread</a>`,
+    );
+    // The poll keeps the open conversation listed too.
+    const poll = listPoll(searched);
+    expect(poll).toContain(`current=${xia}`);
+    expect(poll).toContain("q=weber");
+    expect((await client.get(poll, HX)).status).toBe(204);
+    const changed = await client.get(poll.replace(/v=[^&]+/, "v=stale"), HX);
+    expect(listIds(changed.text).sort()).toEqual([xia, yan].sort());
+
+    // Opening an unread conversation from the "Unread" filter reads it; it stays beside its thread.
+    const unread = await client.get(`/panel/conversations/${zoe}?filter=unread`);
+    expect(listIds(unread.text)).toContain(zoe);
+    expect(listRow(unread.text, zoe)).toContain("is-pinned");
+  });
+
+  test("a conversation older than the sidebar's first page is listed beside it all the same", async () => {
+    const other = await signedInClient(env.app, env.deps, { tenantName: "Many conversations" });
+    const otherSender = await insertSender(env.deps.db, env.config.providerTokenKey, {
+      tenantId: other.tenant.id,
+      phoneNumber: "+15550166009",
+      providerPhoneNumberId: "661000000000009",
+      wabaId: "761000000000009",
+      accessToken: "sim-token",
+    });
+    const many = { tenantId: other.tenant.id, sender: otherSender } as ReadingTenant;
+    const ids: string[] = [];
+    const start = env.clock.now().getTime() - 3_600_000;
+    for (let i = 0; i < 26; i++) {
+      const contact = await insertContact(
+        env,
+        many,
+        `+4915166001${String(i).padStart(3, "0")}`,
+        `Customer ${i}`,
+      );
+      await insertOutbound(env, many, { contactId: contact.id, createdAt: new Date(start + i * 60_000) });
+      ids.push(contact.id);
+    }
+    const oldest = ids[0]!;
+    const list = await other.client.get("/panel/conversations");
+    expect(listIds(list.text)).not.toContain(oldest);
+    const page = await other.client.get(`/panel/conversations/${oldest}`);
+    const listed = listIds(page.text);
+    expect(listed).toHaveLength(26);
+    expect(listed.at(-1)).toBe(oldest);
+    expect(listRow(page.text, oldest)).toContain("is-pinned");
+    expect(listRow(page.text, oldest)).toContain('aria-current="page"');
   });
 
   test("the tab title carries the unread count, and the list poll updates it", async () => {

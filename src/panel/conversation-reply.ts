@@ -2,20 +2,26 @@ import { ApiError } from "../http/errors.ts";
 import { randomBase62 } from "../ids.ts";
 import type { TemplateRequest } from "../messages/template-binding.ts";
 import type { SenderRow } from "../senders/repository.ts";
-import { storedComponents, type TemplateRow } from "../templates/repository.ts";
-import { headerText, templateButtons } from "../templates/variables.ts";
+import type { TemplateRow } from "../templates/repository.ts";
 import type { ConversationState } from "./conversation-data.ts";
 import { CONVERSATIONS_PATH, conversationPath } from "./conversation-views.ts";
 import { type Html, html } from "./html.ts";
 import { csrfInput, relativeTime } from "./layout.ts";
-import { highlightVariables } from "./template-view.ts";
+import {
+  fieldForParam,
+  readTemplateValues,
+  renderTemplateFields,
+  type TemplateValues,
+  templateRequestOf,
+} from "./template-form.ts";
 import { field } from "./web.ts";
 
 /**
- * The reply box of a conversation: free text while the 24-hour window is open, otherwise a picker
- * of the sender's approved templates with one input per variable, and no form at all for a customer
- * who opted out. The form only collects what the API's send request takes; deciding (opt-out,
- * window, quota, variables) is the API's acceptance path.
+ * The reply box of a conversation: free text while the 24-hour window is open (a draft typed there
+ * is kept while the window is closed), a picker of the sender's approved templates at any time (their
+ * fields: template-form.ts), and no form at all for a customer who opted out. The form only collects
+ * what the API's send request takes; deciding (opt-out, window, quota, variables) is the API's
+ * acceptance path.
  */
 
 export const IDEMPOTENCY_FIELD = "idempotency_key";
@@ -28,148 +34,43 @@ export function newIdempotencyKey(): string {
   return `panel-${randomBase62(22)}`;
 }
 
-export interface ReplyValues {
+export interface ReplyValues extends TemplateValues {
   idempotencyKey: string;
   /** Which form was posted (the page may be older than the window's state). */
   kind: "text" | "template";
   body: string;
-  templateId: string;
-  /** Template variable inputs by field name (`header.1`, `body.2`, `buttons.0`). */
-  variables: Record<string, string>;
   /** A new conversation's phone number, as typed. */
   to: string;
-  error?: { message: string; param: string | null };
 }
 
 export function emptyReplyValues(templateId = ""): ReplyValues {
-  return { idempotencyKey: newIdempotencyKey(), kind: "text", body: "", templateId, variables: {}, to: "" };
+  return {
+    idempotencyKey: newIdempotencyKey(),
+    kind: "text",
+    body: "",
+    templateId,
+    variables: {},
+    headerLink: "",
+    headerFilename: "",
+    to: "",
+  };
 }
 
 /** A posted reply form, as values to send and to show again if the send is refused. */
 export function readReplyForm(form: Record<string, string | string[]>): ReplyValues {
   const key = field(form, IDEMPOTENCY_FIELD);
-  const variables: Record<string, string> = {};
-  for (const name of Object.keys(form)) {
-    if (/^(header|body|buttons)\.[A-Za-z0-9_]{1,64}$/.test(name)) variables[name] = field(form, name);
-  }
   return {
+    ...readTemplateValues(form),
     // A form without a usable key still sends (once per post): the key only guards repeats.
     idempotencyKey: IDEMPOTENCY_FORMAT.test(key) ? key : newIdempotencyKey(),
     kind: field(form, "kind") === "template" ? "template" : "text",
     body: field(form, "body"),
-    templateId: field(form, "template"),
-    variables,
     to: field(form, "to").slice(0, 64),
   };
 }
 
-/*
- * A template row stores what its components imply (src/senders/template-sync.ts): `variables`
- * (templateVariables), `preview` (the body text) and `header_format`. Those are read here; the header
- * text, footer and buttons only the components hold.
- */
-
-/** Media headers need a file the panel cannot attach: such templates are sent through the API. */
-export function needsMediaHandle(template: TemplateRow): boolean {
-  const format = template.header_format;
-  return format === "IMAGE" || format === "VIDEO" || format === "DOCUMENT";
-}
-
-interface VariableField {
-  name: string;
-  id: string;
-  label: Html;
-  hint?: Html;
-}
-
-/** One input per variable, in the order the customer reads them: header, body, buttons. */
-function variableFields(template: TemplateRow): VariableField[] {
-  const { variables } = template;
-  const components = storedComponents(template);
-  const buttons = templateButtons(components);
-  const header = headerText(components);
-  return [
-    ...variables.header.map((name) => ({
-      name: `header.${name}`,
-      id: `reply-var-header-${name}`,
-      label: html`Header <mark class="var">{{${name}}}</mark>`,
-      hint: header ? html`In: ${highlightVariables(header)}` : undefined,
-    })),
-    ...variables.body.map((name) => ({
-      name: `body.${name}`,
-      id: `reply-var-body-${name}`,
-      label: html`Body <mark class="var">{{${name}}}</mark>`,
-    })),
-    ...variables.buttons.map((index) => {
-      const button = buttons[Number(index)];
-      return {
-        name: `buttons.${index}`,
-        id: `reply-var-buttons-${index}`,
-        label: html`Button “${button?.text ?? `#${Number(index) + 1}`}” link`,
-        hint: button && button.type === "URL" ? html`In: ${highlightVariables(button.url)}` : undefined,
-      };
-    }),
-  ];
-}
-
-const PLACEHOLDER = /\{\{([A-Za-z0-9_]+)\}\}/g;
-
-/**
- * Template text with each `{{n}}` as a mark that names its input (`data-var`): the value typed so
- * far, or the placeholder while the input is empty. panel.js fills the marks as values are typed
- * (the live preview); the server fills them when it draws the form again with values.
- */
-function fillPlaceholders(
-  text: string,
-  fieldOf: (name: string) => string,
-  values: Record<string, string>,
-): Html {
-  const parts: Html[] = [];
-  let last = 0;
-  for (const match of text.matchAll(PLACEHOLDER)) {
-    const index = match.index ?? 0;
-    const name = fieldOf(match[1] ?? "");
-    const value = values[name] ?? "";
-    parts.push(
-      html`${text.slice(last, index)}<mark class="var${value.trim() ? " filled" : ""}" data-var="${name}" data-placeholder="${match[0]}">${value.trim() ? value : match[0]}</mark>`,
-    );
-    last = index + match[0].length;
-  }
-  parts.push(html`${text.slice(last)}`);
-  return html`${parts}`;
-}
-
-function templatePreview(template: TemplateRow, values: Record<string, string>): Html {
-  const components = storedComponents(template);
-  const header = headerText(components);
-  const footer = components.find((c) => c.type === "FOOTER");
-  const buttons = templateButtons(components);
-  return html`<figure class="reply-template-preview" id="template-preview">
-<figcaption>Preview <span class="muted">(fills in as you type)</span></figcaption>
-${header ? html`<p class="template-header">${fillPlaceholders(header, (name) => `header.${name}`, values)}</p>` : ""}
-<p class="template-body">${fillPlaceholders(template.preview, (name) => `body.${name}`, values)}</p>
-${footer && "text" in footer ? html`<p class="template-footer muted">${footer.text}</p>` : ""}
-${buttons.length > 0 ? html`<ul class="template-buttons">${buttons.map((b, index) => html`<li>${b.text}${b.type === "URL" ? html` → ${fillPlaceholders(b.url, () => `buttons.${index}`, values)}` : ""}</li>`)}</ul>` : ""}
-</figure>`;
-}
 function templateLabel(template: TemplateRow): string {
   return `${template.name} (${template.language}) · ${template.category.toLowerCase()}`;
-}
-
-/** Which input an API error's `param` points at, to mark it invalid. */
-function fieldForParam(param: string | null, template: TemplateRow | undefined): string | undefined {
-  if (!param) return undefined;
-  if (param === "body") return "body";
-  if (param === "to") return "to";
-  if (param === "template.name" || param === "template.language") return "template";
-  if (!template) return undefined;
-  const { variables } = template;
-  if (param === "template.header") return variables.header[0] ? `header.${variables.header[0]}` : undefined;
-  const body = /^template\.variables\.body(?:\.(.+))?$/.exec(param);
-  if (body) return `body.${body[1] ?? variables.body[0]}`;
-  const button = /^template\.buttons(?:\.(.+))?$/.exec(param);
-  if (button) return `buttons.${button[1] ?? variables.buttons[0]}`;
-  return undefined;
 }
 
 export interface ReplyView {
@@ -180,40 +81,6 @@ export interface ReplyView {
   /** The sender's approved templates (offered whatever the window's state). */
   templates: TemplateRow[];
   now: Date;
-}
-
-function describedBy(ids: (string | undefined)[]): Html {
-  const present = ids.filter((id) => id !== undefined);
-  return present.length > 0 ? html` aria-describedby="${present.join(" ")}"` : html``;
-}
-
-/**
- * The variables fieldset (`#template-fields`): swapped alone when the picker changes (htmx). Its
- * preview fills in as the variables are typed (panel.js).
- */
-export function renderTemplateFields(templates: TemplateRow[], values: ReplyValues): Html {
-  const template = templates.find((t) => t.id === values.templateId && !needsMediaHandle(t));
-  if (!template) {
-    return html`<fieldset id="template-fields" class="template-fields">
-<legend>Variables</legend>
-<p class="hint">Choose a template above to see its text and fill in its variables.</p>
-</fieldset>`;
-  }
-  const invalid = fieldForParam(values.error?.param ?? null, template);
-  const fields = variableFields(template);
-  return html`<fieldset id="template-fields" class="template-fields">
-<legend>${template.name} <span class="muted">(${template.language})</span></legend>
-<input type="hidden" name="template" value="${template.id}">
-${templatePreview(template, values.variables)}
-${fields.length === 0 ? html`<p class="hint">This template has no variables: it is sent as shown.</p>` : ""}
-${fields.map(
-  (f) => html`<div class="field">
-<label for="${f.id}">${f.label}</label>
-<input type="text" id="${f.id}" name="${f.name}" value="${values.variables[f.name] ?? ""}" required maxlength="1024" autocomplete="off" data-preview-var${describedBy([f.hint ? `${f.id}-hint` : undefined, invalid === f.name ? "reply-error" : undefined])}${invalid === f.name ? html` aria-invalid="true"` : ""}>
-${f.hint ? html`<p class="hint" id="${f.id}-hint">${f.hint}</p>` : ""}
-</div>`,
-)}
-</fieldset>`;
 }
 
 function errorNotice(values: ReplyValues): Html {
@@ -248,9 +115,24 @@ function fromHint(state: ConversationState): Html | "" {
 export type ReplyFocus = "text" | "template";
 
 /**
+ * What was typed in the free-text box and could not be sent because the window closed: kept (and
+ * said so) near the templates, to come back in the box once the customer writes again. The server
+ * draws it for a text reply refused as the window closed; panel.js keeps the draft of a box a poll
+ * removes (per conversation, in sessionStorage), shows it here, and puts it back in the box.
+ */
+function keptDraft(view: ReplyView, draft: string): Html {
+  return html`<div id="reply-draft" class="reply-draft" role="group" tabindex="-1" aria-labelledby="reply-draft-note"${draft ? "" : html` hidden`}>
+<p id="reply-draft-note" class="reply-draft-note"><strong>Your message is kept as a draft.</strong> It cannot be sent as free text until ${view.contactName} writes again; then it is back in the message box. Until then, only a template can be sent.</p>
+<blockquote id="reply-draft-text" class="reply-draft-text">${draft}</blockquote>
+<button type="button" id="reply-draft-discard" class="button subtle" hidden>Discard the draft</button>
+</div>`;
+}
+
+/**
  * The free-text part of the reply box (`#reply-text`): the text form while the window is open, the
- * reason there is none while it is closed. When the window opens or closes, a poll replaces this
- * part alone (`oob`): the template part, and whatever is typed and focused in it, stays.
+ * reason there is none (and a kept draft) while it is closed. When the window opens or closes, a
+ * poll replaces this part alone (`oob`): the template part, and whatever is typed and focused in
+ * it, stays. `data-draft-for` names whose draft panel.js keeps.
  */
 export function renderReplyText(
   view: ReplyView,
@@ -259,17 +141,19 @@ export function renderReplyText(
 ): Html {
   const oob = options.oob ? html` hx-swap-oob="true"` : "";
   if (view.state.mode !== "text") {
-    return html`<div id="reply-text" class="reply-text"${oob}>
-<p class="warning reply-closed">The 24-hour window is closed: ${
+    const draft = values.kind === "text" && values.body.trim() !== "" ? values.body : "";
+    return html`<div id="reply-text" class="reply-text" data-draft-for="${view.contactId}"${oob}>
+<p id="reply-closed" class="warning reply-closed" tabindex="-1">The 24-hour window is closed: ${
       view.state.contact.last_inbound_at
         ? `${view.contactName} last wrote ${relativeTime(view.state.contact.last_inbound_at, view.now)}`
         : `${view.contactName} has not written yet`
     }. Only an approved template can be sent until they write again.</p>
+${keptDraft(view, draft)}
 </div>`;
   }
   const invalid = values.error?.param === "body";
   const mine = values.kind === "text";
-  return html`<div id="reply-text" class="reply-text"${oob}>
+  return html`<div id="reply-text" class="reply-text" data-draft-for="${view.contactId}"${oob}>
 <form id="reply-form" class="stack" ${formAttributes(view)}>
 ${hiddenFields(view.csrf, keyFor(values, "text"), "text")}
 <div class="field">
@@ -311,34 +195,25 @@ ${input.templates.map((t) => html`<option value="${t.id}"${t.id === input.select
 </form>`;
 }
 
-function unavailableTemplates(templates: TemplateRow[]): Html | "" {
-  const unavailable = templates.filter(needsMediaHandle);
-  return unavailable.length > 0
-    ? html`<div class="template-unavailable">
-<h3>Not available here</h3>
-<p class="hint">These templates have a media header: send them with a media handle through the API (<code>POST /v2/media</code>, then <code>template.header.media</code>).</p>
-<ul class="unavailable-list">${unavailable.map((t) => html`<li>${templateLabel(t)} <span class="badge">${t.header_format?.toLowerCase()} header</span></li>`)}</ul>
-</div>`
-    : "";
-}
-
 /**
  * The template part of the reply box (`#reply-template-part`): offered whether the window is open or
  * closed (a template can always be sent). A window that opens or closes does not replace it.
  */
 function renderReplyTemplates(view: ReplyView, values: ReplyValues, autofocus: boolean): Html {
-  const usable = view.templates.filter((t) => !needsMediaHandle(t));
-  const selected = usable.some((t) => t.id === values.templateId) ? values.templateId : "";
+  const { templates } = view;
+  const selected = templates.some((t) => t.id === values.templateId) ? values.templateId : "";
   const mine = values.kind === "template";
-  const shown: ReplyValues = mine ? values : { ...values, variables: {}, error: undefined };
+  const shown: ReplyValues = mine
+    ? values
+    : { ...values, variables: {}, headerLink: "", headerFilename: "", error: undefined };
   return html`<div id="reply-template-part" class="reply-template-part">
 <h3 id="reply-template-title">${view.state.mode === "text" ? "Or send a template" : "Send a template"}</h3>
 ${
-  usable.length === 0
-    ? html`<p class="warning">This number has no approved template that can be sent from here.</p>`
+  templates.length === 0
+    ? html`<p class="warning">This number has no approved template.</p>`
     : html`${templatePicker({
         path: conversationPath(view.contactId),
-        templates: usable,
+        templates,
         selected,
         invalid: mine && fieldForParam(values.error?.param ?? null, undefined) === "template",
         anchor: "reply",
@@ -346,14 +221,13 @@ ${
       })}
 <form id="reply-template-form" class="stack" ${formAttributes(view)}>
 ${hiddenFields(view.csrf, keyFor(values, "template"), "template")}
-${renderTemplateFields(usable, { ...shown, templateId: selected })}
+${renderTemplateFields(templates, { ...shown, templateId: selected })}
 <div class="reply-actions">
 ${fromHint(view.state)}
 <button type="submit" id="reply-template-send" class="button primary">Send template</button>
 </div>
 </form>`
 }
-${unavailableTemplates(view.templates)}
 </div>`;
 }
 
@@ -423,8 +297,8 @@ export function renderNewConversation(view: NewConversationView, values: ReplyVa
 <p class="warning">This account has no active number to send from.</p>
 </section>`;
   }
-  const usable = view.templates.filter((t) => !needsMediaHandle(t));
-  const selected = usable.some((t) => t.id === values.templateId) ? values.templateId : "";
+  const { templates } = view;
+  const selected = templates.some((t) => t.id === values.templateId) ? values.templateId : "";
   const invalid = fieldForParam(values.error?.param ?? null, undefined);
   const path = `${NEW_CONVERSATION_PATH}?sender=${encodeURIComponent(sender.id)}`;
   return html`<section id="new-conversation" class="card reply" aria-labelledby="new-conversation-title">
@@ -444,12 +318,12 @@ ${view.senders.map((s) => html`<option value="${s.id}"${s.id === sender.id ? htm
     : ""
 }
 ${
-  usable.length === 0
-    ? html`<p class="warning">This number has no approved template that can be sent from here.</p>`
+  templates.length === 0
+    ? html`<p class="warning">This number has no approved template.</p>`
     : html`${templatePicker({
         path: NEW_CONVERSATION_PATH,
         hidden: { sender: sender.id },
-        templates: usable,
+        templates,
         selected,
         invalid: invalid === "template",
         anchor: "new-conversation",
@@ -462,14 +336,13 @@ ${hiddenFields(view.csrf, values.idempotencyKey, "template")}
 <input type="tel" id="new-to" name="to" value="${values.to}" required maxlength="64" autocomplete="off" inputmode="tel" aria-describedby="new-to-hint${invalid === "to" ? " reply-error" : ""}"${invalid === "to" ? html` aria-invalid="true"` : ""}>
 <p class="hint" id="new-to-hint">With the country code, like +4915123456789. If you already have a conversation with this number, the message joins it.</p>
 </div>
-${renderTemplateFields(usable, { ...values, templateId: selected })}
+${renderTemplateFields(templates, { ...values, templateId: selected })}
 <div class="reply-actions">
 <p class="hint reply-from">From ${sender.name ? html`${sender.name} (${sender.phone_number})` : sender.phone_number}</p>
 <button type="submit" id="new-conversation-send" class="button primary">Send template</button>
 </div>
 </form>`
 }
-${unavailableTemplates(view.templates)}
 </section>`;
 }
 
@@ -492,29 +365,5 @@ export function sendRequestOf(
       { param: "template.name" },
     );
   }
-  if (needsMediaHandle(template)) {
-    throw new ApiError(
-      "parameter_invalid",
-      "This template has a media header: send it with a media handle through the API.",
-      { param: "template.header" },
-    );
-  }
-  for (const f of variableFields(template)) {
-    if ((values.variables[f.name] ?? "").trim() === "") {
-      const param = f.name.startsWith("body.")
-        ? `template.variables.${f.name}`
-        : f.name.startsWith("header.")
-          ? "template.header"
-          : `template.${f.name}`;
-      throw new ApiError("parameter_missing", "Fill in every variable of the template.", { param });
-    }
-  }
-  const { variables } = template;
-  const pick = (prefix: string, names: string[]) =>
-    Object.fromEntries(names.map((name) => [name, values.variables[`${prefix}.${name}`] ?? ""]));
-  const request: TemplateRequest = { name: template.name, language: template.language };
-  if (variables.body.length > 0) request.variables = { body: pick("body", variables.body) };
-  if (variables.header[0] !== undefined) request.header = values.variables[`header.${variables.header[0]}`];
-  if (variables.buttons.length > 0) request.buttons = pick("buttons", variables.buttons);
-  return { template: request };
+  return { template: templateRequestOf(template, values) };
 }

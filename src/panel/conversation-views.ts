@@ -144,8 +144,10 @@ export interface ListRegionInput {
   current?: string;
   /** On older pages: the `before` they were asked with (shown as a link back to the newest). */
   before?: number;
-  /** The filter and search the list is narrowed to (kept by its poll and its paging links). */
+  /** The filter and search the list is narrowed to (kept by its poll, its paging and its rows' links). */
   narrowing?: ListNarrowing;
+  /** The current conversation, listed although the narrowing leaves it out (src/panel/conversation-list.ts). */
+  pinned?: string;
 }
 
 const FILTER_LABELS: Record<ListFilter, string> = {
@@ -154,16 +156,22 @@ const FILTER_LABELS: Record<ListFilter, string> = {
   failed: "Failed",
 };
 
+/** A page's URL with a filter and search: the list page's, or a conversation's (its sidebar's). */
+export function narrowedPath(base: string, narrowing: ListNarrowing, before?: number): string {
+  return `${base}${query({ filter: narrowing.filter, q: narrowing.q, before })}`;
+}
+
 /** The list page's URL for a filter and search (and an older page). */
 export function listPath(narrowing: ListNarrowing, before?: number): string {
-  return `${CONVERSATIONS_PATH}${query({ filter: narrowing.filter, q: narrowing.q, before })}`;
+  return narrowedPath(CONVERSATIONS_PATH, narrowing, before);
 }
 
 /**
  * Filters (links: each is a plain URL, so they work without a script, can be bookmarked, and the
- * list's poll keeps them) and the search by name or phone (a GET form that keeps the filter).
+ * list's poll keeps them) and the search by name or phone (a GET form that keeps the filter). `base`
+ * is the page they narrow: the list page, or a conversation (whose sidebar they narrow).
  */
-export function renderListToolbar(narrowing: ListNarrowing): Html {
+export function renderListToolbar(narrowing: ListNarrowing, base: string = CONVERSATIONS_PATH): Html {
   const choices: { filter: ListFilter | undefined; label: string }[] = [
     { filter: undefined, label: "All" },
     ...(Object.keys(FILTER_LABELS) as ListFilter[]).map((filter) => ({
@@ -176,11 +184,11 @@ export function renderListToolbar(narrowing: ListNarrowing): Html {
 <ul>
 ${choices.map(
   (choice) =>
-    html`<li><a id="filter-${choice.filter ?? "all"}" href="${listPath({ filter: choice.filter, q: narrowing.q })}"${choice.filter === narrowing.filter ? html` aria-current="page"` : ""}>${choice.label}</a></li>`,
+    html`<li><a id="filter-${choice.filter ?? "all"}" href="${narrowedPath(base, { filter: choice.filter, q: narrowing.q })}"${choice.filter === narrowing.filter ? html` aria-current="page"` : ""}>${choice.label}</a></li>`,
 )}
 </ul>
 </nav>
-<form class="list-search" role="search" method="get" action="${CONVERSATIONS_PATH}">
+<form class="list-search" role="search" method="get" action="${base}">
 ${narrowing.filter ? html`<input type="hidden" name="filter" value="${narrowing.filter}">` : ""}
 <label for="conversation-search" class="visually-hidden">Search by name or phone number</label>
 <input type="search" id="conversation-search" name="q" value="${narrowing.q ?? ""}" placeholder="Name or phone number" maxlength="100" autocomplete="off" aria-describedby="conversation-search-hint">
@@ -217,17 +225,20 @@ function listRow(row: ConversationRow, input: ListRegionInput) {
     row.contact_opted_out_at !== null,
   );
   const isCurrent = row.contact_id === input.current;
+  const pinned = row.contact_id === input.pinned;
   const unread = isCurrent ? 0 : row.unread;
   const label = contactLabel({ name: row.contact_name, phone: row.contact_phone });
   const failed = row.direction === "outbound" && row.status === "failed";
-  return html`<li class="conversation${unread > 0 ? " is-unread" : ""}${failed ? " is-failed" : ""}">
-<a class="conversation-link" id="conversation-${row.contact_id}" href="${conversationPath(row.contact_id)}"${isCurrent ? html` aria-current="page"` : ""}>
+  // A row keeps the narrowing: the conversation it opens has its sidebar narrowed alike.
+  const href = narrowedPath(conversationPath(row.contact_id), input.narrowing ?? {});
+  return html`<li class="conversation${unread > 0 ? " is-unread" : ""}${failed ? " is-failed" : ""}${pinned ? " is-pinned" : ""}">
+<a class="conversation-link" id="conversation-${row.contact_id}" href="${href}"${isCurrent ? html` aria-current="page"` : ""}>
 <span class="conversation-name">${label}</span>
 <span class="conversation-time">${timeTag(row.last_message_at, input.now)}</span>
 <span class="conversation-phone">${row.contact_name?.trim() ? row.contact_phone : ""}</span>
 <span class="conversation-unread">${unread > 0 ? html`<span class="badge count unread-badge">${unread}<span class="visually-hidden"> unread message${unread === 1 ? "" : "s"}</span></span>` : ""}</span>
 <span class="conversation-preview">${lastMessageLine(row)}</span>
-<span class="conversation-window">${windowBadge(messaging, input.now)}${failed ? html` <span class="badge bad failed-marker"><span aria-hidden="true">!</span> Failed<span class="visually-hidden">: the last message was not delivered</span></span>` : ""}</span>
+<span class="conversation-window">${windowBadge(messaging, input.now)}${failed ? html` <span class="badge bad failed-marker"><span aria-hidden="true">!</span> Failed<span class="visually-hidden">: the last message was not delivered</span></span>` : ""}${pinned ? html` <span class="pinned-note">shown because it is open</span>` : ""}</span>
 </a>
 </li>`;
 }

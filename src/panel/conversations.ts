@@ -12,7 +12,6 @@ import { listActiveSenders, senderCredentials } from "../senders/repository.ts";
 import { listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
 import {
   type ConversationState,
-  conversationListPage,
   conversationState,
   inboundMediaSource,
   type ListNarrowing,
@@ -25,6 +24,7 @@ import {
   tenantUnread,
   threadPage,
 } from "./conversation-data.ts";
+import { listRegion, renderSidebar } from "./conversation-list.ts";
 import {
   emptyReplyValues,
   NEW_CONVERSATION_PATH,
@@ -35,7 +35,6 @@ import {
   renderNewConversation,
   renderReply,
   renderReplyText,
-  renderTemplateFields,
   sendRequestOf,
 } from "./conversation-reply.ts";
 import {
@@ -44,9 +43,9 @@ import {
   CONVERSATIONS_PATH,
   contactLabel,
   conversationPath,
+  listPath,
   listTitle,
   localTime,
-  renderListRegion,
   renderListToolbar,
   renderMessageDetailsBody,
   renderMessageTimeline,
@@ -58,6 +57,7 @@ import { type Html, html } from "./html.ts";
 import { mediaResponse } from "./inbound-media.ts";
 import { errorPage, page } from "./layout.ts";
 import { PANEL_PREFIX } from "./paths.ts";
+import { renderTemplateFields } from "./template-form.ts";
 import { field, htmlResponse, type PanelContext, redirect, signedIn } from "./web.ts";
 
 /**
@@ -70,7 +70,8 @@ import { field, htmlResponse, type PanelContext, redirect, signedIn } from "./we
  *   GET  /panel/conversations/new?sender=&template= start a conversation: a phone number and a template
  *   POST /panel/conversations/new                   send it (the reply's send path), then open the conversation
  *   GET  /panel/conversations/:contactId            the conversation (`?before=msg_…` earlier messages,
- *                                                   `?template=tpl_…` that template's variables)
+ *                                                   `?template=tpl_…` that template's variables,
+ *                                                   `?filter=&q=` its sidebar's narrowing)
  *   GET  /panel/conversations/:contactId/thread?v=&last=&mode=   the thread region, polled; 204 while unchanged
  *   GET  /panel/conversations/:contactId/messages/:messageId     a message's details (htmx: its timeline)
  *   GET  /panel/conversations/:contactId/messages/:messageId/media   a received message's image (inline)
@@ -128,15 +129,6 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
       (limit) => `Too many messages at once: at most ${limit} per second. Wait a moment and send again.`,
     );
     return sending.acceptAdmitted(admission, auth, input, idempotencyKey);
-  }
-
-  async function listRegion(
-    tenantId: string,
-    now: Date,
-    options: { before?: number; current?: string; narrowing?: ListNarrowing },
-  ) {
-    const listPage = await conversationListPage(deps.db, tenantId, options.before, options.narrowing, now);
-    return renderListRegion({ page: listPage, now, poll: options.before === undefined, ...options });
   }
 
   /** The sender's approved templates: offered in every reply box that can send (any window state). */
@@ -220,11 +212,14 @@ ${renderNewConversation(view, values)}`,
       before?: string;
       values: ReplyValues;
       now: Date;
+      /** The sidebar's filter and search. */
+      narrowing?: ListNarrowing;
     },
   ): Promise<Html> {
     const { contact, state, thread, now } = input;
+    const narrowing = input.narrowing ?? {};
     const name = contactLabel(contact);
-    const sidebar = await listRegion(ctx.session.tenantId, now, { current: contact.id });
+    const sidebar = await listRegion(deps.db, ctx.session.tenantId, now, { current: contact.id, narrowing });
     const region =
       input.before === undefined
         ? threadRegion(contact, state, thread, now)
@@ -236,13 +231,9 @@ ${renderNewConversation(view, values)}`,
       csrf: ctx.csrf,
       body: html`<div class="conversation-layout">
 <a class="skip-link" href="#conversation">Skip to the conversation</a>
-<aside class="conversation-sidebar" aria-labelledby="sidebar-title">
-<h2 id="sidebar-title" class="visually-hidden">All conversations</h2>
-${announcer("conversations-announce")}
-${sidebar.html}
-</aside>
+${renderSidebar(contact.id, narrowing, sidebar.html)}
 <div class="conversation-main" id="conversation">
-<p class="conversation-back"><a href="${CONVERSATIONS_PATH}"><span aria-hidden="true">←</span> All conversations</a></p>
+<p class="conversation-back"><a href="${listPath(narrowing)}"><span aria-hidden="true">←</span> All conversations</a></p>
 <header class="conversation-head">
 <h1>${name}</h1>
 <p class="conversation-contact">${contact.name?.trim() ? html`<span class="mono">${contact.phone}</span> · ` : ""}WhatsApp</p>
@@ -287,7 +278,7 @@ ${renderReply(replyView(ctx, contact, state, input.templates, now), input.values
         const before = beforeSeconds(ctx.query.before);
         const narrowing = narrowingOf(ctx.query);
         const [region, unread] = await Promise.all([
-          listRegion(ctx.session.tenantId, now, { before, narrowing }),
+          listRegion(deps.db, ctx.session.tenantId, now, { before, narrowing }),
           tenantUnread(deps.db, ctx.session.tenantId),
         ]);
         return htmlResponse(
@@ -317,7 +308,7 @@ ${region.html}`,
         const now = deps.clock.now();
         const current = idParam(ctx.query.current, "ctc");
         const narrowing = narrowingOf(ctx.query);
-        const region = await listRegion(ctx.session.tenantId, now, { current, narrowing });
+        const region = await listRegion(deps.db, ctx.session.tenantId, now, { current, narrowing });
         if (ctx.query.v === region.version) return notModified();
         // The list page's tab title carries the unread count (a conversation's page has its own title).
         const title =
@@ -502,6 +493,7 @@ ${timeline}
             before,
             values: emptyReplyValues(templateId),
             now,
+            narrowing: narrowingOf(ctx.query),
           }),
         );
       }),

@@ -5,7 +5,7 @@ import { type Html, html, unsafeRaw } from "./html.ts";
 import { CSRF_FIELD, CSRF_HEADER, PANEL_PREFIX } from "./paths.ts";
 
 /** Bumped when an asset changes, so browsers fetch it again (assets are cached for a day). */
-export const ASSET_VERSION = "4";
+export const ASSET_VERSION = "5";
 
 export type PanelSection = "conversations" | "applications" | "senders" | "webhooks";
 

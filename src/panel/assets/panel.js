@@ -72,14 +72,58 @@ function fillPreview(input) {
   }
 }
 
+// A media header's preview (template-form.ts): its kind, and once a link is typed the file's name
+// and host, with a link to open it; a link that is not https says so (the form refuses it too).
+function fillMediaPreview(fields) {
+  const preview = fields.querySelector("[data-media-preview]");
+  const link = fields.querySelector("input[name='header_link']");
+  if (!preview || !(link instanceof HTMLInputElement)) return;
+  const text = preview.querySelector(".template-media-text");
+  const open = preview.querySelector(".template-media-open");
+  const label = text.getAttribute("data-label");
+  const filename = fields.querySelector("input[name='header_filename']")?.value.trim() ?? "";
+  const value = link.value.trim();
+  let url = null;
+  try {
+    url = new URL(value);
+  } catch {}
+  const usable = url !== null && url.protocol === "https:" && url.hostname !== "";
+  preview.classList.toggle("filled", usable);
+  preview.classList.toggle("invalid", value !== "" && !usable);
+  if (usable) {
+    const last = url.pathname.split("/").filter(Boolean).at(-1);
+    let name = filename;
+    if (!name && last) {
+      try {
+        name = decodeURIComponent(last);
+      } catch {
+        name = last;
+      }
+    }
+    text.textContent = `${label}: ${name || url.hostname}${name ? ` · ${url.hostname}` : ""}`;
+    open.href = url.href;
+  } else {
+    text.textContent =
+      value === "" ? `${label}: add its link below` : `${label}: the link must start with https://`;
+    open.removeAttribute("href");
+  }
+  open.hidden = !usable;
+}
+
 function fillPreviews(root) {
   if (!(root instanceof Element || root instanceof Document)) return;
   for (const input of root.querySelectorAll("input[data-preview-var]")) fillPreview(input);
+  const all = root instanceof Element && root.matches(".template-fields") ? [root] : [];
+  for (const fields of [...all, ...root.querySelectorAll(".template-fields")]) fillMediaPreview(fields);
 }
 
 document.addEventListener("input", (event) => {
   const input = event.target;
   if (input instanceof HTMLInputElement && input.hasAttribute("data-preview-var")) fillPreview(input);
+  if (input instanceof HTMLInputElement && input.hasAttribute("data-preview-media")) {
+    const fields = input.closest(".template-fields");
+    if (fields) fillMediaPreview(fields);
+  }
 });
 
 // A message's details stay open when a poll redraws the thread (they load their timeline again).
@@ -108,11 +152,114 @@ function reopenDetails(root) {
   });
 }
 
+// The free-text draft across the 24-hour window (conversation-reply.ts). A poll replaces the
+// free-text part (#reply-text) when the window opens or closes: what was typed in the box is kept
+// per conversation (sessionStorage, or memory where that is refused), shown in the closed part's
+// note, and put back in the box when the window opens. The focus, when it was in that part, goes
+// to what replaced it (the note, the box) instead of falling to the page.
+const memoryDrafts = new Map();
+const drafts = {
+  get(key) {
+    try {
+      const stored = sessionStorage.getItem(key);
+      if (stored !== null) return stored;
+    } catch {}
+    return memoryDrafts.get(key) ?? null;
+  },
+  set(key, text) {
+    memoryDrafts.set(key, text);
+    try {
+      sessionStorage.setItem(key, text);
+    } catch {}
+  },
+  remove(key) {
+    memoryDrafts.delete(key);
+    try {
+      sessionStorage.removeItem(key);
+    } catch {}
+  },
+};
+const draftKey = (part) => `panel-draft:${part.getAttribute("data-draft-for")}`;
+let replyTextFocused = false;
+
+function replyTextIn(root) {
+  if (!(root instanceof Element || root instanceof Document)) return null;
+  return root instanceof Element && root.matches("#reply-text[data-draft-for]")
+    ? root
+    : root.querySelector("#reply-text[data-draft-for]");
+}
+
+// A poll is about to replace the part: keep what the box (or the note) holds.
+document.addEventListener("htmx:oobBeforeSwap", (event) => {
+  const part = replyTextIn(event.detail?.target);
+  if (!part) return;
+  replyTextFocused = part.contains(document.activeElement);
+  const box = part.querySelector("#reply-body");
+  const kept = part.querySelector("#reply-draft:not([hidden]) #reply-draft-text");
+  const text = box instanceof HTMLTextAreaElement ? box.value : (kept?.textContent ?? "");
+  if (text.trim() !== "") drafts.set(draftKey(part), text);
+});
+// A send answers with the whole reply box: a text refused because the window closed comes back
+// in the note (the server keeps it); a sent one is not a draft.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const target = event.detail?.target;
+  if (target instanceof Element && target.id === "reply") {
+    replyTextFocused = target.querySelector("#reply-text")?.contains(document.activeElement) ?? false;
+  }
+});
+
+function settleReplyText(root) {
+  const part = replyTextIn(root);
+  if (!part) return;
+  const hadFocus = replyTextFocused;
+  replyTextFocused = false;
+  const focusLost = () =>
+    hadFocus && (document.activeElement === null || document.activeElement === document.body);
+  const key = draftKey(part);
+  const box = part.querySelector("#reply-body");
+  if (box instanceof HTMLTextAreaElement) {
+    const draft = drafts.get(key);
+    if (draft !== null) {
+      if (box.value.trim() === "") box.value = draft;
+      drafts.remove(key);
+    }
+    if (focusLost()) {
+      box.focus();
+      box.setSelectionRange(box.value.length, box.value.length);
+    }
+    return;
+  }
+  const note = part.querySelector("#reply-draft");
+  const noteText = note?.querySelector("#reply-draft-text");
+  if (!note || !noteText) return;
+  if (!note.hidden) drafts.set(key, noteText.textContent);
+  const draft = drafts.get(key);
+  if (draft !== null) {
+    noteText.textContent = draft;
+    note.hidden = false;
+    const discard = note.querySelector("#reply-draft-discard");
+    if (discard) discard.hidden = false;
+  }
+  if (focusLost()) (note.hidden ? part.querySelector("#reply-closed") : note)?.focus();
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target instanceof Element ? event.target.closest("#reply-draft-discard") : null;
+  const part = button?.closest("#reply-text[data-draft-for]");
+  if (!part) return;
+  drafts.remove(draftKey(part));
+  const note = part.querySelector("#reply-draft");
+  if (note) note.hidden = true;
+  part.querySelector("#reply-closed")?.focus();
+});
+
 // Whatever htmx adds (and the page itself, at start) gets local times and filled previews.
 document.addEventListener("htmx:load", (event) => {
   localizeTimes(event.target);
   fillPreviews(event.target);
   reopenDetails(event.target);
+  settleReplyText(event.target);
 });
 localizeTimes(document);
 fillPreviews(document);
+settleReplyText(document);
