@@ -1105,6 +1105,15 @@ describe("memory stays flat", () => {
       expect(data.length + forgotten).toBe(250);
       // The newest are the ones kept.
       expect(data.at(-1)?.payload.text.body).toBe("m249");
+      // A follower reads from its position: the sends after the 240th, each once.
+      const after = (await (await fetch(`${url}/_sim/sent?from=240`)).json()) as {
+        data: { payload: { text: { body: string } } }[];
+        total: number;
+      };
+      expect(after.total).toBe(250);
+      expect(after.data.map((r) => r.payload.text.body)).toEqual(
+        Array.from({ length: 10 }, (_, i) => `m${240 + i}`),
+      );
     } finally {
       small.stop();
       await small.app.stop(true);

@@ -1108,13 +1108,25 @@ export function createSimulator(options: SimulatorOptions) {
     )
     .get(
       "/sent",
-      ({ query }) => ({
-        data: query.phone_number_id
-          ? sent.filter((record) => record.phone_number_id === query.phone_number_id)
-          : sent,
-        forgotten: forgottenSends,
-      }),
-      { query: t.Object({ phone_number_id: t.Optional(t.String()) }) },
+      ({ query }) => {
+        // `from`: the number of sends already read (a follower's position: sends are numbered from 0
+        // in arrival order, forgotten ones included), so a long run reads each send once.
+        const from = query.from === undefined ? 0 : Math.max(0, Number(query.from) - forgottenSends);
+        const window = from > 0 ? sent.slice(from) : sent;
+        return {
+          data: query.phone_number_id
+            ? window.filter((record) => record.phone_number_id === query.phone_number_id)
+            : window,
+          forgotten: forgottenSends,
+          total: forgottenSends + sent.length,
+        };
+      },
+      {
+        query: t.Object({
+          phone_number_id: t.Optional(t.String()),
+          from: t.Optional(t.Numeric({ minimum: 0 })),
+        }),
+      },
     )
     .post(
       "/fail-next",
