@@ -23,6 +23,7 @@ import { systemClock } from "../src/clock.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
+import { unsent } from "../src/db/unsent.ts";
 import { createEventCursorCodec } from "../src/events/cursor.ts";
 import { createWebhookEndpoint } from "../src/push/service.ts";
 import { createQueues, queuePrefix } from "../src/queues/index.ts";
@@ -247,10 +248,12 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   });
 }
 
-// The whole run is bounded: setup, two wrk phases each for the baseline and the api, the drain.
+// The whole run is bounded: setup (a grown database takes about 40 s a million), two wrk phases each
+// for the baseline and the api, the drain.
 const phaseSeconds = opts.warmup + opts.duration + 15;
 const limitSeconds =
   120 +
+  Math.ceil(opts.grown * 60) +
   opts.waitQuiet * 2 +
   phaseSeconds * (opts.baseline ? 2 : 1) +
   (opts.mode === "drain" ? opts.drainTimeout + 30 : 0);
@@ -863,7 +866,7 @@ interface DrainSample {
   t: number;
   accepted: number;
   handed: number;
-  /** Handed to the provider, but its status webhooks not all applied yet (sent or delivered). */
+  /** Handed to the provider, but its status webhooks not all applied yet (sent or delivered); -1: not counted. */
   unsettled: number;
   waiting: number;
   active: number;
@@ -871,27 +874,54 @@ interface DrainSample {
   oldestUnsentMs: number;
 }
 
-/** Drain mode: every second, what was accepted, what reached the provider, and the queue's lag. */
-function startDrainSampler(db: Db, queue: Queue, t0: number, tenantId: string) {
+/**
+ * Drain mode: every second, what was accepted, what reached the provider, and the queue's lag. The
+ * counts come from the api's /metrics (messages_accepted_total) and the simulator's count of sends,
+ * not from counting rows: a count over the run's messages each second would read more rows per send
+ * the longer the run, and those reads would show in the per-send counters as if the service made
+ * them. The oldest unsent message is read through the small unsent index; the unsettled count (a
+ * scan of the run's rows) only once the measured window is over (`settling`).
+ */
+function startDrainSampler(
+  db: Db,
+  queue: Queue,
+  t0: number,
+  tenantId: string,
+  urls: { api: string; simulator: string },
+) {
   const samples: DrainSample[] = [];
   let running = true;
-  const take = async (): Promise<DrainSample> => {
-    const [counts, row, jobs] = await Promise.all([
-      sql<{ accepted: number; handed: number; unsettled: number }>`
-        SELECT count(*)::int AS accepted, count(provider_message_id)::int AS handed,
-          count(*) FILTER (WHERE status IN ('sent', 'delivered'))::int AS unsettled
-        FROM messages WHERE tenant_id = ${tenantId} AND direction = 'outbound'`.execute(db),
+  const acceptedSoFar = async () => {
+    const text = await (await fetch(`${urls.api}/metrics`)).text();
+    let total = 0;
+    for (const match of text.matchAll(/^messages_accepted_total\{[^}]*\} (\d+)/gm)) total += Number(match[1]);
+    return total;
+  };
+  const handedSoFar = async () =>
+    ((await (await fetch(`${urls.simulator}/_sim/sent?from=1000000000000`)).json()) as { total: number })
+      .total;
+  const take = async (settling = false): Promise<DrainSample> => {
+    const [accepted, handed, unsettled, row, jobs] = await Promise.all([
+      acceptedSoFar(),
+      handedSoFar(),
+      settling
+        ? sql<{ n: number }>`
+            SELECT count(*)::int AS n FROM messages
+            WHERE tenant_id = ${tenantId} AND direction = 'outbound' AND status IN ('sent', 'delivered')`
+            .execute(db)
+            .then((r) => r.rows[0]?.n ?? 0)
+        : -1,
       sql<{ oldest: Date | null }>`
         SELECT min(created_at) AS oldest FROM messages
-        WHERE tenant_id = ${tenantId} AND status = 'accepted' AND provider_message_id IS NULL`.execute(db),
+        WHERE tenant_id = ${tenantId} AND ${unsent("messages")}`.execute(db),
       queue.getJobCounts("waiting", "active", "delayed", "prioritized"),
     ]);
     const oldest = row.rows[0]?.oldest;
     const sample = {
       t: (performance.now() - t0) / 1000,
-      accepted: counts.rows[0]?.accepted ?? 0,
-      handed: counts.rows[0]?.handed ?? 0,
-      unsettled: counts.rows[0]?.unsettled ?? 0,
+      accepted,
+      handed,
+      unsettled,
       waiting: (jobs.waiting ?? 0) + (jobs.prioritized ?? 0),
       active: jobs.active ?? 0,
       delayed: jobs.delayed ?? 0,
@@ -969,7 +999,11 @@ async function main() {
     }
     // The other tenants' history, before anything of the run (the samplers below read the bench
     // tenant's rows only, so they do not scan it).
-    if (opts.grown > 0) await growDatabase(db, opts.grown, say);
+    if (opts.grown > 0) {
+      // Statements over millions of rows: a connection without the service's 30 s query timeout.
+      const filler = createDb(DATABASE_URL, { max: 1, applicationName: "bench", queryTimeoutMs: 3_600_000 });
+      await growDatabase(filler, opts.grown, say).finally(() => filler.destroy());
+    }
 
     // The simulator serves the template sync (and, in drain mode, the sends).
     const simulator = spawnChild("simulator", ["bun", "src/simulator/server.ts"], env);
@@ -1118,7 +1152,13 @@ async function main() {
     }
 
     const t0 = performance.now();
-    const drain = opts.mode === "drain" ? startDrainSampler(db, queue, t0, tenant.id) : undefined;
+    const drain =
+      opts.mode === "drain"
+        ? startDrainSampler(db, queue, t0, tenant.id, {
+            api: apiUrl,
+            simulator: simulatorUrl,
+          })
+        : undefined;
     const groups: CpuGroups = {
       api: () => apis.map((a) => a.proc.pid),
       ...(opts.mode === "drain" && {
@@ -1157,7 +1197,7 @@ async function main() {
       let previous: DrainSample | undefined;
       const deadline = performance.now() + opts.drainTimeout * 1000;
       while (performance.now() < deadline && settledAt === undefined) {
-        const s = await drain.take();
+        const s = await drain.take(true);
         const idle = s.waiting + s.active + s.delayed === 0 && s.oldestUnsentMs === 0;
         if (drainedAt === undefined && idle && s.handed >= s.accepted && previous?.accepted === s.accepted) {
           drainedAt = s.t;
@@ -1186,7 +1226,13 @@ async function main() {
       const maxWaiting = Math.max(0, ...inWindow.map((s) => s.waiting));
       const maxAge = Math.max(0, ...inWindow.map((s) => s.oldestUnsentMs));
       const sim = simSent.data.length;
-      const handedTotal = last?.handed ?? Number.NaN;
+      // Rows with the provider's id, counted once at the end (the samples count the simulator's sends).
+      const handedTotal =
+        (
+          await sql<{ n: number }>`
+            SELECT count(provider_message_id)::int AS n FROM messages
+            WHERE tenant_id = ${tenant.id} AND direction = 'outbound'`.execute(db)
+        ).rows[0]?.n ?? Number.NaN;
       results.drain = {
         samples: drain.samples,
         handedPerSecond: handedRate,
@@ -1209,7 +1255,7 @@ async function main() {
       const mark = (t: number) => (start && end && t >= start.t && t <= end.t ? "*" : " ");
       drainReport = [
         `drain (${opts.sendWorkers} send workers x SEND_CONCURRENCY ${opts.sendConcurrency}, 1 status worker, simulator status delay ${opts.statusDelayMs} ms):`,
-        `    measured window ${fmt(window, 1)} s: accepted ${fmt(acceptedRate)}/s (rows in Postgres), delivered to the provider ${fmt(handedRate)}/s (provider_message_id set)`,
+        `    measured window ${fmt(window, 1)} s: accepted ${fmt(acceptedRate)}/s (the api's messages_accepted_total), delivered to the provider ${fmt(handedRate)}/s (sends the simulator received)`,
         `    send queue at the end of the window: ${fmt(end?.waiting ?? Number.NaN)} waiting, ${fmt(end?.active ?? Number.NaN)} active, ${fmt(end?.delayed ?? Number.NaN)} delayed; max waiting in the window ${fmt(maxWaiting)}`,
         `    oldest accepted-but-unsent message: ${fmt(end?.oldestUnsentMs ?? Number.NaN)} ms at the end of the window, max ${fmt(maxAge)} ms in it`,
         `    backlog ${after(drainedAt, "drained")}; status webhooks ${after(settledAt, "all applied")}`,
@@ -1219,7 +1265,7 @@ async function main() {
         "    (* = measured window)  t(s)  accepted  handed  unsettled  waiting  active  oldest-unsent(ms)",
         ...drain.samples.map(
           (x) =>
-            `                        ${mark(x.t)}${x.t.toFixed(1).padStart(5)} ${String(x.accepted).padStart(9)} ${String(x.handed).padStart(7)} ${String(x.unsettled).padStart(10)} ${String(x.waiting).padStart(8)} ${String(x.active).padStart(7)} ${String(x.oldestUnsentMs).padStart(18)}`,
+            `                        ${mark(x.t)}${x.t.toFixed(1).padStart(5)} ${String(x.accepted).padStart(9)} ${String(x.handed).padStart(7)} ${(x.unsettled < 0 ? "-" : String(x.unsettled)).padStart(10)} ${String(x.waiting).padStart(8)} ${String(x.active).padStart(7)} ${String(x.oldestUnsentMs).padStart(18)}`,
         ),
       ];
     } else {

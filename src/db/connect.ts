@@ -14,6 +14,8 @@ export interface DbOptions {
   /** How long a query may wait for a connection before failing (so an outage answers, not hangs). */
   connectionTimeoutMillis?: number;
   applicationName?: string;
+  /** How long one query may take before the client gives up (30 s; bulk jobs such as bench fills set more). */
+  queryTimeoutMs?: number;
 }
 
 export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Pool {
@@ -25,7 +27,7 @@ export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Poo
     idleTimeoutMillis: 30_000,
     application_name: options.applicationName ?? "messaging",
     // A dead server must not hang a request forever; keepalive finds a silently dropped socket.
-    query_timeout: 30_000,
+    query_timeout: options.queryTimeoutMs ?? 30_000,
     keepAlive: true,
   });
   // A client errors when its server goes away (57P01 on a restart, a reset socket). The pool listens
