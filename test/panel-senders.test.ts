@@ -6,6 +6,7 @@ import { highlightVariables } from "../src/panel/template-view.ts";
 import { insertSender, type SenderRow, setSenderActive } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { upsertTemplates } from "../src/templates/repository.ts";
+import { setMessageRetention } from "../src/tenants/repository.ts";
 import { type PanelClient, signedInClient } from "./panel-support.ts";
 import { call, createTestEnv, getToken, type TestEnv } from "./support.ts";
 
@@ -192,6 +193,19 @@ describe("panel: senders and templates", () => {
     expect(text).toContain("bun run cli sender create");
     // The default quota (DAILY_SEND_QUOTA), and this tenant's own (zero) use.
     expect(text).toContain(`0 of ${env.config.dailySendQuota.toLocaleString("en-US")} sent today`);
+  });
+
+  test("the message history's retention: 400 days unless set, as the operator sets it (issue 25)", async () => {
+    const other = await signedInClient(env.app, env.deps, { tenantName: "Keeper Co" });
+    expect(plain((await other.client.get("/panel/senders")).text)).toContain("Messages are kept 400 days");
+    for (const [days, shown] of [
+      [30, "30 days"],
+      [1, "1 day"],
+      [5 / 1440, "5 minutes"],
+    ] as const) {
+      await setMessageRetention(env.deps.db, other.tenant.id, days);
+      expect(plain((await other.client.get("/panel/senders")).text)).toContain(`Messages are kept ${shown}`);
+    }
   });
 
   test("a rejected template shows the provider's reason (issue 24)", async () => {

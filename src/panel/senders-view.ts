@@ -182,12 +182,30 @@ ${quotas.map((q) => {
 </section>`;
 }
 
+/** How long the tenant's messages are kept (src/maintenance/retention.ts), in the words of a day count. */
+export function retentionText(days: number): string {
+  if (days >= 1) return plural(Math.round(days * 10) / 10, "day", "days");
+  const minutes = Math.max(1, Math.round(days * 1440));
+  return minutes >= 120
+    ? plural(Math.round(minutes / 60), "hour", "hours")
+    : plural(minutes, "minute", "minutes");
+}
+
+function retentionCard(days: number): Html {
+  return html`<section class="card section-card" aria-labelledby="retention-title">
+<h2 id="retention-title">Message history</h2>
+<p>Messages are kept <strong>${retentionText(days)}</strong>. Older ones are removed with their events, and a conversation whose messages are all gone leaves the list; contacts and their opt-outs stay.</p>
+<p class="hint">Your operator sets this with <code>bun run cli tenant retention</code>. Read the feed and the events more often than this, or what is older than the bound is gone before you read it.</p>
+</section>`;
+}
+
 export function sendersPage(input: {
   session: PanelSession;
   csrf: string;
   now: Date;
   senders: SenderView[];
   quotas: ChannelQuota[];
+  retentionDays: number;
   notice?: SyncNotice;
 }): Html {
   const { senders } = input;
@@ -203,6 +221,7 @@ export function sendersPage(input: {
 </div>
 <p class="lead muted">The WhatsApp numbers your messages are sent from, and the message templates of each. Outside a customer's 24-hour window only an approved template can be sent.</p>
 ${quotaCard(input.quotas)}
+${retentionCard(input.retentionDays)}
 ${
   senders.length === 0
     ? html`<section class="card blank-slate section-card">

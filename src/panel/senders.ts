@@ -8,6 +8,7 @@ import { dailyQuotaToday, sentOnDayBySender } from "../senders/quota.ts";
 import { findSender, listTenantSenders } from "../senders/repository.ts";
 import { trySyncSenderTemplates } from "../senders/service.ts";
 import { listTenantTemplates, type TemplateRow } from "../templates/repository.ts";
+import { findTenant } from "../tenants/repository.ts";
 import { PANEL_PREFIX } from "./paths.ts";
 import {
   type ChannelQuota,
@@ -37,10 +38,11 @@ export function senderPages(deps: AppDeps) {
     const tenantId = session.tenantId;
     const now = deps.clock.now();
     const day = utcDay(now);
-    const [senders, templates, sentToday] = await Promise.all([
+    const [senders, templates, sentToday, tenant] = await Promise.all([
       listTenantSenders(deps.db, tenantId),
       templatesBySender(tenantId),
       sentOnDayBySender(deps.db, tenantId, day),
+      findTenant(deps.db, tenantId),
     ]);
     const views: SenderView[] = senders.map((sender) => ({
       sender,
@@ -56,9 +58,11 @@ export function senderPages(deps: AppDeps) {
       quota: today.limit,
       resetsInSeconds: Math.max(60, Math.ceil((today.resetsAt.getTime() - now.getTime()) / 1000)),
     };
-    return htmlResponse(sendersPage({ session, csrf, now, senders: views, quotas: [quota], notice }), {
-      status,
-    });
+    const retentionDays = tenant?.messageRetentionDays ?? 400;
+    return htmlResponse(
+      sendersPage({ session, csrf, now, senders: views, quotas: [quota], retentionDays, notice }),
+      { status },
+    );
   }
 
   return new Elysia({ prefix: PANEL_PREFIX })
