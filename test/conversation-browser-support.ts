@@ -1,7 +1,11 @@
 import { expect } from "bun:test";
 import { mkdirSync } from "node:fs";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { eventually, type TestEnv } from "./support.ts";
+import { insertSender, type SenderRow } from "../src/senders/repository.ts";
+import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import { SCREENSHOT_DIR } from "./browser-support.ts";
+import { createPanelUserWithTenant } from "./panel-support.ts";
+import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./support.ts";
 
 /**
  * What the Conversations browser tests share (test/panel-conversations.browser.test.ts,
@@ -10,8 +14,8 @@ import { eventually, type TestEnv } from "./support.ts";
  * scrolling, customers writing through the simulator, and keyboard-only focus moves.
  */
 
-/** Where the screenshots land: <dir>/<name>-<width>.png. */
-export const SHOTS = "/tmp/issue24-shots";
+/** Where the screenshots land: <dir>/<name>-<width>.png (with the other browser tests'). */
+export const SHOTS = SCREENSHOT_DIR;
 export const WIDTHS = [1280, 390] as const;
 export const WAIT = { timeout: 15_000 };
 
@@ -115,3 +119,57 @@ export async function signedInPage(
   await page.waitForURL(/\/panel\/conversations/);
   return { context, page, policyViolations, pageErrors };
 }
+
+/**
+ * The world of a conversations browser test: a test env with the simulator, a panel user's tenant
+ * with one sender (its templates synced), and finalize, send and status workers running.
+ */
+export async function conversationWorld(options: {
+  tenantName: string;
+  phoneNumber: string;
+  phoneNumberId: string;
+  wabaId: string;
+}) {
+  const env = await createTestEnv({ simulator: true });
+  const owner = await createPanelUserWithTenant(env.deps, { tenantName: options.tenantName });
+  const sender: SenderRow = await insertSender(env.deps.db, env.config.providerTokenKey, {
+    tenantId: owner.tenant.id,
+    phoneNumber: options.phoneNumber,
+    providerPhoneNumberId: options.phoneNumberId,
+    wabaId: options.wabaId,
+    accessToken: "sim-token",
+    name: options.tenantName,
+  });
+  await syncSenderTemplates(env.deps, sender);
+  const workers: WorkerProcess[] = [
+    spawnWorker(env, "finalize"),
+    spawnWorker(env, "send"),
+    spawnWorker(env, "status"),
+  ];
+  env.clock.set(new Date());
+  return {
+    env,
+    owner,
+    sender,
+    /** A customer of this tenant writes (through the simulator). */
+    inbound: (from: string, text: string, name: string, timestamp?: number) =>
+      simulatorInbound(env, options.phoneNumberId, { from, text, name, timestamp }),
+    contactIdOf: (phone: string) => contactIdOf(env, owner.tenant.id, phone),
+    /** Waits for the conversation's unread count, which the list reads, to be written. */
+    unreadWritten: (contactId: string) =>
+      eventually(async () => {
+        const row = await env.deps.db
+          .selectFrom("conversations")
+          .select("unread")
+          .where("contact_id", "=", contactId)
+          .executeTakeFirst();
+        return (row?.unread ?? 0) > 0;
+      }, 15_000),
+    async close() {
+      await Promise.all(workers.map((worker) => worker.stop()));
+      await env.close();
+    },
+  };
+}
+
+export type ConversationWorld = Awaited<ReturnType<typeof conversationWorld>>;

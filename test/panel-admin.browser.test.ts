@@ -4,7 +4,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { createApplication, revokeApplication } from "../src/applications/service.ts";
 import { insertSender } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { launchChromium } from "./browser-support.ts";
+import { launchChromium, SCREENSHOT_DIR } from "./browser-support.ts";
 import { createPanelUserWithTenant } from "./panel-support.ts";
 import { createTestEnv, freePort, startTestSimulator, type TestEnv, type TestSimulator } from "./support.ts";
 
@@ -13,9 +13,9 @@ import { createTestEnv, freePort, startTestSimulator, type TestEnv, type TestSim
  * at 1024 px): the links between the panel (the sign-in page too), /v2/docs and /v2/reference; the
  * favicon; the docs' table of contents; the reference's one way to authorize, used to call the API;
  * a secret rotated with an overlap; "Sync now" and a rejected template's reason; the queue
- * dashboard's title. Screenshots land in /tmp/issue24-shots/<name>-<width>.png.
+ * dashboard's title. Screenshots land in test-results/screenshots/<name>-<width>.png.
  */
-const SHOTS = "/tmp/issue24-shots";
+const SHOTS = SCREENSHOT_DIR;
 const WAIT = { timeout: 15_000 };
 const WIDTHS = [1280, 390] as const;
 

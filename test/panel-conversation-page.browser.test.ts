@@ -1,28 +1,25 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, Page } from "playwright-core";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { launchChromium } from "./browser-support.ts";
 import {
-  contactIdOf as contactOf,
+  type ConversationWorld,
+  conversationWorld,
   focused,
   type SignedInPage,
   shoot as shootAt,
   signedInPage,
-  simulatorInbound,
   tabTo as tabToAt,
   WAIT,
 } from "./conversation-browser-support.ts";
-import { createPanelUserWithTenant } from "./panel-support.ts";
 import { insertOutbound, type ReadingTenant } from "./reading-support.ts";
-import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./support.ts";
+import { eventually, type TestEnv } from "./support.ts";
 
 /**
  * One conversation's page in a real headless Chromium, at 1280 and 390 px (issue 24): its sidebar
  * has the list's filters and search and keeps the open conversation; a free-text draft is kept when
  * the 24-hour window closes (with a note, the focus on it) and is back in the box when the customer
  * writes; a template with a media header is sent with a link, checked and previewed.
- * Screenshots land in /tmp/issue24-shots/<name>-<width>.png.
+ * Screenshots land in test-results/screenshots/<name>-<width>.png.
  */
 const PHONE_NUMBER_ID = "377000000002402";
 const HAL = "+4915112402411"; // the reply to him failed
@@ -32,9 +29,9 @@ const GIA = "+4915112402414"; // likewise, and the draft is discarded
 
 let env: TestEnv;
 let browser: Browser;
-let workers: WorkerProcess[] = [];
-let owner: Awaited<ReturnType<typeof createPanelUserWithTenant>>;
-let sender: SenderRow;
+let world: ConversationWorld;
+let owner: ConversationWorld["owner"];
+let sender: ConversationWorld["sender"];
 let signedIn: SignedInPage;
 let page: Page;
 let hal = "";
@@ -43,8 +40,8 @@ let ida = "";
 const url = (path: string) => `${env.apiUrl}${path}`;
 const shoot = (name: string) => shootAt(page, name);
 const inbound = (from: string, text: string, name: string, timestamp?: number) =>
-  simulatorInbound(env, PHONE_NUMBER_ID, { from, text, name, timestamp });
-const contactIdOf = (phone: string) => contactOf(env, owner.tenant.id, phone);
+  world.inbound(from, text, name, timestamp);
+const contactIdOf = (phone: string) => world.contactIdOf(phone);
 const tabTo = (selector: string) => tabToAt(page, selector);
 const sidebarRows = () => page.locator(".conversation-sidebar #conversation-list a.conversation-link");
 const storedDraft = (contactId: string) =>
@@ -61,19 +58,13 @@ async function windowClosingSoon(phone: string, name: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  env = await createTestEnv({ simulator: true });
-  owner = await createPanelUserWithTenant(env.deps, { tenantName: "Issue 24 Helmets" });
-  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: owner.tenant.id,
+  world = await conversationWorld({
+    tenantName: "Issue 24 Helmets",
     phoneNumber: "+15550124002",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
+    phoneNumberId: PHONE_NUMBER_ID,
     wabaId: "477000000002402",
-    accessToken: "sim-token",
-    name: "Issue 24 Helmets",
   });
-  await syncSenderTemplates(env.deps, sender);
-  workers = [spawnWorker(env, "finalize"), spawnWorker(env, "send"), spawnWorker(env, "status")];
-  env.clock.set(new Date());
+  ({ env, owner, sender } = world);
 
   await inbound(HAL, "Can you fix my visor?", "Hal Hartley", Math.floor(Date.now() / 1000) - 600);
   hal = await contactIdOf(HAL);
@@ -87,14 +78,7 @@ beforeAll(async () => {
   await inbound(IDA, "Do you sell kids' helmets?", "Ida Lupino");
   ida = await contactIdOf(IDA);
   // The conversation summary is written with the message; wait for it, as the list reads it.
-  await eventually(async () => {
-    const row = await env.deps.db
-      .selectFrom("conversations")
-      .select("unread")
-      .where("contact_id", "=", ida)
-      .executeTakeFirst();
-    return (row?.unread ?? 0) > 0;
-  }, 15_000);
+  await world.unreadWritten(ida);
 
   browser = await launchChromium();
   signedIn = await signedInPage(browser, env, owner);
@@ -103,8 +87,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await Promise.all(workers.map((worker) => worker.stop()));
-  await env?.close();
+  await world?.close();
 });
 
 describe("issue 24: a conversation's page in a browser", () => {

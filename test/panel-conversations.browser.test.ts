@@ -1,28 +1,25 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, Page } from "playwright-core";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { launchChromium } from "./browser-support.ts";
 import {
-  contactIdOf as contactOf,
+  type ConversationWorld,
+  conversationWorld,
   focused,
   type SignedInPage,
   shoot as shootAt,
   signedInPage,
-  simulatorInbound,
   tabTo as tabToAt,
   WAIT,
 } from "./conversation-browser-support.ts";
-import { createPanelUserWithTenant } from "./panel-support.ts";
 import { insertOutbound, type ReadingTenant } from "./reading-support.ts";
-import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./support.ts";
+import { eventually, type TestEnv } from "./support.ts";
 
 /**
  * Issue 24 in a real headless Chromium, at 1280 and 390 px: the conversations list's failed marker,
  * filters, search and unread title; a message's details (copyable id, timeline, local times); a
  * message waiting for a retry; starting a conversation with a template and its live preview; a
  * template whose values and focus survive the window opening; a keyboard-only template send.
- * Screenshots of each state land in /tmp/issue24-shots/<name>-<width>.png. One conversation's page
+ * Screenshots of each state land in test-results/screenshots/<name>-<width>.png. One conversation's page
  * (its sidebar's filters, a kept draft, a media header) is test/panel-conversation-page.browser.test.ts.
  */
 const PHONE_NUMBER_ID = "377000000002401";
@@ -37,17 +34,17 @@ const LOCALE = "en-GB";
 
 let env: TestEnv;
 let browser: Browser;
-let workers: WorkerProcess[] = [];
-let owner: Awaited<ReturnType<typeof createPanelUserWithTenant>>;
-let sender: SenderRow;
+let world: ConversationWorld;
+let owner: ConversationWorld["owner"];
+let sender: ConversationWorld["sender"];
 let signedIn: SignedInPage;
 let page: Page;
 
 const url = (path: string) => `${env.apiUrl}${path}`;
 const shoot = (name: string) => shootAt(page, name);
 const inbound = (from: string, text: string, name: string, timestamp?: number) =>
-  simulatorInbound(env, PHONE_NUMBER_ID, { from, text, name, timestamp });
-const contactIdOf = (phone: string) => contactOf(env, owner.tenant.id, phone);
+  world.inbound(from, text, name, timestamp);
+const contactIdOf = (phone: string) => world.contactIdOf(phone);
 const tabTo = (selector: string, max?: number) => tabToAt(page, selector, max);
 
 /** The local time Chromium should show for a UTC instant (the context's zone and locale). */
@@ -63,19 +60,13 @@ let chen = "";
 let retryId = "";
 
 beforeAll(async () => {
-  env = await createTestEnv({ simulator: true });
-  owner = await createPanelUserWithTenant(env.deps, { tenantName: "Issue 24 Bikes" });
-  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: owner.tenant.id,
+  world = await conversationWorld({
+    tenantName: "Issue 24 Bikes",
     phoneNumber: "+15550124001",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
+    phoneNumberId: PHONE_NUMBER_ID,
     wabaId: "477000000002401",
-    accessToken: "sim-token",
-    name: "Issue 24 Bikes",
   });
-  await syncSenderTemplates(env.deps, sender);
-  workers = [spawnWorker(env, "finalize"), spawnWorker(env, "send"), spawnWorker(env, "status")];
-  env.clock.set(new Date());
+  ({ env, owner, sender } = world);
   const nowS = Math.floor(Date.now() / 1000);
 
   // Bruno wrote two days ago (his window is closed); the reply to him failed.
@@ -117,14 +108,7 @@ beforeAll(async () => {
   // Ada wrote just now: unread, window open.
   await inbound(ADA, "Hello! Do you have a 54 cm frame?", "Ada Lovelace");
   ada = await contactIdOf(ADA);
-  await eventually(async () => {
-    const row = await env.deps.db
-      .selectFrom("conversations")
-      .select("unread")
-      .where("contact_id", "=", ada)
-      .executeTakeFirst();
-    return (row?.unread ?? 0) > 0;
-  }, 15_000);
+  await world.unreadWritten(ada);
 
   browser = await launchChromium();
   signedIn = await signedInPage(browser, env, owner, { timezoneId: ZONE, locale: LOCALE });
@@ -133,8 +117,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await Promise.all(workers.map((worker) => worker.stop()));
-  await env?.close();
+  await world?.close();
 });
 
 describe("issue 24: the conversations panel in a browser", () => {
