@@ -25,16 +25,13 @@ import { sql } from "kysely";
 import { findPgTools, freePort, privatePostgres } from "../scripts/private-postgres.ts";
 import { type LocalCluster, startRedisCluster } from "../scripts/redis-cluster.ts";
 import { createApplication } from "../src/applications/service.ts";
-import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
-import { systemClock } from "../src/clock.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
+import { simulatorSender } from "./lib/simulator-sender.ts";
 import { accessToken } from "./token.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -383,23 +380,13 @@ async function openShop(db: Db, index: number, options: { mps?: number } = {}): 
   });
   const { providerTokenKey } = loadConfig(childEnv);
   const phoneNumberId = `10900000000${String(index).padStart(4, "0")}`;
-  const sender = await insertSender(db, providerTokenKey, {
+  const _sender = await simulatorSender(db, providerTokenKey, simulatorUrl, {
     tenantId: tenant.id,
     phoneNumber: `+1555010${String(index).padStart(4, "0")}`,
     providerPhoneNumberId: phoneNumberId,
     wabaId: "209000000000001",
-    accessToken: "sim-access-token",
     ...(options.mps !== undefined && { mps: options.mps }),
   });
-  await syncSenderTemplates(
-    {
-      config: { providerTokenKey },
-      db,
-      clock: systemClock,
-      provider: createWhatsAppProvider({ baseUrl: simulatorUrl }),
-    },
-    sender,
-  );
   const token = await accessToken(apiUrl, { clientId: application.clientId, clientSecret }, { attempts: 30 });
   const receiver = startReceiver();
   const endpoint = await fetch(`${apiUrl}/v2/webhook_endpoints`, {

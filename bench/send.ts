@@ -18,7 +18,6 @@ import { Queue } from "bullmq";
 import type { Subprocess } from "bun";
 import { sql } from "kysely";
 import { createApplication } from "../src/applications/service.ts";
-import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
 import { systemClock } from "../src/clock.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
@@ -29,10 +28,9 @@ import { createWebhookEndpoint } from "../src/push/service.ts";
 import { createQueues, queuePrefix } from "../src/queues/index.ts";
 import { deleteInstanceKeys } from "../src/queues/instance-keys.ts";
 import { createRedis, type RedisClient } from "../src/redis/connect.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
 import { growDatabase } from "./lib/grow.ts";
+import { simulatorSender } from "./lib/simulator-sender.ts";
 import { accessToken } from "./token.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -1022,30 +1020,15 @@ async function main() {
       apps.push({ clientId: application.clientId, clientSecret });
     }
     const { providerTokenKey } = loadConfig(env);
-    const sender = await insertSender(db, providerTokenKey, {
+    const _sender = await simulatorSender(db, providerTokenKey, simulatorUrl, {
       tenantId: tenant.id,
       name: "Bench sender",
       phoneNumber: "+15550100001",
       providerPhoneNumberId: "100000000000001",
       wabaId: "200000000000001",
-      accessToken: "sim-access-token",
       // A limit above the target: the bench measures our pipeline, not the default 80/s tier.
       mps: 100_000,
     });
-    const templates = await syncSenderTemplates(
-      {
-        config: { providerTokenKey },
-        db,
-        clock: systemClock,
-        provider: createWhatsAppProvider({ baseUrl: simulatorUrl }),
-      },
-      sender,
-    );
-    if (
-      !templates.some((t) => t.name === "order_shipped" && t.language === "en" && t.status === "APPROVED")
-    ) {
-      throw new Error("the template sync did not bring order_shipped/en");
-    }
     if (opts.mode === "accept") await stopChild(simulator); // nothing is sent in accept mode
 
     const tokensFile = join(RUN_DIR, "tokens.txt");

@@ -21,15 +21,12 @@ import { parseArgs } from "node:util";
 import { sql } from "kysely";
 import { findPgTools, freePort as freePgPort, privatePostgres } from "../scripts/private-postgres.ts";
 import { createApplication } from "../src/applications/service.ts";
-import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
-import { systemClock } from "../src/clock.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { deleteInstanceKeys } from "../src/queues/instance-keys.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { insertTenant, setMessageRetention } from "../src/tenants/repository.ts";
+import { simulatorSender } from "./lib/simulator-sender.ts";
 import { waitForQuietMachine } from "./quiet.ts";
 import { accessToken } from "./token.ts";
 
@@ -241,24 +238,14 @@ async function main() {
     });
     const { providerTokenKey } = loadConfig(env);
     const phoneNumberId = "100000000000077";
-    const sender = await insertSender(db, providerTokenKey, {
+    await simulatorSender(db, providerTokenKey, simulatorUrl, {
       tenantId: tenant.id,
       name: "Soak sender",
       phoneNumber: "+15550107777",
       providerPhoneNumberId: phoneNumberId,
       wabaId: "200000000000077",
-      accessToken: "sim-access-token",
       mps: 100_000,
     });
-    await syncSenderTemplates(
-      {
-        config: { providerTokenKey },
-        db,
-        clock: systemClock,
-        provider: createWhatsAppProvider({ baseUrl: simulatorUrl }),
-      },
-      sender,
-    );
     const credentials = { clientId: application.clientId, clientSecret };
     let token = await accessToken(apiUrl, credentials);
     const refreshToken = async () => {

@@ -3,7 +3,7 @@ import { mkdirSync } from "node:fs";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { SCREENSHOT_DIR } from "./browser-support.ts";
+import { launchChromium, SCREENSHOT_DIR } from "./browser-support.ts";
 import { createPanelUserWithTenant } from "./panel-support.ts";
 import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./support.ts";
 
@@ -147,10 +147,16 @@ export async function conversationWorld(options: {
     spawnWorker(env, "status"),
   ];
   env.clock.set(new Date());
+  let browser: Browser | undefined;
   return {
     env,
     owner,
     sender,
+    /** Chromium, signed in to the panel as the tenant's user (closed with the world). */
+    async signIn(options: { timezoneId?: string; locale?: string } = {}): Promise<SignedInPage> {
+      browser ??= await launchChromium();
+      return signedInPage(browser, env, owner, options);
+    },
     /** A customer of this tenant writes (through the simulator). */
     inbound: (from: string, text: string, name: string, timestamp?: number) =>
       simulatorInbound(env, options.phoneNumberId, { from, text, name, timestamp }),
@@ -166,6 +172,7 @@ export async function conversationWorld(options: {
         return (row?.unread ?? 0) > 0;
       }, 15_000),
     async close() {
+      await browser?.close();
       await Promise.all(workers.map((worker) => worker.stop()));
       await env.close();
     },

@@ -1,13 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { Browser, Page } from "playwright-core";
-import { launchChromium } from "./browser-support.ts";
+import type { Page } from "playwright-core";
 import {
   type ConversationWorld,
   conversationWorld,
   focused,
   type SignedInPage,
   shoot as shootAt,
-  signedInPage,
   tabTo as tabToAt,
   WAIT,
 } from "./conversation-browser-support.ts";
@@ -28,7 +26,6 @@ const FAY = "+4915112402413"; // her window closes while a draft is typed
 const GIA = "+4915112402414"; // likewise, and the draft is discarded
 
 let env: TestEnv;
-let browser: Browser;
 let world: ConversationWorld;
 let owner: ConversationWorld["owner"];
 let sender: ConversationWorld["sender"];
@@ -80,15 +77,11 @@ beforeAll(async () => {
   // The conversation summary is written with the message; wait for it, as the list reads it.
   await world.unreadWritten(ida);
 
-  browser = await launchChromium();
-  signedIn = await signedInPage(browser, env, owner);
+  signedIn = await world.signIn();
   page = signedIn.page;
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await world?.close();
-});
+afterAll(() => world?.close());
 
 describe("issue 24: a conversation's page in a browser", () => {
   test("the sidebar filters and searches like the list, and keeps the open conversation", async () => {

@@ -1,13 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { Browser, Page } from "playwright-core";
-import { launchChromium } from "./browser-support.ts";
+import type { Page } from "playwright-core";
 import {
   type ConversationWorld,
   conversationWorld,
   focused,
   type SignedInPage,
   shoot as shootAt,
-  signedInPage,
   tabTo as tabToAt,
   WAIT,
 } from "./conversation-browser-support.ts";
@@ -33,7 +31,6 @@ const ZONE = "Asia/Kolkata";
 const LOCALE = "en-GB";
 
 let env: TestEnv;
-let browser: Browser;
 let world: ConversationWorld;
 let owner: ConversationWorld["owner"];
 let sender: ConversationWorld["sender"];
@@ -110,15 +107,11 @@ beforeAll(async () => {
   ada = await contactIdOf(ADA);
   await world.unreadWritten(ada);
 
-  browser = await launchChromium();
-  signedIn = await signedInPage(browser, env, owner, { timezoneId: ZONE, locale: LOCALE });
+  signedIn = await world.signIn({ timezoneId: ZONE, locale: LOCALE });
   page = signedIn.page;
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await world?.close();
-});
+afterAll(() => world?.close());
 
 describe("issue 24: the conversations panel in a browser", () => {
   test("the list: failed marker, unread count in the title, filters and search that keep polling", async () => {
