@@ -27,7 +27,7 @@ export interface RetentionResult {
 }
 
 /** A tenant's retention boundary: what was created before it goes. */
-export function retentionCutoff(now: Date, retentionDays: number): Date {
+function retentionCutoff(now: Date, retentionDays: number): Date {
   return new Date(now.getTime() - retentionDays * DAY_MS);
 }
 
@@ -90,16 +90,18 @@ const deleteOldMessages: RetentionStep = {
 
 /**
  * The tenant's events older than the cutoff (all events also go after 30 days, src/events). Positions
- * grow with time, so the oldest are the first of the tenant's key range: each statement reads at most
- * a batch of them and stops at the first retained one.
+ * grow with time, so the oldest are the first of the tenant's key range: the oldest one alone is
+ * read first (a tenant with nothing to remove costs one index probe a pass), then a statement takes
+ * at most a batch of the first ones and removes those past the cutoff.
  */
 const deleteOldEvents: RetentionStep = {
   counts: "events",
   async run(db, tenantId, cutoff, batch) {
     const result = await sql`
-      DELETE FROM events WHERE tenant_id = ${tenantId} AND seq = ANY(ARRAY(
-        SELECT seq FROM events WHERE tenant_id = ${tenantId} ORDER BY seq LIMIT ${batch}
-      )) AND created_at < ${cutoff}`.execute(db);
+      DELETE FROM events WHERE tenant_id = ${tenantId}
+        AND (SELECT created_at FROM events WHERE tenant_id = ${tenantId} ORDER BY seq LIMIT 1) < ${cutoff}
+        AND seq = ANY(ARRAY(SELECT seq FROM events WHERE tenant_id = ${tenantId} ORDER BY seq LIMIT ${batch}))
+        AND created_at < ${cutoff}`.execute(db);
     return Number(result.numAffectedRows ?? 0);
   },
 };

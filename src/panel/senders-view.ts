@@ -183,7 +183,7 @@ ${quotas.map((q) => {
 }
 
 /** How long the tenant's messages are kept (src/maintenance/retention.ts), in the words of a day count. */
-export function retentionText(days: number): string {
+function retentionText(days: number): string {
   if (days >= 1) return plural(Math.round(days * 10) / 10, "day", "days");
   const minutes = Math.max(1, Math.round(days * 1440));
   return minutes >= 120
