@@ -117,6 +117,8 @@ export interface WorkerTuning {
   templateSyncIntervalMs: number;
   /** How often the maintenance worker removes what is past its retention (src/maintenance/retention.ts). */
   retentionIntervalMs: number;
+  /** The width of a partition of the event log (src/events/partitions.ts): a day unless a test or soak rolls them faster. */
+  eventPartitionIntervalMs: number;
   /** When a killed worker's job is handed to another (BullMQ lock and stalled check). */
   lockMs: number;
   stalledIntervalMs: number;
@@ -312,6 +314,13 @@ export function loadConfig(env: Env = process.env): Config {
       sweepGraceSeconds: integer(env, "SWEEP_GRACE_SECONDS", 10, 0, 86_400),
       templateSyncIntervalMs: integer(env, "TEMPLATE_SYNC_INTERVAL_MS", 600_000, 1000, 86_400_000),
       retentionIntervalMs: integer(env, "RETENTION_INTERVAL_MS", 60_000, 100, 86_400_000),
+      eventPartitionIntervalMs: integer(
+        env,
+        "EVENT_PARTITION_INTERVAL_MS",
+        86_400_000,
+        60_000,
+        30 * 86_400_000,
+      ),
       lockMs: integer(env, "WORKER_LOCK_MS", 30_000, 100, 3_600_000),
       stalledIntervalMs: integer(env, "WORKER_STALLED_INTERVAL_MS", 30_000, 100, 3_600_000),
       feedShards: integer(env, "FEED_SHARDS", 1, 1, FEED_SHARDS_MAX),

@@ -1,4 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "kysely";
+import {
+  createEventPartitions,
+  dropExpiredEventPartitions,
+  listEventPartitions,
+  PARTITIONS_AHEAD,
+} from "../src/events/partitions.ts";
 import { sequenceFeed } from "../src/feed/sequencer.ts";
 import { newId } from "../src/ids.ts";
 import { deleteExpiredInboundEvents } from "../src/inbound/expiry.ts";
@@ -297,5 +304,124 @@ describe("the other tables' own bounds", () => {
     expect(await exists()).toBe(true);
     await deleteExpiredMedia(env.deps.db, new Date(createdAt.getTime() + 121 * DAY));
     expect(await exists()).toBe(false);
+  });
+});
+
+describe("the event log's partitions", () => {
+  const ids = (page: { body: { data: { data: { id: string } }[] } }) => page.body.data.map((e) => e.data.id);
+
+  async function inDefaultPartition(tenantId: string): Promise<number> {
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM events_default WHERE tenant_id = ${tenantId}`.execute(env.deps.db);
+    return rows[0]?.n ?? 0;
+  }
+
+  test("an event no partition covers waits in the default one and moves when its partition is created", async () => {
+    const now = env.clock.now();
+    expect((await listEventPartitions(env.deps.db)).some((p) => p.from <= now && now < p.to)).toBe(false);
+    const shop = await readingTenant(env, "Partitions default");
+    const customer = phone();
+    const received = await write(
+      shop,
+      [0, 0, 0].map((daysAgo) => ({ phone: customer, daysAgo, direction: "inbound" })),
+    );
+    expect(await inDefaultPartition(shop.tenantId)).toBe(3);
+
+    const created = await createEventPartitions(env.deps.db, now, DAY);
+    expect(created.length).toBeGreaterThanOrEqual(PARTITIONS_AHEAD);
+    expect(await inDefaultPartition(shop.tenantId)).toBe(0);
+    expect(ids(await call(env.app, "GET", "/v2/events", { token: shop.token }))).toEqual(received);
+    // Covered already: a second pass creates nothing.
+    expect(await createEventPartitions(env.deps.db, now, DAY)).toEqual([]);
+  });
+
+  test("the log reads in order across partitions, and on from the oldest kept once one is dropped", async () => {
+    const now = env.clock.now().getTime();
+    await createEventPartitions(env.deps.db, new Date(now - 40 * DAY), DAY, 1);
+    await createEventPartitions(env.deps.db, new Date(now - 20 * DAY), DAY, 1);
+    const shop = await readingTenant(env, "Partitions dropped");
+    const customer = phone();
+    const received = await write(
+      shop,
+      [0, 0, 0, 0, 0, 0].map((daysAgo, i) => ({
+        phone: customer,
+        daysAgo,
+        direction: "inbound",
+        text: `q${i}`,
+      })),
+    );
+    // The first two events as if logged 40 days ago, the third 20 days ago: each moves to its partition.
+    const events = await env.deps.db
+      .selectFrom("events")
+      .select("seq")
+      .where("tenant_id", "=", shop.tenantId)
+      .orderBy("seq")
+      .execute();
+    const age = (seqs: number[], days: number) =>
+      env.deps.db
+        .updateTable("events")
+        .set({ created_at: new Date(now - days * DAY) })
+        .where("tenant_id", "=", shop.tenantId)
+        .where("seq", "in", seqs)
+        .execute();
+    await age([events[0]!.seq, events[1]!.seq], 40);
+    await age([events[2]!.seq], 20);
+    const { rows: homes } = await sql<{ partition: string }>`
+      SELECT tableoid::regclass::text AS partition FROM events WHERE tenant_id = ${shop.tenantId} ORDER BY seq`.execute(
+      env.deps.db,
+    );
+    expect(new Set(homes.map((h) => h.partition)).size).toBe(3);
+    expect(ids(await call(env.app, "GET", "/v2/events", { token: shop.token }))).toEqual(received);
+    const first = await call(env.app, "GET", "/v2/events?limit=1", { token: shop.token });
+
+    const dropped = await dropExpiredEventPartitions(env.deps.db, new Date(now));
+    expect(dropped).toContain(homes[0]!.partition);
+    expect(dropped).not.toContain(homes[2]!.partition);
+
+    // The log starts at the oldest kept event; a cursor into the dropped range reads on from it.
+    const kept = received.slice(2);
+    expect(ids(await call(env.app, "GET", "/v2/events", { token: shop.token }))).toEqual(kept);
+    const since = encodeURIComponent(first.body.next_cursor);
+    const page = await call(env.app, "GET", `/v2/events?since=${since}`, { token: shop.token });
+    expect(page.status).toBe(200);
+    expect(ids(page)).toEqual(kept);
+    // The messages, their feed, history and conversation are not in the log's partitions.
+    const feed = await call(env.app, "GET", "/v2/messages", { token: shop.token });
+    expect(feed.body.data.map((m: { id: string }) => m.id)).toEqual(received);
+    const conversations = await call(env.app, "GET", "/v2/conversations", { token: shop.token });
+    expect(conversations.body.data).toHaveLength(1);
+    const contactId = conversations.body.data[0].contact.id;
+    const history = await call(env.app, "GET", `/v2/contacts/${contactId}/messages?limit=10`, {
+      token: shop.token,
+    });
+    expect(history.body.data.map((m: { id: string }) => m.id).sort()).toEqual([...received].sort());
+  });
+
+  test("a partition stays while any tenant keeps its rows: the longest bound, at most 30 days", async () => {
+    const now = env.clock.now().getTime();
+    const [old] = await createEventPartitions(env.deps.db, new Date(now - 3 * DAY), DAY, 1);
+    expect(old).toBeDefined();
+    const everyTenant = (days: number) =>
+      env.deps.db.updateTable("tenants").set({ message_retention_days: days }).execute();
+    try {
+      await everyTenant(5);
+      expect(await dropExpiredEventPartitions(env.deps.db, new Date(now))).not.toContain(old!);
+      await everyTenant(1);
+      expect(await dropExpiredEventPartitions(env.deps.db, new Date(now))).toContain(old!);
+    } finally {
+      await everyTenant(400);
+    }
+  });
+
+  test("partitions of another width fit around the existing ones", async () => {
+    const existing = await listEventPartitions(env.deps.db);
+    const last = existing.at(-1)!;
+    // A minute before the last daily partition ends, with partitions a minute wide from there on.
+    const created = await createEventPartitions(env.deps.db, new Date(last.to.getTime() - 60_000), 60_000);
+    expect(created).toHaveLength(2);
+    const all = await listEventPartitions(env.deps.db);
+    for (let i = 1; i < all.length; i++)
+      expect(all[i]!.from.getTime()).toBeGreaterThanOrEqual(all[i - 1]!.to.getTime());
+    expect(all.at(-1)!.to.getTime() - all.at(-2)!.from.getTime()).toBe(120_000);
   });
 });

@@ -1,3 +1,4 @@
+import { createEventPartitions, dropExpiredEventPartitions } from "../src/events/partitions.ts";
 import { deleteExpiredEvents } from "../src/events/repository.ts";
 import { deleteExpiredInboundEvents } from "../src/inbound/expiry.ts";
 import { applyMessageRetention } from "../src/maintenance/retention.ts";
@@ -47,6 +48,21 @@ runtime.every("retention", runtime.config.workers.retentionIntervalMs, async () 
   };
   const { done, ...counts } = removed;
   if (Object.values(counts).some((n) => n > 0)) runtime.logger.info(removed, "retention removed old rows");
+});
+
+// The event log's time partitions: created ahead of the clock, dropped once all they hold is past
+// every tenant's bound (src/events/partitions.ts). A loop of its own: a partition whose lock is not
+// had within the timeout is retried next tick without holding up the row retention above.
+runtime.every("event-partitions", runtime.config.workers.retentionIntervalMs, async () => {
+  const now = runtime.clock.now();
+  const created = await createEventPartitions(
+    runtime.db,
+    now,
+    runtime.config.workers.eventPartitionIntervalMs,
+  );
+  const dropped = await dropExpiredEventPartitions(runtime.db, now);
+  if (created.length + dropped.length > 0)
+    runtime.logger.info({ created, dropped }, "event partitions rolled");
 });
 
 // Expired panel sessions are refused on read; this only reclaims their rows.
