@@ -28,6 +28,7 @@ import { createApplication } from "../src/applications/service.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
+import { createEventPartitions, dropExpiredEventPartitions } from "../src/events/partitions.ts";
 import { queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
 import { insertTenant } from "../src/tenants/repository.ts";
@@ -50,6 +51,7 @@ const SCENARIOS = [
   "inbound-finalize-kill",
   "webhook-worker-kill",
   "receiver-down-60s",
+  "event-partitions",
   "scheduled-redis-kill",
   "failover-queue-master",
   "failover-tenant-master",
@@ -212,6 +214,10 @@ const childEnv: Record<string, string | undefined> = {
   SEND_IN_DOUBT_MS: "20000",
   // Webhook retries from 1 s (doubling): a receiver back after 60 s is retried within a minute.
   WEBHOOK_RETRY_BASE_MS: "1000",
+  // The event log's partitions a minute wide, created by the maintenance worker every 5 s pass:
+  // partitions are attached all through the run (and rolled on purpose in event-partitions).
+  EVENT_PARTITION_INTERVAL_MS: "60000",
+  RETENTION_INTERVAL_MS: "5000",
 };
 
 function spawnChild(name: string, cmd: string[]): Child {
@@ -584,6 +590,31 @@ async function stopPostgresFor(seconds: number): Promise<number> {
   await postgres.start();
   say("   postgres started again");
   return Date.now();
+}
+
+/**
+ * The event log's partitions roll under load: ten minutes of partitions are attached ahead, and a
+ * partition older than every tenant's bound is made and dropped (its DDL takes the whole log's lock
+ * while the sequencer writes events and the webhook worker reads them). A lock not had within its
+ * timeout is tried again, as the maintenance worker's next pass would.
+ */
+async function rollEventPartitions(db: Db): Promise<number> {
+  const minute = 60_000;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const now = Date.now();
+      const created = await createEventPartitions(db, new Date(now), minute, 10);
+      const [old] = await createEventPartitions(db, new Date(now - 40 * 86_400_000), minute, 1);
+      const dropped = await dropExpiredEventPartitions(db, new Date(now));
+      if (!old || !dropped.includes(old)) throw new Error(`partition ${old} was not dropped`);
+      say(`   event partitions: ${created.length} attached ahead, ${dropped.length} dropped (attempt ${attempt})`);
+      return Date.now();
+    } catch (error) {
+      if (attempt >= 5) throw error;
+      say(`   event partitions: ${(error as Error).message}; again`);
+      await Bun.sleep(1000);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1460,6 +1491,9 @@ async function main(): Promise<number> {
           break;
         case "receiver-down-60s":
           row = await outboundScenario(db, scenario, index, (shop) => receiverDownFor(shop, 60));
+          break;
+        case "event-partitions":
+          row = await outboundScenario(db, scenario, index, () => rollEventPartitions(db));
           break;
         case "scheduled-redis-kill":
           row = await scheduledScenario(db, index);
