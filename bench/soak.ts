@@ -156,6 +156,7 @@ interface Minute {
   bytesPerMessage: number;
   deadTuples: number;
   autovacuums: number;
+  eventPartitions: number;
 }
 
 const GROWING_TABLES = [
@@ -212,6 +213,9 @@ async function main() {
     SEND_WORKERS: String(opts.sendWorkers),
     // Retention runs often enough to keep the window short; the sweeper at its default.
     RETENTION_INTERVAL_MS: "15000",
+    // The event log's partitions a minute wide: with retention at minutes they are attached and
+    // dropped all through the run.
+    EVENT_PARTITION_INTERVAL_MS: "60000",
   };
   const service = Bun.spawn(["bun", "scripts/start.ts"], {
     env,
@@ -390,7 +394,7 @@ async function main() {
       `soak: ${opts.minutes} min at ${opts.rate} sends/s and ${opts.inboundRate} replies/s, retention ${opts.retentionMinutes} min`,
     );
     console.log(
-      "  min  sends/s  p50 ms  p99 ms  provider/s  api MB  send MB  status MB  finalize MB  maint MB  sim MB  live msgs  tables MB  bytes/msg  dead tuples  autovacuums",
+      "  min  sends/s  p50 ms  p99 ms  provider/s  api MB  send MB  status MB  finalize MB  maint MB  sim MB  live msgs  tables MB  bytes/msg  dead tuples  autovacuums  event parts",
     );
     for (let minute = 1; minute <= opts.minutes; minute++) {
       await Bun.sleep(Math.max(0, t0 + minute * 60_000 - performance.now()));
@@ -398,10 +402,14 @@ async function main() {
       latencies = [];
       const q = (p: number) =>
         window[Math.min(window.length - 1, Math.floor(p * window.length))] ?? Number.NaN;
-      const sizes = await sql<{ bytes: string; dead: string; vacuums: string }>`
+      // The event log is partitioned: its partitions count, the partitioned parent holds nothing.
+      const sizes = await sql<{ bytes: string; dead: string; vacuums: string; partitions: number }>`
         SELECT sum(pg_total_relation_size(relid))::text AS bytes, sum(n_dead_tup)::text AS dead,
-               sum(autovacuum_count + autoanalyze_count)::text AS vacuums
-        FROM pg_stat_user_tables WHERE relname = ANY(${GROWING_TABLES})`.execute(db);
+               sum(autovacuum_count + autoanalyze_count)::text AS vacuums,
+               (SELECT count(*)::int FROM pg_partition_tree('events') WHERE isleaf) AS partitions
+        FROM pg_stat_user_tables
+        WHERE relname = ANY(${GROWING_TABLES})
+           OR relid IN (SELECT relid FROM pg_partition_tree('events') WHERE isleaf)`.execute(db);
       const live = await sql<{ n: number }>`
         SELECT count(*)::int AS n FROM messages WHERE tenant_id = ${tenant.id}`.execute(db);
       const row = sizes.rows[0];
@@ -421,6 +429,7 @@ async function main() {
         bytesPerMessage: liveMessages > 0 ? bytes / liveMessages : Number.NaN,
         deadTuples: Number(row?.dead ?? 0),
         autovacuums: vacuums - autovacuumsBefore,
+        eventPartitions: row?.partitions ?? 0,
       };
       acceptedBefore = accepted.size;
       providerBefore = providerSends.size;
@@ -445,6 +454,7 @@ async function main() {
           fmt(sample.bytesPerMessage).padStart(10),
           fmt(sample.deadTuples).padStart(12),
           fmt(sample.autovacuums).padStart(12),
+          fmt(sample.eventPartitions).padStart(12),
         ].join(" "),
       );
     }
