@@ -1,5 +1,6 @@
 import type { MessageFailure } from "./failure-codes.ts";
 import { normalizeProviderError } from "./provider.ts";
+import { isSystemMessageType, systemMessageType } from "./system-messages.ts";
 import type { DeliveryStatus } from "./webhook-payloads.ts";
 
 /**
@@ -50,7 +51,10 @@ export interface ReceivedMessage {
   mediaFilename: string | null;
   /** The provider's id of the media (what `ChannelProvider.downloadMedia` fetches); null without. */
   mediaId: string | null;
-  /** A notice (system_<kind>): kept in history, never in the feed, and it opens no window. */
+  /**
+   * A provider notice (system_<kind>, `isSystemMessageType`): stored, but left out of history, the
+   * feed and the conversation, and it opens no window.
+   */
   system: boolean;
 }
 
@@ -170,7 +174,7 @@ export function readInboundEvent(payload: unknown): ReceivedMessage {
     profileName: contact?.profile?.name ?? null,
     sentAt: dateOf(message.timestamp),
     ...record,
-    system: record.type.startsWith("system_"),
+    system: isSystemMessageType(record.type),
   };
 }
 
@@ -258,11 +262,11 @@ function describeInbound(message: WireMessage): Described {
       mediaId: null,
     };
   }
-  // system, reaction, unsupported...: kept in history as system_<kind>, never in the feed.
+  // system, reaction, unsupported...: a provider notice, stored as system_<kind>.
   const subtype = kind === "system" ? (message.system?.type ?? "notice") : kind;
   const body = message.system?.body ?? (message.reaction?.emoji ? `reacted ${message.reaction.emoji}` : null);
   return {
-    type: `system_${subtype.replace(/[^a-z0-9_]/gi, "_").toLowerCase()}`,
+    type: systemMessageType(subtype),
     preview: body ?? `[${kind}]`,
     text: body,
     mediaType: null,

@@ -3,7 +3,6 @@ import { FEED_SHARDS_MAX } from "../config.ts";
 import type { Db } from "../db/connect.ts";
 import { ADVISORY_LOCKS } from "../db/locks.ts";
 import type { Database } from "../db/schema.ts";
-import { SYSTEM_TYPE_PATTERN } from "../history/repository.ts";
 import type { Logger } from "../logger.ts";
 import { createRedis, type RedisTarget, redisKeys } from "../redis/connect.ts";
 import { createFeedHeadWriter, type FeedHeadWriter, publishFeedHeads, type TenantHead } from "./heads.ts";
@@ -141,7 +140,7 @@ async function numberFeed(
                count(*) OVER (PARTITION BY m.tenant_id) AS tenant_count
         FROM taken
         JOIN messages m ON m.id = taken.message_id
-        WHERE m.type NOT LIKE ${SYSTEM_TYPE_PATTERN}
+        WHERE NOT is_system_message(m.type)
           AND NOT EXISTS (SELECT 1 FROM feed_entries e WHERE e.message_id = taken.message_id)
       ),
       heads AS (

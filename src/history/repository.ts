@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import type { Db } from "../db/connect.ts";
 import type { HistoryMessageRow } from "./presenter.ts";
 
@@ -20,7 +21,12 @@ export const HISTORY_COLUMNS = [
   "messages.last_error",
 ] as const;
 
-/** `system_*` rows are provider notices, not conversation (SPEC's message types have none). */
+/**
+ * `system_*` rows are provider notices, not conversation (SPEC's message types have none); the rule
+ * is `is_system_message` (sql/026_system_messages.sql).
+ * @deprecated Only the panel's thread query (src/panel/conversation-data.ts) still compares with
+ * this pattern; it is to ask `is_system_message(messages.type)` as listHistoryPage does.
+ */
 export const SYSTEM_TYPE_PATTERN = "system\\_%";
 
 /** Where a message sits in its contact's history: created time, then the internal seq for ties. */
@@ -63,7 +69,7 @@ export async function listHistoryPage(
     .select(HISTORY_COLUMNS)
     .where("messages.tenant_id", "=", query.tenantId)
     .where("messages.contact_id", "=", query.contactId)
-    .where("messages.type", "not like", SYSTEM_TYPE_PATTERN)
+    .where(sql<boolean>`NOT is_system_message(messages.type)`)
     .$if(before !== undefined, (qb) =>
       qb.where((eb) =>
         eb(

@@ -1,4 +1,3 @@
-import { sql } from "kysely";
 import { CHANNEL } from "../channel/provider.ts";
 import { type Clock, utcDay } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
@@ -14,6 +13,7 @@ import type {
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
+import { acceptedOnDay, tenantDailyQuota } from "../senders/quota.ts";
 import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
 import {
   type AcceptBatch,
@@ -46,39 +46,16 @@ export interface SendAdmission extends AdmittedSend {
 
 const QUOTA_CACHE_MS = 30_000;
 
-/**
- * A tenant's daily quota (cached briefly) and the count a counter Redis lost is rebuilt from: the
- * day's accepted messages in Postgres.
- */
-function dailyQuota(deps: Pick<SendAdmissionDeps, "db" | "defaultDailyQuota">) {
+/** The tenant's daily quota (src/senders/quota.ts), cached briefly. */
+function cachedTenantQuota(deps: Pick<SendAdmissionDeps, "db" | "defaultDailyQuota">) {
   const quotaCache = new Map<string, { quota: number; until: number }>();
-
-  async function tenantQuota(tenantId: string): Promise<number> {
+  return async function tenantQuota(tenantId: string): Promise<number> {
     const cached = quotaCache.get(tenantId);
     if (cached && cached.until > Date.now()) return cached.quota;
-    const row = await deps.db
-      .selectFrom("tenants")
-      .select("daily_quota")
-      .where("id", "=", tenantId)
-      .executeTakeFirst();
-    const quota = row?.daily_quota ?? deps.defaultDailyQuota;
+    const quota = await tenantDailyQuota(deps.db, tenantId, deps.defaultDailyQuota);
     quotaCache.set(tenantId, { quota, until: Date.now() + QUOTA_CACHE_MS });
     return quota;
-  }
-
-  async function acceptedToday(tenantId: string, day: { start: Date; end: Date }): Promise<number> {
-    const row = await deps.db
-      .selectFrom("messages")
-      .select(sql<number>`count(*)::int`.as("n"))
-      .where("tenant_id", "=", tenantId)
-      .where("direction", "=", "outbound")
-      .where("created_at", ">=", day.start)
-      .where("created_at", "<", day.end)
-      .executeTakeFirstOrThrow();
-    return row.n;
-  }
-
-  return { tenantQuota, acceptedToday };
+  };
 }
 
 function quotaExceeded(quota: number, now: Date, dayEnd: Date): ApiError {
@@ -95,7 +72,7 @@ function quotaExceeded(quota: number, now: Date, dayEnd: Date): ApiError {
  * cached briefly; a counter Redis lost is rebuilt from the day's accepted messages in Postgres.
  */
 export function createSendAdmission(deps: SendAdmissionDeps) {
-  const { tenantQuota, acceptedToday } = dailyQuota(deps);
+  const tenantQuota = cachedTenantQuota(deps);
 
   /**
    * Reserves a send: the rate limit, a unit of the daily quota and, with `idempotency` (the request's
@@ -137,7 +114,7 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
         });
 
     let reply = await call(-1);
-    if (reply[0] === 3) reply = await call(await acceptedToday(auth.tenantId, day));
+    if (reply[0] === 3) reply = await call(await acceptedOnDay(deps.db, auth.tenantId, day));
     const [code, limit, remaining, resetMs, resetEpoch, , directoryVersion, marker] = reply;
     const rate = { allowed: code !== 0, limit, remaining, resetMs, resetEpoch };
     if (code === 0) {
@@ -200,7 +177,7 @@ export type AdmitSend = ReturnType<typeof createSendAdmission>;
 
 /** Reserves up to `wanted` units of the tenant's daily quota in one Redis call (scripts/reserve_quota.lua). */
 export function createQuotaReservation(deps: SendAdmissionDeps): ReserveQuota {
-  const { tenantQuota, acceptedToday } = dailyQuota(deps);
+  const tenantQuota = cachedTenantQuota(deps);
   return async function reserveQuota(auth: AuthContext, wanted: number): Promise<QuotaReservation> {
     const now = deps.clock.now();
     const day = utcDay(now);
@@ -222,7 +199,7 @@ export function createQuotaReservation(deps: SendAdmissionDeps): ReserveQuota {
           throw serviceUnavailable();
         });
     let reply = await call(-1);
-    if (reply[0] === 3) reply = await call(await acceptedToday(auth.tenantId, day));
+    if (reply[0] === 3) reply = await call(await acceptedOnDay(deps.db, auth.tenantId, day));
     const [, granted, , directoryVersion] = reply;
     if (granted < wanted) deps.metrics.rateLimited.inc({ kind: "quota" satisfies RateLimitKind });
     return {

@@ -35,7 +35,7 @@ export interface NewMessage {
   content: string | null;
   providerMessageId: string | null;
   createdAt: Date;
-  /** In the conversation summary and the feed; system messages are history only. */
+  /** In the conversation summary, the feed and history; a system message is stored only (src/channel/system-messages.ts). */
   visible: boolean;
   /** A send's Idempotency-Key: the message is written only if its record is (accept-batch.ts). */
   idempotency?: { key: string; fingerprint: Buffer };

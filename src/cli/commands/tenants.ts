@@ -1,4 +1,5 @@
 import type { Db } from "../../db/connect.ts";
+import { effectiveDailyQuota } from "../../senders/quota.ts";
 import { findTenant, insertTenant, setMessageRetention } from "../../tenants/repository.ts";
 import { type CliCommands, CliError, DURATION_UNITS, optionalInteger, required } from "../command.ts";
 
@@ -39,7 +40,7 @@ export const TENANT_COMMANDS: CliCommands = {
         object: "tenant",
         id: tenant.id,
         name: tenant.name,
-        daily_quota: tenant.dailyQuota ?? config.dailySendQuota,
+        daily_quota: effectiveDailyQuota(tenant.dailyQuota, config.dailySendQuota),
         message_retention_days: tenant.messageRetentionDays,
       };
     },
