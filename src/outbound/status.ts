@@ -5,6 +5,7 @@ import { OPTED_OUT_FAILURE } from "../contacts/opt-out.ts";
 import { deleteInBatches } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent } from "../db/unsent.ts";
+import { echoLookup } from "./in-doubt.ts";
 import { recordOutcomes } from "./record.ts";
 
 /**
@@ -201,21 +202,13 @@ export async function applyStatusEvents(
  * the send worker never learned the provider's id (crash, timeout): adopt it now.
  */
 async function adoptEchoOf(trx: Db, clock: Clock, providerMessageId: string): Promise<boolean> {
-  const echo = await trx
-    .selectFrom("status_events")
-    .innerJoin("messages", "messages.id", "status_events.client_reference")
-    .select("status_events.client_reference")
-    .where("status_events.provider_message_id", "=", providerMessageId)
-    .where((eb) =>
-      eb.or([
-        eb("status_events.sender_id", "is", null),
-        eb("status_events.sender_id", "=", eb.ref("messages.sender_id")),
-      ]),
-    )
-    .limit(1)
-    .executeTakeFirst();
-  if (!echo?.client_reference) return false;
-  return (await adoptProviderIds(trx, clock, [{ messageId: echo.client_reference, providerMessageId }])) > 0;
+  const {
+    rows: [echo],
+  } = await sql<{ id: string }>`
+    ${echoLookup(sql`e.provider_message_id = ${providerMessageId}`)}
+    LIMIT 1`.execute(trx);
+  if (!echo) return false;
+  return (await adoptProviderIds(trx, clock, [{ messageId: echo.id, providerMessageId }])) > 0;
 }
 
 /**
@@ -287,13 +280,12 @@ async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
       WHERE e.client_reference IS NOT NULL
         AND e.client_reference = ANY(ARRAY(SELECT id COLLATE "default" FROM unsent))
     ), candidate AS (
-      -- Back to the message by its id (its unique index), each echo found above being of one.
-      SELECT DISTINCT ON (m.id) m.id, e.provider_message_id
-      FROM echo e
-      JOIN messages m ON m.id = e.client_reference
-      WHERE (e.sender_id IS NULL OR e.sender_id = m.sender_id)
-        AND NOT EXISTS (SELECT 1 FROM messages k WHERE k.provider_message_id = e.provider_message_id)
-      ORDER BY m.id, e.id
+      -- Back to the message by its id (its unique index), each echo found above being of one: the
+      -- echo lookup over them, of a provider id no message has yet.
+      ${echoLookup(
+        sql`NOT EXISTS (SELECT 1 FROM messages k WHERE k.provider_message_id = e.provider_message_id)`,
+        sql`echo`,
+      )}
     ), adoption AS (
       -- A provider id names one message (unique index): the first message claiming it.
       SELECT DISTINCT ON (provider_message_id) id, provider_message_id
