@@ -4,12 +4,13 @@ import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent as isUnsent } from "../db/unsent.ts";
 import type { Logger } from "../logger.ts";
+import { adoptProviderId } from "../outbound/claim.ts";
 import { failExpiredMessages } from "../outbound/expire.ts";
-import { adoptProviderId, providerIdStash } from "../outbound/send.ts";
+import { providerIdStash } from "../outbound/stash.ts";
 import { endpointsDue } from "../push/repository.ts";
 import { nudgeEndpoint } from "../push/service.ts";
 import { nudgeDrain } from "../queues/drain-nudge.ts";
-import { jobIdFor, type Queues, sendJobOptions } from "../queues/index.ts";
+import { jobIdFor, nudgeSends, type Queues } from "../queues/index.ts";
 import type { RedisClient } from "../redis/connect.ts";
 
 /**
@@ -39,7 +40,7 @@ interface SweepDeps {
 }
 
 /**
- * Sends the provider accepted but Postgres did not record (src/outbound/send.ts, providerIdStash):
+ * Sends the provider accepted but Postgres did not record (src/outbound/stash.ts):
  * recorded now, before the unsent ones below are nudged, so none of them is sent again.
  */
 async function adoptStashedProviderIds(deps: SweepDeps): Promise<number> {
@@ -89,21 +90,12 @@ const SEND_SWEEP_CHUNK = 100;
  * again while its job still waits adds nothing, and once that job has finished (kept, completed, for
  * the dashboard) it is added again; a duplicate that does run finds them sent and skips them.
  */
-async function nudgeSends(deps: SweepDeps, ids: string[]): Promise<number> {
-  if (ids.length === 0) return 0;
-  const jobs = [];
-  for (let i = 0; i < ids.length; i += SEND_SWEEP_CHUNK) {
-    const messageIds = ids.slice(i, i + SEND_SWEEP_CHUNK);
-    jobs.push({
-      name: "sweep",
-      data: { messageIds },
-      opts: {
-        ...sendJobOptions(deps.config.workers.sendRetryBaseMs),
-        deduplication: { id: `sweep-${messageIds[0]}-${messageIds.at(-1)}-${messageIds.length}` },
-      },
-    });
-  }
-  await deps.queues.send.addBulk(jobs);
+async function nudgeSweptSends(deps: SweepDeps, ids: string[]): Promise<number> {
+  await nudgeSends(deps.queues.send, ids, deps.config.workers.sendRetryBaseMs, {
+    name: "sweep",
+    chunk: SEND_SWEEP_CHUNK,
+    deduplicationId: (chunk) => `sweep-${chunk[0]}-${chunk.at(-1)}-${chunk.length}`,
+  });
   return ids.length;
 }
 
@@ -175,7 +167,7 @@ export async function sweep(deps: SweepDeps, graceSeconds = 10): Promise<SweepRe
       })),
     ),
     unapplied ? nudgeDrain(deps.queues.status, { nudgedAt: Date.now() }).then(() => 1) : 0,
-    nudgeSends(
+    nudgeSweptSends(
       deps,
       unsent.flatMap((r) => (r.id ? [r.id] : [])),
     ),

@@ -11,7 +11,7 @@ import { isId, newId } from "../ids.ts";
 import { ttlCache } from "../lib/ttl-cache.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics/index.ts";
-import { type Queues, sendJobOptions } from "../queues/index.ts";
+import { nudgeSends, type Queues } from "../queues/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { listTenantSenders } from "../senders/repository.ts";
 import { chooseSender } from "../senders/resolve.ts";
@@ -229,10 +229,11 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     await Promise.all([
       // One job for the whole committed batch: the send worker claims and sends it as a batch.
       dueNow.length > 0
-        ? deps.queues.send.add(
-            "send",
-            { messageIds: dueNow.map((row) => row.messageId) },
-            { jobId: `b-${dueNow[0]!.messageId}`, ...sendJobOptions(deps.config.workers.sendRetryBaseMs) },
+        ? nudgeSends(
+            deps.queues.send,
+            dueNow.map((row) => row.messageId),
+            deps.config.workers.sendRetryBaseMs,
+            { jobId: (ids) => `b-${ids[0]}` },
           )
         : undefined,
       // Once per batch, before any of its requests answers: the senders' next reads see their sends

@@ -7,14 +7,14 @@ import { ApiError } from "../http/errors.ts";
 import { POLICIES, routePolicy } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { scopeGuard } from "../http/scope.ts";
-import { sendJobOptions } from "../queues/index.ts";
+import { nudgeSends } from "../queues/index.ts";
 import { findMessage } from "./lookup.ts";
 import { presentStoredMessage } from "./presenter.ts";
 import { MessageSchema } from "./schemas.ts";
 
 /**
  * POST /messages/{id}/cancel (DESIGN §13). Race-free because it is decided by the same row the send
- * claim takes (src/outbound/send.ts): a message is cancelable while it is scheduled, or accepted and
+ * claim takes (src/outbound/claim.ts): a message is cancelable while it is scheduled, or accepted and
  * not claimed (no send_started_at: never claimed, or waiting for a retry after an answered failure).
  * The claim locks the rows it takes and stamps send_started_at in one statement; this UPDATE either
  * commits first (the claim then finds the row `canceled` and leaves it) or waits for the claim and
@@ -63,15 +63,11 @@ export function messageCancelRoutes(deps: AppDeps) {
         const { canceled, next } = await cancelMessage(deps.db, auth.tenantId, id, deps.clock.now());
         if (next) {
           // Best effort: the sweeper finds a held message nobody nudged.
-          await deps.queues.send
-            .add(
-              "send",
-              { messageIds: [next] },
-              { jobId: `c-${next}-${id}`, ...sendJobOptions(deps.config.workers.sendRetryBaseMs) },
-            )
-            .catch((error: Error) =>
-              deps.logger.warn({ message_id: next, err: error.message }, "successor of a cancel not nudged"),
-            );
+          await nudgeSends(deps.queues.send, [next], deps.config.workers.sendRetryBaseMs, {
+            jobId: () => `c-${next}-${id}`,
+          }).catch((error: Error) =>
+            deps.logger.warn({ message_id: next, err: error.message }, "successor of a cancel not nudged"),
+          );
         }
         // The primary: a replica may not have the cancel yet.
         const row = await findMessage(deps.db, auth.tenantId, id);

@@ -1,7 +1,7 @@
 import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
-import { type Queues, sendJobOptions } from "../queues/index.ts";
+import { nudgeSends, type Queues } from "../queues/index.ts";
 
 /**
  * Scheduled sends (DESIGN §13) live in Postgres, not in delayed Redis jobs: a message accepted with
@@ -44,16 +44,10 @@ export async function releaseDueMessages(deps: SchedulerDeps): Promise<number> {
     if (rows.length === 0) return released;
     // In seq order, so that a job's messages to one contact are claimed in the order they were sent.
     const ids = rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map((r) => r.id);
-    const jobs = [];
-    for (let i = 0; i < ids.length; i += JOB_SIZE) {
-      const chunk = ids.slice(i, i + JOB_SIZE);
-      jobs.push({
-        name: "send",
-        data: { messageIds: chunk },
-        opts: { jobId: `s-${chunk[0]}`, ...sendJobOptions(deps.config.workers.sendRetryBaseMs) },
-      });
-    }
-    await deps.queues.send.addBulk(jobs);
+    await nudgeSends(deps.queues.send, ids, deps.config.workers.sendRetryBaseMs, {
+      chunk: JOB_SIZE,
+      jobId: (chunk) => `s-${chunk[0]}`,
+    });
     released += rows.length;
     if (rows.length < PROMOTE_BATCH) return released;
   }

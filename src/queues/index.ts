@@ -81,6 +81,47 @@ export function sendJobOptions(retryBaseMs: number): JobsOptions {
   return { attempts: 3, backoff: { type: "exponential", delay: retryBaseMs } };
 }
 
+export interface SendNudge {
+  /** The job's name on the dashboard ("send", or "sweep" for the sweeper's). */
+  name?: string;
+  /** Messages per job (default: all in one job). */
+  chunk?: number;
+  /** A job id per chunk: the same nudge added twice is one job (BullMQ ignores an existing id). */
+  jobId?: (messageIds: string[]) => string;
+  /** Or a deduplication id per chunk, in force only while its job waits or runs. */
+  deduplicationId?: (messageIds: string[]) => string;
+}
+
+/**
+ * Tells the send worker about messages to send now, in the given order (a job's messages to one
+ * contact are claimed in that order). The one way a send job is added, whoever nudges: the accepted
+ * batch, the scheduler, a cancel's successor, the sweeper.
+ */
+export async function nudgeSends(
+  queue: Queue<JobData["send"]>,
+  messageIds: readonly string[],
+  retryBaseMs: number,
+  nudge: SendNudge = {},
+): Promise<void> {
+  if (messageIds.length === 0) return;
+  const size = nudge.chunk ?? messageIds.length;
+  const jobs = [];
+  for (let i = 0; i < messageIds.length; i += size) {
+    const chunk = messageIds.slice(i, i + size);
+    jobs.push({
+      name: nudge.name ?? "send",
+      data: { messageIds: chunk },
+      opts: {
+        ...sendJobOptions(retryBaseMs),
+        ...(nudge.jobId && { jobId: nudge.jobId(chunk) }),
+        ...(nudge.deduplicationId && { deduplication: { id: nudge.deduplicationId(chunk) } }),
+      },
+    });
+  }
+  if (jobs.length === 1) await queue.add(jobs[0]!.name, jobs[0]!.data, jobs[0]!.opts);
+  else await queue.addBulk(jobs);
+}
+
 /** Retries due within this of each other share one delayed job. */
 const RETRY_GROUP_MS = 50;
 

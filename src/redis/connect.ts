@@ -235,7 +235,7 @@ export function redisKeys(prefix: string) {
       `${prefix}:{t:${tenantId}}:idem:${clientId}:${keyDigest}`,
     /**
      * Hash: message id -> the provider's id of a send the provider accepted but Postgres has not
-     * recorded yet (src/outbound/send.ts); read before any retry sends again.
+     * recorded yet (src/outbound/stash.ts); read before any retry sends again.
      */
     providerIdStash: () => `${prefix}:{outbound}:provider-ids`,
     /** A sender's token bucket (its messages per second), shared by every send worker. */
