@@ -21,14 +21,6 @@ export const HISTORY_COLUMNS = [
   "messages.last_error",
 ] as const;
 
-/**
- * `system_*` rows are provider notices, not conversation (SPEC's message types have none); the rule
- * is `is_system_message` (sql/026_system_messages.sql).
- * @deprecated Only the panel's thread query (src/panel/conversation-data.ts) still compares with
- * this pattern; it is to ask `is_system_message(messages.type)` as listHistoryPage does.
- */
-export const SYSTEM_TYPE_PATTERN = "system\\_%";
-
 /** Where a message sits in its contact's history: created time, then the internal seq for ties. */
 export interface HistoryPosition {
   created_at: Date;

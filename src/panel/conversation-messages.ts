@@ -2,7 +2,7 @@ import { sql } from "kysely";
 import type { Db } from "../db/connect.ts";
 import type { EventType, MessageFailure } from "../db/schema.ts";
 import type { HistoryMessageRow } from "../history/presenter.ts";
-import { HISTORY_COLUMNS, SYSTEM_TYPE_PATTERN } from "../history/repository.ts";
+import { HISTORY_COLUMNS } from "../history/repository.ts";
 import { positionBefore } from "../history/service.ts";
 import { ApiError } from "../http/errors.ts";
 import { isId } from "../ids.ts";
@@ -62,7 +62,7 @@ export async function threadPage(
     .select(THREAD_COLUMNS)
     .where("messages.tenant_id", "=", tenantId)
     .where("messages.contact_id", "=", contactId)
-    .where("messages.type", "not like", SYSTEM_TYPE_PATTERN)
+    .where(sql<boolean>`NOT is_system_message(messages.type)`)
     .$if(before !== undefined, (qb) =>
       qb.where((eb) =>
         eb(
