@@ -50,15 +50,14 @@ export interface HistoryPageQuery {
   before?: HistoryPosition;
 }
 
-/** One page plus whether more follow; ordered by (created_at, seq), so equal seconds never reorder. */
-export async function listHistoryPage(
-  db: Db,
-  query: HistoryPageQuery,
-): Promise<{ rows: HistoryMessageRow[]; hasMore: boolean }> {
+/**
+ * A contact's messages (system ones left out) in (created_at, seq) order, before a position, one
+ * more than the page: the query GET history and the panel's thread each select their columns from.
+ */
+export function historyQuery(db: Db, query: HistoryPageQuery) {
   const { before } = query;
-  const rows = await db
+  return db
     .selectFrom("messages")
-    .select(HISTORY_COLUMNS)
     .where("messages.tenant_id", "=", query.tenantId)
     .where("messages.contact_id", "=", query.contactId)
     .where(sql<boolean>`NOT is_system_message(messages.type)`)
@@ -73,7 +72,14 @@ export async function listHistoryPage(
     )
     .orderBy("messages.created_at", query.order)
     .orderBy("messages.seq", query.order)
-    .limit(query.limit + 1)
-    .execute();
+    .limit(query.limit + 1);
+}
+
+/** One page plus whether more follow; ordered by (created_at, seq), so equal seconds never reorder. */
+export async function listHistoryPage(
+  db: Db,
+  query: HistoryPageQuery,
+): Promise<{ rows: HistoryMessageRow[]; hasMore: boolean }> {
+  const rows = await historyQuery(db, query).select(HISTORY_COLUMNS).execute();
   return { rows: rows.slice(0, query.limit), hasMore: rows.length > query.limit };
 }

@@ -2,7 +2,7 @@ import { sql } from "kysely";
 import type { Db } from "../db/connect.ts";
 import type { EventType, MessageFailure } from "../db/schema.ts";
 import type { HistoryMessageRow } from "../history/presenter.ts";
-import { HISTORY_COLUMNS } from "../history/repository.ts";
+import { HISTORY_COLUMNS, historyQuery } from "../history/repository.ts";
 import { positionBefore } from "../history/service.ts";
 import { ApiError } from "../http/errors.ts";
 import { isId } from "../ids.ts";
@@ -57,24 +57,8 @@ export async function threadPage(
   const before = await positionBefore(db, tenantId, contactId, beforeId, () => {
     return new ApiError("resource_missing", "No such message in this conversation.");
   });
-  const rows = await db
-    .selectFrom("messages")
+  const rows = await historyQuery(db, { tenantId, contactId, order: "desc", limit: THREAD_PAGE_SIZE, before })
     .select(THREAD_COLUMNS)
-    .where("messages.tenant_id", "=", tenantId)
-    .where("messages.contact_id", "=", contactId)
-    .where(sql<boolean>`NOT is_system_message(messages.type)`)
-    .$if(before !== undefined, (qb) =>
-      qb.where((eb) =>
-        eb(
-          eb.refTuple("messages.created_at", "messages.seq"),
-          "<",
-          eb.tuple(before!.created_at, before!.seq),
-        ),
-      ),
-    )
-    .orderBy("messages.created_at", "desc")
-    .orderBy("messages.seq", "desc")
-    .limit(THREAD_PAGE_SIZE + 1)
     .execute();
   return { rows: rows.slice(0, THREAD_PAGE_SIZE).reverse(), hasEarlier: rows.length > THREAD_PAGE_SIZE };
 }

@@ -15,17 +15,22 @@ export function storedComponents(template: TemplateRow): TemplateComponent[] {
   return template.components as TemplateComponent[];
 }
 
+/** A sender's templates, tenant-scoped: the query the lists below narrow. */
+function senderTemplates(db: Db, tenantId: string, senderId: string) {
+  return db
+    .selectFrom("templates")
+    .selectAll()
+    .where("tenant_id", "=", tenantId)
+    .where("sender_id", "=", senderId);
+}
+
 /** What GET /senders/{sender_id}/templates lists. */
 export async function listApprovedTemplates(
   db: Db,
   tenantId: string,
   senderId: string,
 ): Promise<TemplateRow[]> {
-  return db
-    .selectFrom("templates")
-    .selectAll()
-    .where("tenant_id", "=", tenantId)
-    .where("sender_id", "=", senderId)
+  return senderTemplates(db, tenantId, senderId)
     .where("status", "=", APPROVED)
     .orderBy("name")
     .orderBy("language")
@@ -42,11 +47,7 @@ export async function findApprovedTemplates(
   senderId: string,
   name: string,
 ): Promise<TemplateRow[]> {
-  return db
-    .selectFrom("templates")
-    .selectAll()
-    .where("tenant_id", "=", tenantId)
-    .where("sender_id", "=", senderId)
+  return senderTemplates(db, tenantId, senderId)
     .where("name", "=", name)
     .where("status", "=", APPROVED)
     .orderBy("language")
@@ -59,14 +60,7 @@ export async function listSenderTemplates(
   tenantId: string,
   senderId: string,
 ): Promise<TemplateRow[]> {
-  return db
-    .selectFrom("templates")
-    .selectAll()
-    .where("tenant_id", "=", tenantId)
-    .where("sender_id", "=", senderId)
-    .orderBy("name")
-    .orderBy("language")
-    .execute();
+  return senderTemplates(db, tenantId, senderId).orderBy("name").orderBy("language").execute();
 }
 
 /** Every template of the tenant's senders but the DELETED ones (gone at the provider), by sender and name. */
