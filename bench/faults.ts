@@ -24,16 +24,14 @@ import type { Subprocess } from "bun";
 import { sql } from "kysely";
 import { findPgTools, freePort, privatePostgres } from "../scripts/private-postgres.ts";
 import { type LocalCluster, startRedisCluster } from "../scripts/redis-cluster.ts";
-import { createApplication } from "../src/applications/service.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { createEventPartitions, dropExpiredEventPartitions } from "../src/events/partitions.ts";
 import { queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
-import { insertTenant } from "../src/tenants/repository.ts";
-import { simulatorSender } from "./lib/simulator-sender.ts";
-import { accessToken } from "./token.ts";
+import { createShop } from "./lib/shop.ts";
+import { accessToken } from "./lib/token.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -377,23 +375,20 @@ const apiUrl = `http://127.0.0.1:${ports.api}`;
 const simulatorUrl = `http://127.0.0.1:${ports.simulator}`;
 
 async function openShop(db: Db, index: number, options: { mps?: number } = {}): Promise<Shop> {
-  const tenant = await insertTenant(db, { name: `Faults ${index}`, dailyQuota: 100_000_000 });
-  const { application, clientSecret } = await createApplication(db, {
-    tenantId: tenant.id,
-    name: "faults",
-    sendLimit: 100_000,
-    readLimit: 100_000,
-  });
-  const { providerTokenKey } = loadConfig(childEnv);
   const phoneNumberId = `10900000000${String(index).padStart(4, "0")}`;
-  const _sender = await simulatorSender(db, providerTokenKey, simulatorUrl, {
-    tenantId: tenant.id,
-    phoneNumber: `+1555010${String(index).padStart(4, "0")}`,
-    providerPhoneNumberId: phoneNumberId,
-    wabaId: "209000000000001",
-    ...(options.mps !== undefined && { mps: options.mps }),
+  const { tenantId, apps } = await createShop(db, loadConfig(childEnv).providerTokenKey, {
+    name: `Faults ${index}`,
+    dailyQuota: 100_000_000,
+    apps: { name: "faults", sendLimit: 100_000, readLimit: 100_000 },
+    sender: {
+      phoneNumber: `+1555010${String(index).padStart(4, "0")}`,
+      providerPhoneNumberId: phoneNumberId,
+      wabaId: "209000000000001",
+      ...(options.mps !== undefined && { mps: options.mps }),
+      simulatorUrl,
+    },
   });
-  const token = await accessToken(apiUrl, { clientId: application.clientId, clientSecret }, { attempts: 30 });
+  const token = await accessToken(apiUrl, apps[0]!, { maxAttempts: 30 });
   const receiver = startReceiver();
   const endpoint = await fetch(`${apiUrl}/v2/webhook_endpoints`, {
     method: "POST",
@@ -402,7 +397,7 @@ async function openShop(db: Db, index: number, options: { mps?: number } = {}): 
   });
   if (endpoint.status !== 201)
     throw new Error(`webhook endpoint: ${endpoint.status} ${await endpoint.text()}`);
-  currentShop = { tenantId: tenant.id, token, phoneNumberId, receiver };
+  currentShop = { tenantId, token, phoneNumberId, receiver };
   return currentShop;
 }
 
@@ -607,7 +602,9 @@ async function rollEventPartitions(db: Db): Promise<number> {
       const [old] = await createEventPartitions(db, new Date(now - 40 * 86_400_000), minute, 1);
       const dropped = await dropExpiredEventPartitions(db, new Date(now));
       if (!old || !dropped.includes(old)) throw new Error(`partition ${old} was not dropped`);
-      say(`   event partitions: ${created.length} attached ahead, ${dropped.length} dropped (attempt ${attempt})`);
+      say(
+        `   event partitions: ${created.length} attached ahead, ${dropped.length} dropped (attempt ${attempt})`,
+      );
       return Date.now();
     } catch (error) {
       if (attempt >= 5) throw error;

@@ -20,7 +20,6 @@
 import { parseArgs } from "node:util";
 import { sql } from "kysely";
 import { createApp } from "../src/app.ts";
-import { createApplication } from "../src/applications/service.ts";
 import { signPayload } from "../src/channel/signature.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
@@ -31,12 +30,13 @@ import { sequenceFeed } from "../src/feed/sequencer.ts";
 import { newId, randomBase62 } from "../src/ids.ts";
 import { createLogger } from "../src/logger.ts";
 import { createRedis, redisKeys } from "../src/redis/connect.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { insertTenant } from "../src/tenants/repository.ts";
 import { runLostNothing } from "../test/lost-nothing.ts";
 import { deleteRedisPrefix } from "../test/support.ts";
-import { waitForQuietMachine } from "./quiet.ts";
-import { accessToken } from "./token.ts";
+import { freePort, waitHttp } from "./lib/net.ts";
+import { waitForQuietMachine } from "./lib/quiet.ts";
+import { createShop } from "./lib/shop.ts";
+import { accessToken } from "./lib/token.ts";
+import { wrkSummary } from "./lib/wrk.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -68,7 +68,7 @@ if (!Number.isInteger(MESSAGES_PER_WEBHOOK) || MESSAGES_PER_WEBHOOK < 1)
 const VISIBILITY_DEADLINE_MS = 120_000;
 
 const suffix = randomBase62(8).toLowerCase();
-const port = await freePort();
+const port = freePort();
 const env = {
   // The development defaults (webhook secret, JWT key) unless NODE_ENV is set.
   NODE_ENV: process.env.NODE_ENV || "development",
@@ -93,29 +93,11 @@ function percentile(sorted: number[], p: number): number {
 
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits;
 
-async function freePort(): Promise<number> {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const chosen = probe.port!;
-  await probe.stop(true);
-  return chosen;
-}
-
 const children: ReturnType<typeof Bun.spawn>[] = [];
 function spawn(command: string[]) {
   const child = Bun.spawn(command, { env: { ...process.env, ...env }, stdout: "inherit", stderr: "inherit" });
   children.push(child);
   return child;
-}
-
-async function waitForHealth(): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    try {
-      if ((await fetch(`${base}/healthz`)).ok) return;
-    } catch {}
-    await Bun.sleep(100);
-  }
-  throw new Error("the api did not start");
 }
 
 interface Tenant {
@@ -126,22 +108,17 @@ interface Tenant {
 }
 
 async function benchTenant(db: Db, name: string, phoneNumberId: string): Promise<Tenant> {
-  const tenant = await insertTenant(db, { name });
-  const sender = await insertSender(db, config.providerTokenKey, {
-    tenantId: tenant.id,
-    phoneNumber: `+1555${phoneNumberId.slice(-7)}`,
-    providerPhoneNumberId: phoneNumberId,
-    wabaId: "300000000000001",
-    accessToken: "bench",
+  const shop = await createShop(db, config.providerTokenKey, {
+    name,
+    apps: { name: `${name} reader`, readLimit: 1_000_000, sendLimit: 1_000 },
+    sender: {
+      phoneNumber: `+1555${phoneNumberId.slice(-7)}`,
+      providerPhoneNumberId: phoneNumberId,
+      wabaId: "300000000000001",
+    },
   });
-  const { application, clientSecret } = await createApplication(db, {
-    tenantId: tenant.id,
-    name: `${name} reader`,
-    readLimit: 1_000_000,
-    sendLimit: 1_000,
-  });
-  const token = await accessToken(base, { clientId: application.clientId, clientSecret });
-  return { tenantId: tenant.id, senderId: sender.id, phoneNumberId, token };
+  const token = await accessToken(base, shop.apps[0]!);
+  return { tenantId: shop.tenantId, senderId: shop.senderId!, phoneNumberId, token };
 }
 
 interface FeedPage {
@@ -353,18 +330,13 @@ interface PollRun {
 
 /** wrk's `--latency` figures, in ms. */
 function wrkFigures(output: string): Omit<PollRun, "client"> {
-  const value = (pattern: RegExp) => Number(pattern.exec(output)?.[1] ?? Number.NaN);
-  const quantile = (q: number) => {
-    const match = new RegExp(`^\\s+${q}%\\s+([\\d.]+)(us|ms|s)\\s*$`, "m").exec(output);
-    if (!match) return Number.NaN;
-    return Number(match[1]) * ({ us: 0.001, ms: 1, s: 1000 } as const)[match[2] as "us" | "ms" | "s"];
-  };
+  const summary = wrkSummary(output);
   return {
-    pollsPerSecond: value(/Requests\/sec:\s+([\d.]+)/),
-    p50Ms: quantile(50),
-    p99Ms: quantile(99),
-    non200: value(/Non-2xx or 3xx responses:\s+(\d+)/) || 0,
-    polls: value(/(\d+) requests in/),
+    pollsPerSecond: summary.requestsPerSecond,
+    p50Ms: summary.latencyMs(50),
+    p99Ms: summary.latencyMs(99),
+    non200: summary.non2xx,
+    polls: summary.requests,
   };
 }
 
@@ -473,30 +445,24 @@ async function lostNothing(db: Db) {
   try {
     const tenants = [];
     for (const name of ["Lost A", "Lost B"]) {
-      const tenant = await insertTenant(db, { name });
-      const sender = await insertSender(db, config.providerTokenKey, {
-        tenantId: tenant.id,
-        phoneNumber: "+15550109999",
-        providerPhoneNumberId: `lost-${name}-${suffix}`,
-        wabaId: "300000000000009",
-        accessToken: "bench",
+      const shop = await createShop(db, config.providerTokenKey, {
+        name,
+        apps: { name: "Lost reader", readLimit: 1_000_000 },
+        sender: {
+          phoneNumber: "+15550109999",
+          providerPhoneNumberId: `lost-${name}-${suffix}`,
+          wabaId: "300000000000009",
+        },
       });
       const contact = await db
         .insertInto("contacts")
-        .values({ id: newId("ctc"), tenant_id: tenant.id, phone: "+4915100000001" })
+        .values({ id: newId("ctc"), tenant_id: shop.tenantId, phone: "+4915100000001" })
         .returning("id")
         .executeTakeFirstOrThrow();
-      const { application, clientSecret } = await createApplication(db, {
-        tenantId: tenant.id,
-        name: "Lost reader",
-        readLimit: 1_000_000,
+      const token = await accessToken("http://localhost", shop.apps[0]!, {
+        handle: (request) => app.handle(request),
       });
-      const token = await accessToken(
-        "http://localhost",
-        { clientId: application.clientId, clientSecret },
-        { handle: (request) => app.handle(request) },
-      );
-      tenants.push({ tenantId: tenant.id, senderId: sender.id, contactId: contact.id, token });
+      tenants.push({ tenantId: shop.tenantId, senderId: shop.senderId!, contactId: contact.id, token });
     }
     const writerDb = createDb(config.databaseUrl, { max: LOST_WRITERS + 6 });
     try {
@@ -547,7 +513,7 @@ try {
   await migrate(db);
   if (PHASES.has("ingest") || PHASES.has("read") || PHASES.has("empty-poll")) {
     const api = spawn(["bun", "src/server.ts"]);
-    await waitForHealth();
+    await waitHttp(`${base}/healthz`, "the api");
     if (PHASES.has("ingest")) {
       const workers = Array.from({ length: FINALIZE_WORKERS }, () => spawn(["bun", "workers/finalize.ts"]));
       await Bun.sleep(1500); // workers connect to Redis and Postgres

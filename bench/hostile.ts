@@ -11,26 +11,15 @@
  * `bench-hostile`, dropped afterwards.
  */
 import { type Subprocess, spawn } from "bun";
-import { dropDatabase, ensureDatabase } from "../src/db/connect.ts";
-import { deleteInstanceKeys } from "../src/queues/instance-keys.ts";
+import { quantile } from "./lib/format.ts";
+import { freePort, waitHttp } from "./lib/net.ts";
+import { cpuSeconds } from "./lib/proc.ts";
+import { freshStores, PG_BASE, REDIS_URL, removeStores } from "./lib/stores.ts";
 
-const PG_BASE = process.env.BENCH_PG_BASE ?? "postgres://postgres@127.0.0.1:5432";
-const REDIS_URL = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379/0";
 const DATABASE_URL = `${PG_BASE}/bench_hostile`;
 const PREFIX = "bench-hostile";
 const MB = 1024 * 1024;
 const NESTED = `${"[".repeat(50_000)}${"]".repeat(50_000)}`;
-
-function freePort(): number {
-  const server = Bun.serve({ port: 0, fetch: () => new Response() });
-  const port = server.port ?? 0;
-  server.stop(true);
-  return port;
-}
-
-function quantile(sorted: number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
-}
 
 function describe(label: string, samples: number[]): string {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -51,9 +40,7 @@ async function timed(request: () => Promise<Response>, expect: number[]): Promis
 }
 
 async function main() {
-  await dropDatabase(DATABASE_URL).catch(() => {});
-  await ensureDatabase(DATABASE_URL);
-  await deleteInstanceKeys(REDIS_URL, PREFIX);
+  await freshStores(DATABASE_URL, PREFIX);
   const port = freePort();
   const base = `http://127.0.0.1:${port}`;
   let api: Subprocess | undefined;
@@ -72,16 +59,7 @@ async function main() {
       stdout: "inherit",
       stderr: "inherit",
     });
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const ok = await fetch(`${base}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (ok) break;
-      if (Date.now() > deadline) throw new Error("the api did not start");
-      await Bun.sleep(100);
-    }
+    await waitHttp(`${base}/healthz`, "the api");
 
     const token = (body: string) => () =>
       fetch(`${base}/v2/oauth/token`, {
@@ -116,10 +94,10 @@ async function main() {
         stderr: "inherit",
       });
       await Bun.sleep(1000);
-      const apiTicks = procTicks(api.pid);
+      const apiCpuBefore = cpuSeconds(api.pid);
       const started = performance.now();
       const loaded = await health(400);
-      const apiCpu = (procTicks(api.pid) - apiTicks) / 100 / ((performance.now() - started) / 1000);
+      const apiCpu = (cpuSeconds(api.pid) - apiCpuBefore) / ((performance.now() - started) / 1000);
       flood.kill("SIGTERM");
       const statuses = (await new Response(flood.stdout).text()).trim();
       const what = kind === "nested" ? "100 KB nested JSON to the token endpoint" : "30 MB bodies";
@@ -129,8 +107,7 @@ async function main() {
   } finally {
     api?.kill("SIGTERM");
     await api?.exited;
-    await deleteInstanceKeys(REDIS_URL, PREFIX);
-    await dropDatabase(DATABASE_URL).catch(() => {});
+    await removeStores(DATABASE_URL, PREFIX);
   }
 }
 
@@ -165,12 +142,6 @@ async function flood(base: string, kind: "nested" | "huge") {
     }),
   );
   console.log([...refused].map(([status, count]) => `${status} x ${count}`).join(", "));
-}
-
-/** CPU time of a process, in clock ticks (user + system, /proc/<pid>/stat). */
-function procTicks(pid: number): number {
-  const fields = require("node:fs").readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return Number(fields[11]) + Number(fields[12]);
 }
 
 const floodAt = process.argv.indexOf("--flood");

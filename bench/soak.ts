@@ -20,15 +20,17 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { sql } from "kysely";
 import { findPgTools, freePort as freePgPort, privatePostgres } from "../scripts/private-postgres.ts";
-import { createApplication } from "../src/applications/service.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { deleteInstanceKeys } from "../src/queues/instance-keys.ts";
-import { insertTenant, setMessageRetention } from "../src/tenants/repository.ts";
-import { simulatorSender } from "./lib/simulator-sender.ts";
-import { waitForQuietMachine } from "./quiet.ts";
-import { accessToken } from "./token.ts";
+import { setMessageRetention } from "../src/tenants/repository.ts";
+import { fmt, quantile, row, say } from "./lib/format.ts";
+import { freePort, waitHttp } from "./lib/net.ts";
+import { waitForQuietMachine } from "./lib/quiet.ts";
+import { createShop } from "./lib/shop.ts";
+import { REDIS_URL } from "./lib/stores.ts";
+import { accessToken } from "./lib/token.ts";
 
 const { values: flags } = parseArgs({
   options: {
@@ -65,29 +67,7 @@ const opts = {
   waitQuiet: Number(flags["wait-quiet"]),
 };
 
-const REDIS_URL = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379/0";
 const REDIS_PREFIX = "bench-soak";
-const say = (message: string) => console.log(`${new Date().toISOString().slice(11, 19)} ${message}`);
-const fmt = (n: number, digits = 0) =>
-  Number.isFinite(n) ? n.toLocaleString("en-US", { maximumFractionDigits: digits }) : "-";
-
-function freePort(): number {
-  const listener = Bun.listen({ hostname: "0.0.0.0", port: 0, socket: { data() {} } });
-  const port = listener.port;
-  listener.stop(true);
-  return port;
-}
-
-async function waitHttp(url: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if ((await fetch(url, { signal: AbortSignal.timeout(1000) })).ok) return;
-    } catch {}
-    if (Date.now() > deadline) throw new Error(`${url} did not answer within ${timeoutMs} ms`);
-    await Bun.sleep(200);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Processes: the service's own start script; RSS by role from /proc.
@@ -229,28 +209,25 @@ async function main() {
   };
   process.on("SIGINT", () => void stop().then(() => process.exit(130)));
   try {
-    await waitHttp(`${apiUrl}/readyz`, 120_000);
-    await waitHttp(`${simulatorUrl}/_sim/health`);
+    await waitHttp(`${apiUrl}/readyz`, "the api", { timeoutMs: 120_000, intervalMs: 200 });
+    await waitHttp(`${simulatorUrl}/_sim/health`, "the simulator", { timeoutMs: 60_000, intervalMs: 200 });
 
-    const tenant = await insertTenant(db, { name: "Soak tenant", dailyQuota: 100_000_000 });
-    await setMessageRetention(db, tenant.id, opts.retentionMinutes / 1440);
-    const { application, clientSecret } = await createApplication(db, {
-      tenantId: tenant.id,
-      name: "soak",
-      sendLimit: 100_000,
-      readLimit: 100_000,
-    });
-    const { providerTokenKey } = loadConfig(env);
     const phoneNumberId = "100000000000077";
-    await simulatorSender(db, providerTokenKey, simulatorUrl, {
-      tenantId: tenant.id,
-      name: "Soak sender",
-      phoneNumber: "+15550107777",
-      providerPhoneNumberId: phoneNumberId,
-      wabaId: "200000000000077",
-      mps: 100_000,
+    const shop = await createShop(db, loadConfig(env).providerTokenKey, {
+      name: "Soak tenant",
+      dailyQuota: 100_000_000,
+      apps: { name: "soak", sendLimit: 100_000, readLimit: 100_000 },
+      sender: {
+        name: "Soak sender",
+        phoneNumber: "+15550107777",
+        providerPhoneNumberId: phoneNumberId,
+        wabaId: "200000000000077",
+        mps: 100_000,
+        simulatorUrl,
+      },
     });
-    const credentials = { clientId: application.clientId, clientSecret };
+    await setMessageRetention(db, shop.tenantId, opts.retentionMinutes / 1440);
+    const credentials = shop.apps[0]!;
     let token = await accessToken(apiUrl, credentials);
     const refreshToken = async () => {
       token = await accessToken(apiUrl, credentials);
@@ -400,8 +377,7 @@ async function main() {
       await Bun.sleep(Math.max(0, t0 + minute * 60_000 - performance.now()));
       const window = latencies.sort((a, b) => a - b);
       latencies = [];
-      const q = (p: number) =>
-        window[Math.min(window.length - 1, Math.floor(p * window.length))] ?? Number.NaN;
+      const q = (p: number) => quantile(window, p);
       // The event log is partitioned: its partitions count, the partitioned parent holds nothing.
       const sizes = await sql<{ bytes: string; dead: string; vacuums: string; partitions: number }>`
         SELECT sum(pg_total_relation_size(relid))::text AS bytes, sum(n_dead_tup)::text AS dead,
@@ -411,11 +387,11 @@ async function main() {
         WHERE relname = ANY(${GROWING_TABLES})
            OR relid IN (SELECT relid FROM pg_partition_tree('events') WHERE isleaf)`.execute(db);
       const live = await sql<{ n: number }>`
-        SELECT count(*)::int AS n FROM messages WHERE tenant_id = ${tenant.id}`.execute(db);
-      const row = sizes.rows[0];
+        SELECT count(*)::int AS n FROM messages WHERE tenant_id = ${shop.tenantId}`.execute(db);
+      const stats = sizes.rows[0];
       const liveMessages = live.rows[0]?.n ?? 0;
-      const bytes = Number(row?.bytes ?? 0);
-      const vacuums = Number(row?.vacuums ?? 0);
+      const bytes = Number(stats?.bytes ?? 0);
+      const vacuums = Number(stats?.vacuums ?? 0);
       const sample: Minute = {
         minute,
         sends: (accepted.size - acceptedBefore) / 60,
@@ -427,9 +403,9 @@ async function main() {
         liveMessages,
         totalMb: bytes / 1048576,
         bytesPerMessage: liveMessages > 0 ? bytes / liveMessages : Number.NaN,
-        deadTuples: Number(row?.dead ?? 0),
+        deadTuples: Number(stats?.dead ?? 0),
         autovacuums: vacuums - autovacuumsBefore,
-        eventPartitions: row?.partitions ?? 0,
+        eventPartitions: stats?.partitions ?? 0,
       };
       acceptedBefore = accepted.size;
       providerBefore = providerSends.size;
@@ -437,25 +413,25 @@ async function main() {
       minutes.push(sample);
       const r = sample.rss;
       console.log(
-        [
-          String(minute).padStart(5),
-          fmt(sample.sends).padStart(8),
-          fmt(sample.p50, 1).padStart(7),
-          fmt(sample.p99, 1).padStart(7),
-          fmt(sample.providerSends).padStart(11),
-          fmt(r.api ?? Number.NaN).padStart(7),
-          fmt(r.send ?? Number.NaN).padStart(8),
-          fmt(r.status ?? Number.NaN).padStart(10),
-          fmt(r.finalize ?? Number.NaN).padStart(12),
-          fmt(r.maintenance ?? Number.NaN).padStart(9),
-          fmt(r.simulator ?? Number.NaN).padStart(7),
-          fmt(liveMessages).padStart(10),
-          fmt(sample.totalMb, 1).padStart(10),
-          fmt(sample.bytesPerMessage).padStart(10),
-          fmt(sample.deadTuples).padStart(12),
-          fmt(sample.autovacuums).padStart(12),
-          fmt(sample.eventPartitions).padStart(12),
-        ].join(" "),
+        row([
+          [minute, 5],
+          [fmt(sample.sends), 8],
+          [fmt(sample.p50, 1), 7],
+          [fmt(sample.p99, 1), 7],
+          [fmt(sample.providerSends), 11],
+          [fmt(r.api ?? Number.NaN), 7],
+          [fmt(r.send ?? Number.NaN), 8],
+          [fmt(r.status ?? Number.NaN), 10],
+          [fmt(r.finalize ?? Number.NaN), 12],
+          [fmt(r.maintenance ?? Number.NaN), 9],
+          [fmt(r.simulator ?? Number.NaN), 7],
+          [fmt(liveMessages), 10],
+          [fmt(sample.totalMb, 1), 10],
+          [fmt(sample.bytesPerMessage), 10],
+          [fmt(sample.deadTuples), 12],
+          [fmt(sample.autovacuums), 12],
+          [fmt(sample.eventPartitions), 12],
+        ]),
       );
     }
 

@@ -21,10 +21,11 @@ import { randomBase62 } from "../src/ids.ts";
 import { createWebhookEndpoint, replayWebhookEndpoint } from "../src/push/service.ts";
 import { createQueues } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { insertTenant } from "../src/tenants/repository.ts";
 import { deleteRedisPrefix } from "../test/support.ts";
-import { waitForQuietMachine } from "./quiet.ts";
+import { cpuSeconds } from "./lib/proc.ts";
+import { profilerFlags } from "./lib/profile.ts";
+import { waitForQuietMachine } from "./lib/quiet.ts";
+import { createShop } from "./lib/shop.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -54,12 +55,6 @@ const env = {
 const config = loadConfig(env);
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits;
 
-/** CPU seconds a process has used (user + system), from /proc/<pid>/stat. */
-async function cpuSeconds(pid: number): Promise<number> {
-  const fields = (await Bun.file(`/proc/${pid}/stat`).text()).split(") ")[1]?.split(" ") ?? [];
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
 if (Number(flags["wait-quiet"]) > 0) {
   const quiet = await waitForQuietMachine(Number(flags["wait-quiet"]));
   console.log(quiet ? "machine quiet" : "machine NOT quiet: figures are indicative only");
@@ -79,28 +74,28 @@ const watchdog = setTimeout(() => {
 
 try {
   await migrate(db);
-  const tenant = await insertTenant(db, { name: "Bench webhooks" });
-  const sender = await insertSender(db, config.providerTokenKey, {
-    tenantId: tenant.id,
-    phoneNumber: "+15550109999",
-    providerPhoneNumberId: "109000000009999",
-    wabaId: "209000000009999",
-    accessToken: "bench",
+  const shop = await createShop(db, config.providerTokenKey, {
+    name: "Bench webhooks",
+    sender: {
+      phoneNumber: "+15550109999",
+      providerPhoneNumberId: "109000000009999",
+      wabaId: "209000000009999",
+    },
   });
   // The backlog: messages and their message.received events as the message writer leaves them.
   await sql`
     INSERT INTO contacts (id, tenant_id, phone, name)
-    SELECT 'ctc_bench' || lpad(g::text, 8, '0'), ${tenant.id}, '+4916' || lpad(g::text, 9, '0'), 'Customer ' || g
+    SELECT 'ctc_bench' || lpad(g::text, 8, '0'), ${shop.tenantId}, '+4916' || lpad(g::text, 9, '0'), 'Customer ' || g
     FROM generate_series(1, ${CONTACTS}) AS g`.execute(db);
   await sql`
     INSERT INTO messages (id, tenant_id, contact_id, sender_id, direction, type, preview, text, created_at)
-    SELECT 'msg_bench' || lpad(g::text, 10, '0'), ${tenant.id},
-           'ctc_bench' || lpad((g % ${CONTACTS} + 1)::text, 8, '0'), ${sender.id}, 'inbound', 'text',
+    SELECT 'msg_bench' || lpad(g::text, 10, '0'), ${shop.tenantId},
+           'ctc_bench' || lpad((g % ${CONTACTS} + 1)::text, 8, '0'), ${shop.senderId}, 'inbound', 'text',
            'Where is my order ' || g || '?', 'Where is my order ' || g || '?', now()
     FROM generate_series(1, ${EVENTS}) AS g`.execute(db);
   await sql`
     INSERT INTO event_pending (tenant_id, shard, type, message_id)
-    SELECT tenant_id, 0, 'message.received', id FROM messages WHERE tenant_id = ${tenant.id} ORDER BY seq`.execute(
+    SELECT tenant_id, 0, 'message.received', id FROM messages WHERE tenant_id = ${shop.tenantId} ORDER BY seq`.execute(
     db,
   );
   for (let ticks = 0; ticks < 1000 && (await sequenceFeed(db)).events > 0; ticks++);
@@ -138,25 +133,25 @@ try {
     config,
     cursors: createEventCursorCodec(config),
   };
-  const endpoint = await createWebhookEndpoint(deps, tenant.id, {
+  const endpoint = await createWebhookEndpoint(deps, shop.tenantId, {
     url: `http://127.0.0.1:${receiver.port}/hooks`,
     events: ["message.received"],
   });
 
   // --profile DIR: the worker under Bun's CPU profiler, its profile (and a Markdown summary) in DIR.
-  const profiler = flags.profile ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${flags.profile}`] : [];
+  const profiler = flags.profile ? profilerFlags(flags.profile) : [];
   worker = Bun.spawn(["bun", ...profiler, "workers/webhook.ts"], {
     env: { ...process.env, ...env },
     stdout: "inherit",
     stderr: "inherit",
   });
   await Bun.sleep(1500);
-  const cpuBefore = await cpuSeconds(worker.pid);
+  const cpuBefore = cpuSeconds(worker.pid);
   const started = performance.now();
-  await replayWebhookEndpoint(deps, tenant.id, endpoint.id, null);
+  await replayWebhookEndpoint(deps, shop.tenantId, endpoint.id, null);
   while (seen.size < EVENTS && performance.now() - started < DEADLINE_MS) await Bun.sleep(100);
   const seconds = (lastAt - started) / 1000;
-  const cpu = (await cpuSeconds(worker.pid)) - cpuBefore;
+  const cpu = cpuSeconds(worker.pid) - cpuBefore;
   console.log(
     JSON.stringify(
       {

@@ -112,6 +112,15 @@ export class MessagingClient {
     this.transport = new Transport(options);
   }
 
+  /**
+   * The bearer token the next call would send (fetched, or renewed, as a call would: with the
+   * retries). For a tool that calls the API by other means, e.g. a load generator or curl; it
+   * expires within the hour, so ask again rather than keep it.
+   */
+  accessToken(options: { signal?: AbortSignal } = {}): Promise<string> {
+    return this.transport.accessToken(options.signal);
+  }
+
   /** The event log (GET /events, DESIGN §12). */
   readonly events = {
     /**

@@ -151,6 +151,11 @@ export class Transport {
     return body as T;
   }
 
+  /** The bearer token itself, as the next call would send it (MessagingClient.accessToken). */
+  async accessToken(signal?: AbortSignal): Promise<string> {
+    return (await this.currentToken(signal)).value;
+  }
+
   /** The current token, fetching one when there is none or it is about to expire. */
   private currentToken(signal?: AbortSignal): Promise<Token> {
     if (this.#token && this.now() < this.#token.renewAt) return Promise.resolve(this.#token);
