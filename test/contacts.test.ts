@@ -1,26 +1,26 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { setSenderActive } from "../src/senders/repository.ts";
+import { createShop, receive, type Shop } from "./fixtures.ts";
+import { epoch, flipCase, insertContact } from "./reading-support.ts";
 import {
-  epoch,
+  call,
+  createTestEnv,
   expectApiError,
-  flipCase,
-  insertContact,
-  type ReadingTenant,
-  readingTenant,
-  receive,
-} from "./reading-support.ts";
-import { call, createTenantWithApp, createTestEnv, getToken, type TestEnv } from "./support.ts";
+  expectScopeRequired,
+  getToken,
+  type TestEnv,
+} from "./support.ts";
 
 let env: TestEnv;
-let shop: ReadingTenant;
-let other: ReadingTenant;
+let shop: Shop;
+let other: Shop;
 const HOUR = 3600;
 const DAY = 24 * HOUR;
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, limits: { token: 1000 } });
-  shop = await readingTenant(env, "Shop");
-  other = await readingTenant(env, "Other shop");
+  shop = await createShop(env, "Shop");
+  other = await createShop(env, "Other shop");
 });
 afterAll(() => env.close());
 
@@ -137,7 +137,7 @@ describe("GET /contacts/{contact_id}", () => {
   });
 
   test("no active sender: inside the window but not sendable", async () => {
-    const lonely = await readingTenant(env, "No sender left");
+    const lonely = await createShop(env, "No sender left");
     const wroteAt = now() - 60;
     const { contactId } = await receive(env, lonely, {
       from: "4915100000006",
@@ -223,11 +223,9 @@ describe("GET /contacts?phone=", () => {
 
 describe("access", () => {
   test("both need a token with messaging:read", async () => {
-    const sendOnly = await createTenantWithApp(env.deps, { scopes: ["messaging:send"] });
-    const sendToken = await getToken(env.app, sendOnly.clientId, sendOnly.clientSecret);
-    for (const path of ["/v2/contacts/ctc_abc", "/v2/contacts?phone=%2B4915123450000"]) {
-      expectApiError(await call(env.app, "GET", path), 401, "unauthorized", null);
-      expectApiError(await call(env.app, "GET", path, { token: sendToken }), 403, "insufficient_scope", null);
-    }
+    await expectScopeRequired(env, "messaging:read", [
+      ["GET", "/v2/contacts/ctc_abc"],
+      ["GET", "/v2/contacts?phone=%2B4915123450000"],
+    ]);
   });
 });

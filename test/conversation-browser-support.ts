@@ -1,9 +1,8 @@
 import { expect } from "bun:test";
 import { mkdirSync } from "node:fs";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { launchChromium, SCREENSHOT_DIR } from "./browser-support.ts";
+import { addSender, customerWrites } from "./fixtures.ts";
 import { createPanelUserWithTenant } from "./panel-support.ts";
 import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./support.ts";
 
@@ -32,27 +31,6 @@ export async function shoot(page: Page, name: string): Promise<void> {
     await page.screenshot({ path: `${SHOTS}/${name}-${width}.png`, fullPage: true, caret: "initial" });
   }
   await page.setViewportSize(before);
-}
-
-/** A customer writes to the number `phoneNumberId` (the simulator posts the signed webhook). */
-export async function simulatorInbound(
-  env: TestEnv,
-  phoneNumberId: string,
-  message: { from: string; text: string; name: string; timestamp?: number },
-): Promise<void> {
-  const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      phone_number_id: phoneNumberId,
-      from: message.from.slice(1),
-      type: "text",
-      text: message.text,
-      name: message.name,
-      ...(message.timestamp === undefined ? {} : { timestamp: message.timestamp }),
-    }),
-  });
-  expect(response.status).toBe(200);
 }
 
 /** The tenant's contact with this number, once the finalize worker has made it. */
@@ -132,15 +110,11 @@ export async function conversationWorld(options: {
 }) {
   const env = await createTestEnv({ simulator: true });
   const owner = await createPanelUserWithTenant(env.deps, { tenantName: options.tenantName });
-  const sender: SenderRow = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: owner.tenant.id,
-    phoneNumber: options.phoneNumber,
-    providerPhoneNumberId: options.phoneNumberId,
-    wabaId: options.wabaId,
-    accessToken: "sim-token",
+  const sender = await addSender(env, owner.tenant.id, {
+    ...options,
     name: options.tenantName,
+    templates: true,
   });
-  await syncSenderTemplates(env.deps, sender);
   const workers: WorkerProcess[] = [
     spawnWorker(env, "finalize"),
     spawnWorker(env, "send"),
@@ -159,7 +133,13 @@ export async function conversationWorld(options: {
     },
     /** A customer of this tenant writes (through the simulator). */
     inbound: (from: string, text: string, name: string, timestamp?: number) =>
-      simulatorInbound(env, options.phoneNumberId, { from, text, name, timestamp }),
+      customerWrites(env, options.phoneNumberId, {
+        from: from.slice(1),
+        type: "text",
+        text,
+        name,
+        timestamp,
+      }),
     contactIdOf: (phone: string) => contactIdOf(env, owner.tenant.id, phone),
     /** Waits for the conversation's unread count, which the list reads, to be written. */
     unreadWritten: (contactId: string) =>

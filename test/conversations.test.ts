@@ -1,13 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import {
-  epoch,
-  expectApiError,
-  insertOutbound,
-  type ReadingTenant,
-  readingTenant,
-  receive,
-} from "./reading-support.ts";
-import { call, createTenantWithApp, createTestEnv, getToken, type TestEnv } from "./support.ts";
+import { createShop, receive, type Shop } from "./fixtures.ts";
+import { epoch, insertOutbound } from "./reading-support.ts";
+import { call, createTestEnv, expectApiError, expectScopeRequired, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
 
@@ -16,17 +10,17 @@ beforeAll(async () => {
 });
 afterAll(() => env.close());
 
-const conversations = (tenant: ReadingTenant, query = "") =>
+const conversations = (tenant: Shop, query = "") =>
   call(env.app, "GET", `/v2/conversations${query}`, { token: tenant.token });
 const at = (seconds: number, ms = 0) => new Date(seconds * 1000 + ms);
 const contactIds = (body: { data: { contact: { id: string } }[] }) => body.data.map((c) => c.contact.id);
 
 describe("GET /conversations", () => {
-  let shop: ReadingTenant;
+  let shop: Shop;
   let expected: Record<string, unknown>[];
 
   beforeAll(async () => {
-    shop = await readingTenant(env, "Shop");
+    shop = await createShop(env, "Shop");
     const t0 = epoch(env.clock.now()) - 7200;
     const inbound = (from: string, timestamp: number, name: string, text = "hello") =>
       receive(env, shop, { from, type: "text", text, timestamp, name });
@@ -192,7 +186,7 @@ describe("GET /conversations", () => {
   });
 
   test("a new inbound message moves its conversation to the top and counts as unread", async () => {
-    const tenant = await readingTenant(env, "Moving");
+    const tenant = await createShop(env, "Moving");
     const t0 = epoch(env.clock.now()) - 600;
     const first = await receive(env, tenant, {
       from: "4915100011001",
@@ -216,7 +210,7 @@ describe("GET /conversations", () => {
 
 describe("paging", () => {
   test("before = the last item's created walks every conversation once, newest first", async () => {
-    const tenant = await readingTenant(env, "Many");
+    const tenant = await createShop(env, "Many");
     const t0 = epoch(env.clock.now()) - 3600;
     const ids: string[] = [];
     for (let i = 0; i < 12; i++) {
@@ -246,7 +240,7 @@ describe("paging", () => {
   });
 
   test("a page never splits a second: it stops before it, and the next page holds all of it", async () => {
-    const tenant = await readingTenant(env, "Same second");
+    const tenant = await createShop(env, "Same second");
     const s = epoch(env.clock.now()) - 3600;
     const receiveAt = async (from: string, timestamp: number) =>
       (await receive(env, tenant, { from, type: "text", text: "x", timestamp })).contactId;
@@ -270,7 +264,7 @@ describe("paging", () => {
   });
 
   test("the default limit is 25", async () => {
-    const tenant = await readingTenant(env, "Default limit");
+    const tenant = await createShop(env, "Default limit");
     const t0 = epoch(env.clock.now()) - 3600;
     for (let i = 0; i < 26; i++) {
       await receive(env, tenant, {
@@ -287,10 +281,10 @@ describe("paging", () => {
 });
 
 describe("parameters", () => {
-  let tenant: ReadingTenant;
+  let tenant: Shop;
 
   beforeAll(async () => {
-    tenant = await readingTenant(env, "Params");
+    tenant = await createShop(env, "Params");
     await receive(env, tenant, { from: "4915100050001", type: "text", text: "x" });
     await receive(env, tenant, { from: "4915100050002", type: "text", text: "y" });
   });
@@ -317,8 +311,8 @@ describe("parameters", () => {
 
 describe("tenants and access", () => {
   test("each tenant sees only its own conversations, even for the same phone number", async () => {
-    const one = await readingTenant(env, "One");
-    const two = await readingTenant(env, "Two");
+    const one = await createShop(env, "One");
+    const two = await createShop(env, "Two");
     const mine = await receive(env, one, { from: "4915100060001", type: "text", text: "to one" });
     const theirs = await receive(env, two, { from: "4915100060001", type: "text", text: "to two" });
     const oneList = await conversations(one);
@@ -328,14 +322,6 @@ describe("tenants and access", () => {
   });
 
   test("needs messaging:read", async () => {
-    const sendOnly = await createTenantWithApp(env.deps, { scopes: ["messaging:send"] });
-    const sendToken = await getToken(env.app, sendOnly.clientId, sendOnly.clientSecret);
-    expectApiError(await call(env.app, "GET", "/v2/conversations"), 401, "unauthorized", null);
-    expectApiError(
-      await call(env.app, "GET", "/v2/conversations", { token: sendToken }),
-      403,
-      "insufficient_scope",
-      null,
-    );
+    await expectScopeRequired(env, "messaging:read", [["GET", "/v2/conversations"]]);
   });
 });

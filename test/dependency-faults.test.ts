@@ -3,14 +3,21 @@ import { sql } from "kysely";
 import pg from "pg";
 import { DatabaseError } from "pg-protocol";
 import { type App, createApp } from "../src/app.ts";
-import { SIGNATURE_HEADER, signPayload } from "../src/channel/signature.ts";
-import { buildWebhook } from "../src/channel/webhook-payloads.ts";
+import { buildWebhook, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { isDependencyDown } from "../src/http/dependency-faults.ts";
 import { createRedis, type RedisClient } from "../src/redis/connect.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { type ReadingTenant, readingTenant } from "./reading-support.ts";
-import { type CallResult, call, createTestEnv, eventually, spawnWorker, type TestEnv } from "./support.ts";
+import { createShop, messageRow, postMessage, type Shop, sentTo, statusEventsOf } from "./fixtures.ts";
+import {
+  type CallResult,
+  call,
+  createTestEnv,
+  eventually,
+  expectUnavailable,
+  postWebhook,
+  spawnWorker,
+  type TestEnv,
+} from "./support.ts";
 import { startTcpProxy } from "./tcp-proxy.ts";
 
 /**
@@ -19,31 +26,13 @@ import { startTcpProxy } from "./tcp-proxy.ts";
  * the provider's webhook alike; the process survives and the next request gets a fresh connection.
  */
 let env: TestEnv;
-let tenant: ReadingTenant;
+let tenant: Shop;
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true });
-  tenant = await readingTenant(env, "Faults Shop");
-  await syncSenderTemplates(env.deps, tenant.sender);
+  tenant = await createShop(env, "Faults Shop", { templates: true });
 });
 afterAll(() => env.close());
-
-const REQUEST_ID = /^req_[0-9A-Za-z]{22}$/;
-
-function expectUnavailable(result: CallResult) {
-  expect(result.status).toBe(503);
-  expect(Number(result.headers.get("retry-after"))).toBeGreaterThan(0);
-  expect(result.body).toEqual({
-    error: {
-      type: "api_error",
-      code: "service_unavailable",
-      message: expect.any(String),
-      param: null,
-      request_id: expect.stringMatching(REQUEST_ID),
-      doc_url: "http://localhost/v2/docs#service_unavailable",
-    },
-  });
-}
 
 function pgError(code: string, message: string): DatabaseError {
   const error = new DatabaseError(message, message.length, "error");
@@ -155,37 +144,18 @@ describe("Postgres terminates the connection of a request in flight (57P01)", ()
   }
 
   function statusWebhook(wamid: string) {
-    const raw = JSON.stringify(
-      buildWebhook(
-        { wabaId: "218000000000001", phoneNumberId: tenant.phoneNumberId, displayPhoneNumber: "15550100000" },
-        {
-          statuses: [
-            {
-              id: wamid,
-              status: "delivered",
-              timestamp: String(Math.floor(Date.now() / 1000)),
-              recipient_id: "4915100000009",
-            },
-          ],
-        },
-      ),
-    );
-    return call(app, "POST", "/webhooks/whatsapp", {
-      rawBody: raw,
-      headers: { "content-type": "application/json", [SIGNATURE_HEADER]: signPayload(raw, "dev-app-secret") },
+    const delivered = { id: wamid, status: "delivered" as const, recipient_id: "4915100000009" };
+    const body = buildWebhook(tenant.account, {
+      statuses: [{ ...delivered, timestamp: webhookTimestamp() }],
     });
+    return postWebhook(env, body, app);
   }
 
   test("/webhooks/whatsapp: 503 with Retry-After (the provider retries it), then 200 on a fresh connection", async () => {
     expectUnavailable(await terminatedWhileWaiting("status_events", () => statusWebhook("wamid.FAULT1")));
     const retried = await statusWebhook("wamid.FAULT1");
     expect(retried.status).toBe(200);
-    const stored = await env.deps.db
-      .selectFrom("status_events")
-      .select("provider_message_id")
-      .where("provider_message_id", "=", "wamid.FAULT1")
-      .execute();
-    expect(stored).toHaveLength(1);
+    expect(await statusEventsOf(env.deps.db, "wamid.FAULT1")).toHaveLength(1);
   });
 
   test("GET /v2/conversations: 503 with Retry-After, then 200", async () => {
@@ -215,14 +185,15 @@ describe("Redis closed", () => {
       },
     });
     const app = createApp({ ...env.deps, redis });
-    const result = await call(app, "POST", "/v2/messages", {
-      token: tenant.token,
-      headers: { "idempotency-key": "faults-redis-1" },
-      body: {
+    const result = await postMessage(
+      app,
+      tenant.token,
+      {
         to: "+4915100000002",
         template: { name: "order_shipped", language: "en", variables: { body: ["A", "1"] } },
       },
-    });
+      { key: "faults-redis-1" },
+    );
     expect(result.status).toBe(201);
     const record = await env.deps.db
       .selectFrom("idempotency_keys")
@@ -249,12 +220,9 @@ describe("a worker while Postgres is away", () => {
     try {
       await Bun.sleep(1000); // connected and consuming
       proxy.cut();
-      const accepted = await call(env.app, "POST", "/v2/messages", {
-        token: tenant.token,
-        body: {
-          to: "+4915100000003",
-          template: { name: "order_shipped", language: "en", variables: { body: ["A", "3"] } },
-        },
+      const accepted = await postMessage(env.app, tenant.token, {
+        to: "+4915100000003",
+        template: { name: "order_shipped", language: "en", variables: { body: ["A", "3"] } },
       });
       expect(accepted.status).toBe(201);
       await Bun.sleep(3000); // the job meets the outage: deferred, consumers paused
@@ -262,18 +230,11 @@ describe("a worker while Postgres is away", () => {
       proxy.restore();
 
       const messageId: string = accepted.body.id;
-      await eventually(async () => {
-        const row = await env.deps.db
-          .selectFrom("messages")
-          .select("provider_message_id")
-          .where("id", "=", messageId)
-          .executeTakeFirstOrThrow();
-        return row.provider_message_id !== null;
-      }, 20_000);
-      const sent = (await (
-        await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${tenant.phoneNumberId}`)
-      ).json()) as { data: { payload: { biz_opaque_callback_data?: string } }[] };
-      expect(sent.data.filter((r) => r.payload.biz_opaque_callback_data === messageId)).toHaveLength(1);
+      await eventually(
+        async () => (await messageRow(env.deps.db, messageId)).provider_message_id !== null,
+        20_000,
+      );
+      expect(await sentTo(env, tenant.phoneNumberId, messageId)).toHaveLength(1);
       expect(worker.proc.exitCode).toBeNull();
     } finally {
       await worker.stop();

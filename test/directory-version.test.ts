@@ -4,8 +4,9 @@ import { announceDirectoryChange } from "../src/senders/directory-version.ts";
 import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import { setSenderActivity } from "../src/senders/service.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import { ORDER_SHIPPED, postMessage } from "./fixtures.ts";
 import { signedInClient } from "./panel-support.ts";
-import { call, createTenantWithApp, createTestEnv, getToken, type TestEnv } from "./support.ts";
+import { createTenantWithApp, createTestEnv, getToken, type TestEnv } from "./support.ts";
 
 // Issue 13 part 5: the send path caches a tenant's senders and templates for DIRECTORY_CACHE_MS
 // (its default here, not support.ts's 0), yet a change is seen by the very next send.
@@ -16,8 +17,6 @@ beforeAll(async () => {
   env = await createTestEnv({ simulator: true, env: { DIRECTORY_CACHE_MS: "3000" } });
 });
 afterAll(() => env.close());
-
-const ORDER_SHIPPED = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1001"] } };
 
 /** A tenant of its own with `senderCount` active senders (templates synced) and a send token. */
 async function tenantWithSenders(senderCount: number) {
@@ -37,9 +36,10 @@ async function tenantWithSenders(senderCount: number) {
   }
   const token = await getToken(env.app, creds.clientId, creds.clientSecret);
   const send = (body: Record<string, unknown> = {}) =>
-    call(env.app, "POST", "/v2/messages", {
-      token,
-      body: { to: `+49151${String(++numbers).padStart(8, "0")}`, template: ORDER_SHIPPED, ...body },
+    postMessage(env.app, token, {
+      to: `+49151${String(++numbers).padStart(8, "0")}`,
+      template: ORDER_SHIPPED,
+      ...body,
     });
   return { tenantId: creds.tenant.id, senders, send };
 }

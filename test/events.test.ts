@@ -4,56 +4,29 @@
  * feed's sequencer, and read with GET /v2/events from an `evc_` cursor.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { buildWebhook, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
+import { buildWebhook, type WebhookAccount, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
 import { deleteExpiredEvents, EVENT_RETENTION_MS } from "../src/events/repository.ts";
 import { sequenceFeed } from "../src/feed/sequencer.ts";
 import { finalizePendingInbound } from "../src/inbound/finalize.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import {
-  type CallResult,
-  call,
-  createTenantWithApp,
-  createTestEnv,
-  deliverOne,
-  getToken,
-  signedWebhook,
-  type TestEnv,
-} from "./support.ts";
+import { createShop, ORDER_SHIPPED, postMessage } from "./fixtures.ts";
+import { type CallResult, call, createTestEnv, deliverOne, postWebhook, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
 let token: string;
 let otherToken: string;
 let tenantId: string;
-const PHONE_NUMBER_ID = "109000000000055";
-const account = {
-  wabaId: "209000000000055",
-  phoneNumberId: PHONE_NUMBER_ID,
-  displayPhoneNumber: "15550100055",
-};
-const TEMPLATE = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1"] } };
+let account: WebhookAccount;
 
 beforeAll(async () => {
   // The simulator's own statuses never come within a test: the test posts them.
   env = await createTestEnv({ simulator: true, statusDelayMs: 600_000 });
-  const created = await createTenantWithApp(env.deps);
-  tenantId = created.tenant.id;
-  token = await getToken(env.app, created.clientId, created.clientSecret);
-  const other = await createTenantWithApp(env.deps, { name: "Other" });
-  otherToken = await getToken(env.app, other.clientId, other.clientSecret);
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId,
-    phoneNumber: "+15550100055",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: account.wabaId,
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender);
+  ({ tenantId, token, account } = await createShop(env, "Acme", { templates: true }));
+  otherToken = (await createShop(env, "Other")).token;
 });
 afterAll(() => env.close());
 
 async function sendOne(to: string): Promise<{ id: string; providerId: string }> {
-  const accepted = await call(env.app, "POST", "/v2/messages", { token, body: { to, template: TEMPLATE } });
+  const accepted = await postMessage(env.app, token, { to, template: ORDER_SHIPPED });
   expect(accepted.status).toBe(201);
   await deliverOne(env.deps, accepted.body.id);
   const row = await env.deps.db
@@ -66,21 +39,16 @@ async function sendOne(to: string): Promise<{ id: string; providerId: string }> 
 
 function statuses(providerId: string, list: ("sent" | "delivered" | "read")[]) {
   const at = Number(webhookTimestamp());
-  return call(
-    env.app,
-    "POST",
-    "/webhooks/whatsapp",
-    signedWebhook(
-      buildWebhook(account, {
-        statuses: list.map((status, i) => ({
-          id: providerId,
-          status,
-          timestamp: String(at + i),
-          recipient_id: "4915100000555",
-        })),
-      }),
-      env.config.whatsappAppSecret,
-    ),
+  return postWebhook(
+    env,
+    buildWebhook(account, {
+      statuses: list.map((status, i) => ({
+        id: providerId,
+        status,
+        timestamp: String(at + i),
+        recipient_id: "4915100000555",
+      })),
+    }),
   );
 }
 
@@ -140,32 +108,27 @@ describe("the event log", () => {
   });
 
   test("a customer's message: message.received; a system notice: nothing", async () => {
-    const response = await call(
-      env.app,
-      "POST",
-      "/webhooks/whatsapp",
-      signedWebhook(
-        buildWebhook(account, {
-          contacts: [{ profile: { name: "Ana" }, wa_id: "4915100000553" }],
-          messages: [
-            {
-              from: "4915100000553",
-              id: "wamid.events-inbound-1",
-              timestamp: webhookTimestamp(),
-              type: "text",
-              text: { body: "hello" },
-            },
-            {
-              from: "4915100000553",
-              id: "wamid.events-system-1",
-              timestamp: webhookTimestamp(),
-              type: "system",
-              system: { body: "changed number", type: "user_changed_number" },
-            },
-          ],
-        }),
-        env.config.whatsappAppSecret,
-      ),
+    const response = await postWebhook(
+      env,
+      buildWebhook(account, {
+        contacts: [{ profile: { name: "Ana" }, wa_id: "4915100000553" }],
+        messages: [
+          {
+            from: "4915100000553",
+            id: "wamid.events-inbound-1",
+            timestamp: webhookTimestamp(),
+            type: "text",
+            text: { body: "hello" },
+          },
+          {
+            from: "4915100000553",
+            id: "wamid.events-system-1",
+            timestamp: webhookTimestamp(),
+            type: "system",
+            system: { body: "changed number", type: "user_changed_number" },
+          },
+        ],
+      }),
     );
     expect(response.status).toBe(200);
     await finalizePendingInbound(env.deps.db, env.clock);
@@ -181,7 +144,7 @@ describe("the event log", () => {
     const accepted = await call(env.app, "POST", "/v2/messages", {
       token,
       // A sandbox recipient the simulator fails with Graph error 190 (provider_auth_failed).
-      body: { to: "+15550001006", template: TEMPLATE },
+      body: { to: "+15550001006", template: ORDER_SHIPPED },
     });
     expect(await deliverOne(env.deps, accepted.body.id)).toBe("failed");
     const events = (await allEvents("?types=message.failed")).body.data;

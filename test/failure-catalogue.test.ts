@@ -11,17 +11,8 @@ import { systemClock } from "../src/clock.ts";
 import { sequenceFeed } from "../src/feed/sequencer.ts";
 import { deliverBatch } from "../src/outbound/send.ts";
 import { enqueueSendRetries } from "../src/queues/index.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import {
-  call,
-  createTenantWithApp,
-  createTestEnv,
-  eventually,
-  getToken,
-  spawnWorker,
-  type TestEnv,
-} from "./support.ts";
+import { createShop, postMessage } from "./fixtures.ts";
+import { call, createTestEnv, eventually, spawnWorker, type TestEnv } from "./support.ts";
 
 /**
  * Issue 24, items 1 and 2: every failure code is documented (one catalogue: the provider mapping's
@@ -30,21 +21,10 @@ import {
  */
 let env: TestEnv;
 let token: string;
-let phoneNumberId: string;
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, statusDelayMs: 600_000 });
-  const { clientId, clientSecret, tenant } = await createTenantWithApp(env.deps, { sendLimit: 1000 });
-  phoneNumberId = "324000000000001";
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: tenant.id,
-    phoneNumber: "+15554000001",
-    providerPhoneNumberId: phoneNumberId,
-    wabaId: "224000000000001",
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender);
-  token = await getToken(env.app, clientId, clientSecret);
+  ({ token } = await createShop(env, "Acme", { sendLimit: 1000, templates: true }));
 });
 afterAll(() => env.close());
 
@@ -132,9 +112,9 @@ describe("one catalogue of failure codes", () => {
 
 describe("retry state", () => {
   const send = (to: string) =>
-    call(env.app, "POST", "/v2/messages", {
-      token,
-      body: { to, template: { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1"] } } },
+    postMessage(env.app, token, {
+      to,
+      template: { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1"] } },
     });
   const get = (id: string) => call(env.app, "GET", `/v2/messages/${id}`, { token });
   const historyOf = async (contactId: string, id: string) => {

@@ -5,7 +5,8 @@ import { createFeedHeadWriter, type FeedHeadWriter, parseFeedHead } from "../src
 import { bumpFeedEpoch, currentFeedEpoch } from "../src/feed/repository.ts";
 import { sequenceFeed, startFeedSequencer } from "../src/feed/sequencer.ts";
 import { createLogger } from "../src/logger.ts";
-import { insertContact, insertOutbound, type ReadingTenant, readingTenant } from "./reading-support.ts";
+import { createShop, type Shop } from "./fixtures.ts";
+import { insertContact, insertOutbound } from "./reading-support.ts";
 import { type CallResult, call, createTestEnv, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
@@ -25,7 +26,7 @@ afterAll(async () => {
 
 const silent = createLogger("silent");
 
-function poll(app: App, tenant: ReadingTenant, since?: string, limit = 7): Promise<CallResult> {
+function poll(app: App, tenant: Shop, since?: string, limit = 7): Promise<CallResult> {
   const query = new URLSearchParams({ limit: String(limit), ...(since !== undefined && { since }) });
   return call(app, "GET", `/v2/messages?${query}`, { token: tenant.token });
 }
@@ -35,12 +36,12 @@ async function sequenceAll(writer?: FeedHeadWriter): Promise<void> {
   while ((await sequenceFeed(env.deps.db, undefined, writer)).taken > 0);
 }
 
-async function headOf(tenant: ReadingTenant) {
+async function headOf(tenant: Shop) {
   return parseFeedHead(await env.deps.redis.get(env.deps.keys.feedHead(tenant.tenantId)));
 }
 
 async function tenantWithMessages(name: string, count: number, phone: string) {
-  const tenant = await readingTenant(env, name);
+  const tenant = await createShop(env, name);
   const contact = await insertContact(env, tenant, phone);
   const send = () => insertOutbound(env, tenant, { contactId: contact.id, createdAt: env.clock.now() });
   for (let i = 0; i < count; i++) await send();

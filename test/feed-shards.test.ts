@@ -4,7 +4,8 @@ import { createDb } from "../src/db/connect.ts";
 import { ADVISORY_LOCKS } from "../src/db/locks.ts";
 import { feedOldestPendingAgeSeconds, feedPendingCount } from "../src/feed/metrics.ts";
 import { ensureFeedShards, sequenceFeed } from "../src/feed/sequencer.ts";
-import { expectLostNothing, insertContact, lostNothingTenant, readingTenant } from "./reading-support.ts";
+import { createShop, type Shop, storeMessageRows } from "./fixtures.ts";
+import { expectLostNothing, insertContact, lostNothingTenant } from "./reading-support.ts";
 import { createTestEnv, type TestEnv } from "./support.ts";
 
 /**
@@ -44,16 +45,16 @@ async function inDistinctShards<T extends { tenantId: string }>(
   return [...found.values()];
 }
 
-/** `count` messages of the tenant, handed to the feed in one transaction (as accepting does). */
-async function queueMessages(tenantId: string, contactId: string, count: number): Promise<void> {
-  await sql`
-    WITH m AS (
-      INSERT INTO messages (id, tenant_id, contact_id, direction, type, preview, text, created_at)
-      SELECT 'msg_shard' || substr(md5(random()::text), 1, 20), ${tenantId}, ${contactId},
-             'inbound', 'text', 'x', 'x', now()
-      FROM generate_series(1, ${count}::int)
-      RETURNING id, tenant_id)
-    INSERT INTO feed_pending (message_id, tenant_id) SELECT id, tenant_id FROM m`.execute(env.deps.db);
+/** `count` messages of the tenant, handed to the feed in one statement (as accepting does). */
+async function queueMessages(tenant: Shop, contactId: string, count: number): Promise<void> {
+  await storeMessageRows(
+    env.deps.db,
+    Array.from({ length: count }, () => ({
+      tenantId: tenant.tenantId,
+      senderId: tenant.sender.id,
+      contactId,
+    })),
+  );
 }
 
 /** The tenant's feed positions are 1..n, each message once. */
@@ -66,15 +67,15 @@ async function expectContiguous(tenantId: string, n: number): Promise<void> {
 
 describe("feed shards", () => {
   test("the count only grows; rows queued before a growth keep their shard and are numbered", async () => {
-    const tenant = await readingTenant(env, "Before growth");
+    const tenant = await createShop(env, "Before growth");
     const contact = await insertContact(env, tenant, "+4915100090001");
     expect(await ensureFeedShards(env.deps.db, 1)).toBe(1);
-    await queueMessages(tenant.tenantId, contact.id, 30);
+    await queueMessages(tenant, contact.id, 30);
 
     expect(await ensureFeedShards(env.deps.db, 4)).toBe(4);
     // Lowering is refused: a row queued in shard 3 would have no sequencer.
     expect(await ensureFeedShards(env.deps.db, 2)).toBe(4);
-    await queueMessages(tenant.tenantId, contact.id, 20);
+    await queueMessages(tenant, contact.id, 20);
     const { rows } = await sql<{ shard: number; rows: number }>`
       SELECT shard, count(*)::int AS rows FROM feed_pending GROUP BY shard ORDER BY shard`.execute(
       env.deps.db,
@@ -99,11 +100,11 @@ describe("feed shards", () => {
 
   test("a shard whose lock is held waits; the other shards are numbered meanwhile", async () => {
     const [held, free] = await inDistinctShards(2, async (i) => {
-      const tenant = await readingTenant(env, `Shard ${i}`);
+      const tenant = await createShop(env, `Shard ${i}`);
       const contact = await insertContact(env, tenant, `+49151000911${String(i).padStart(2, "0")}`);
-      return { tenantId: tenant.tenantId, contactId: contact.id };
+      return { ...tenant, contactId: contact.id };
     });
-    for (const tenant of [held!, free!]) await queueMessages(tenant.tenantId, tenant.contactId, 10);
+    for (const tenant of [held!, free!]) await queueMessages(tenant, tenant.contactId, 10);
 
     const holder = createDb(env.config.databaseUrl, { max: 1 });
     try {

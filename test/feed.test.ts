@@ -5,23 +5,20 @@ import { ADVISORY_LOCKS } from "../src/db/locks.ts";
 import { createFeedCursorCodec } from "../src/feed/cursor.ts";
 import { feedOldestPendingAgeSeconds, feedPendingCount } from "../src/feed/metrics.ts";
 import { sequenceFeed } from "../src/feed/sequencer.ts";
+import { createShop, customerWrites, receive, type Shop, storeMessageRows } from "./fixtures.ts";
 import {
   epoch,
-  expectApiError,
   expectLostNothing,
   insertContact,
   insertOutbound,
   lostNothingTenant,
-  type ReadingTenant,
-  readingTenant,
-  receive,
 } from "./reading-support.ts";
 import {
   call,
-  createTenantWithApp,
   createTestEnv,
   eventually,
-  getToken,
+  expectApiError,
+  expectScopeRequired,
   spawnWorker,
   type TestEnv,
 } from "./support.ts";
@@ -55,7 +52,7 @@ const CURSOR = /^fd_[0-9A-Za-z]{36}$/;
 
 describe("GET /messages", () => {
   test("FeedMessage: inbound and outbound, every field, with the contact; system notices never", async () => {
-    const shop = await readingTenant(env, "Feed shop");
+    const shop = await createShop(env, "Feed shop");
     const t0 = epoch(env.clock.now()) - 600;
     const text = await receive(env, shop, {
       from: "4915100070001",
@@ -143,7 +140,7 @@ describe("GET /messages", () => {
   });
 
   test("a message is withheld until it has a position, then appears after the cursor", async () => {
-    const shop = await readingTenant(env, "Withheld");
+    const shop = await createShop(env, "Withheld");
     const empty = await feed(shop);
     expect(empty.body).toEqual({
       object: "list",
@@ -166,7 +163,7 @@ describe("GET /messages", () => {
   });
 
   test("limit pages with has_more; next_cursor chains pages without gaps or repeats", async () => {
-    const shop = await readingTenant(env, "Paging");
+    const shop = await createShop(env, "Paging");
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       ids.push(
@@ -194,7 +191,7 @@ describe("GET /messages", () => {
   });
 
   test("outbound messages appear in the feed too, when their accept transaction hands them off", async () => {
-    const shop = await readingTenant(env, "Outbound");
+    const shop = await createShop(env, "Outbound");
     const contact = await insertContact(env, shop, "+4915100073001");
     const sent = await insertOutbound(env, shop, { contactId: contact.id, createdAt: env.clock.now() });
     await sequenceAll();
@@ -210,12 +207,12 @@ describe("GET /messages", () => {
 });
 
 describe("parameters", () => {
-  let shop: ReadingTenant;
-  let other: ReadingTenant;
+  let shop: Shop;
+  let other: Shop;
 
   beforeAll(async () => {
-    shop = await readingTenant(env, "Params");
-    other = await readingTenant(env, "Params other");
+    shop = await createShop(env, "Params");
+    other = await createShop(env, "Params other");
     for (let i = 0; i < 3; i++)
       await receive(env, shop, { from: `49151000740${10 + i}`, type: "text", text: `p${i}` });
     await receive(env, other, { from: "4915100074010", type: "text", text: "theirs" });
@@ -238,7 +235,7 @@ describe("parameters", () => {
   });
 
   test("the default page is 100", async () => {
-    const busy = await readingTenant(env, "Busy");
+    const busy = await createShop(env, "Busy");
     const contact = await insertContact(env, busy, "+4915100075001");
     for (let i = 0; i < 101; i++)
       await insertOutbound(env, busy, { contactId: contact.id, createdAt: env.clock.now() });
@@ -290,21 +287,13 @@ describe("parameters", () => {
   });
 
   test("needs messaging:read", async () => {
-    const sendOnly = await createTenantWithApp(env.deps, { scopes: ["messaging:send"] });
-    const sendToken = await getToken(env.app, sendOnly.clientId, sendOnly.clientSecret);
-    expectApiError(await call(env.app, "GET", "/v2/messages"), 401, "unauthorized", null);
-    expectApiError(
-      await call(env.app, "GET", "/v2/messages", { token: sendToken }),
-      403,
-      "insufficient_scope",
-      null,
-    );
+    await expectScopeRequired(env, "messaging:read", [["GET", "/v2/messages"]]);
   });
 });
 
 describe("feed epoch", () => {
   test("bump-epoch (operator CLI): older cursors restart at 0 — duplicates, never loss", async () => {
-    const shop = await readingTenant(env, "Epoch");
+    const shop = await createShop(env, "Epoch");
     const first = await receive(env, shop, { from: "4915100076001", type: "text", text: "one" });
     const second = await receive(env, shop, { from: "4915100076002", type: "text", text: "two" });
     await sequenceAll();
@@ -333,7 +322,7 @@ describe("feed epoch", () => {
     const caughtUp = await feed(shop, `?since=${again.body.next_cursor}`);
     expect(caughtUp.body.data).toEqual([]);
     // An empty page in the new epoch hands out a cursor of the new epoch.
-    const empty = await readingTenant(env, "Epoch empty");
+    const empty = await createShop(env, "Epoch empty");
     const stale = createFeedCursorCodec(env.config.jwtSecret).encode(empty.tenantId, { epoch: 1, seq: 0 });
     const fresh = await feed(empty, `?since=${stale}`);
     expect(fresh.body).toMatchObject({ data: [], has_more: false });
@@ -343,8 +332,8 @@ describe("feed epoch", () => {
 
 describe("sequencer", () => {
   test("numbers per tenant contiguously; drops already-numbered and system hand-offs; metrics", async () => {
-    const a = await readingTenant(env, "Seq A");
-    const b = await readingTenant(env, "Seq B");
+    const a = await createShop(env, "Seq A");
+    const b = await createShop(env, "Seq B");
     await sequenceAll();
     expect(await feedPendingCount(env.deps.db)).toBe(0);
     expect(await feedOldestPendingAgeSeconds(env.deps.db)).toBe(0);
@@ -434,20 +423,14 @@ describe("lost nothing (DESIGN §6)", () => {
 
 describe("worker processes", () => {
   test("a finalize worker puts a webhook's message in the feed by itself", async () => {
-    const shop = await readingTenant(env, "Worker path");
+    const shop = await createShop(env, "Worker path");
     const worker = spawnWorker(env, "finalize");
     try {
-      const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
-          phone_number_id: shop.phoneNumberId,
-          from: "4915100079001",
-          type: "text",
-          text: "via worker",
-        }),
+      await customerWrites(env, shop.phoneNumberId, {
+        from: "4915100079001",
+        type: "text",
+        text: "via worker",
       });
-      expect(response.status).toBe(200);
       const seen = await eventually(async () => {
         const page = await feed(shop);
         return page.body.data.length > 0 ? page.body.data : undefined;
@@ -460,22 +443,27 @@ describe("worker processes", () => {
 
   test("killed mid-tick, then two at once: every message numbered once, no gap, no duplicate", async () => {
     const db = env.deps.db;
-    const tenants = [await readingTenant(env, "Crash A"), await readingTenant(env, "Crash B")];
+    const tenants = [await createShop(env, "Crash A"), await createShop(env, "Crash B")];
     const contacts = [
       await insertContact(env, tenants[0]!, "+4915100080001"),
       await insertContact(env, tenants[1]!, "+4915100080002"),
     ];
     const total = 24_000;
-    await sql`
-      INSERT INTO messages (id, tenant_id, contact_id, direction, type, preview, text, created_at)
-      SELECT 'msg_crash' || lpad(g::text, 8, '0'),
-             CASE WHEN g % 2 = 0 THEN ${tenants[0]!.tenantId} ELSE ${tenants[1]!.tenantId} END,
-             CASE WHEN g % 2 = 0 THEN ${contacts[0]!.id} ELSE ${contacts[1]!.id} END,
-             'inbound', 'text', 'bulk', 'bulk', now()
-      FROM generate_series(1, ${total}) AS g`.execute(db);
-    await sql`
-      INSERT INTO feed_pending (message_id, tenant_id)
-      SELECT id, tenant_id FROM messages WHERE id LIKE 'msg_crash%'`.execute(db);
+    // Written in batches of 2,000 (one statement each), half for each tenant.
+    for (let from = 0; from < total; from += 2000) {
+      await storeMessageRows(
+        db,
+        Array.from({ length: 2000 }, (_, i) => {
+          const t = (from + i) % 2;
+          return {
+            tenantId: tenants[t]!.tenantId,
+            senderId: tenants[t]!.sender.id,
+            contactId: contacts[t]!.id,
+            text: "bulk",
+          };
+        }),
+      );
+    }
 
     // Kill the first worker while its sequencer statement is running (before its commit).
     const doomed = spawnWorker(env, "finalize");

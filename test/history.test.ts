@@ -1,24 +1,16 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import {
-  epoch,
-  expectApiError,
-  flipCase,
-  insertContact,
-  insertOutbound,
-  type ReadingTenant,
-  readingTenant,
-  receive,
-} from "./reading-support.ts";
-import { call, createTenantWithApp, createTestEnv, getToken, type TestEnv } from "./support.ts";
+import { createShop, receive, type Shop } from "./fixtures.ts";
+import { epoch, flipCase, insertContact, insertOutbound } from "./reading-support.ts";
+import { call, createTestEnv, expectApiError, expectScopeRequired, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
-let shop: ReadingTenant;
-let other: ReadingTenant;
+let shop: Shop;
+let other: Shop;
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, limits: { token: 1000 } });
-  shop = await readingTenant(env, "Shop");
-  other = await readingTenant(env, "Other shop");
+  shop = await createShop(env, "Shop");
+  other = await createShop(env, "Other shop");
 });
 afterAll(() => env.close());
 
@@ -40,14 +32,9 @@ describe("GET /contacts/{contact_id}/messages", () => {
     const from = "4915100001000";
     const inbound = async (fields: Parameters<typeof receive>[2]) =>
       (await receive(env, shop, fields)).messageId;
-    const longId = await inbound({ from, type: "text", text: LONG_TEXT, timestamp: t0 });
-    contactId = (
-      await env.deps.db
-        .selectFrom("messages")
-        .select("contact_id")
-        .where("id", "=", longId)
-        .executeTakeFirstOrThrow()
-    ).contact_id;
+    const long = await receive(env, shop, { from, type: "text", text: LONG_TEXT, timestamp: t0 });
+    const longId = long.messageId;
+    contactId = long.contactId;
     const captioned = await inbound({
       from,
       type: "image",
@@ -380,9 +367,6 @@ describe("tenants and access", () => {
   });
 
   test("needs messaging:read", async () => {
-    const sendOnly = await createTenantWithApp(env.deps, { scopes: ["messaging:send"] });
-    const sendToken = await getToken(env.app, sendOnly.clientId, sendOnly.clientSecret);
-    expectApiError(await call(env.app, "GET", "/v2/contacts/ctc_x/messages"), 401, "unauthorized", null);
-    expectApiError(await history("ctc_x", "", sendToken), 403, "insufficient_scope", null);
+    await expectScopeRequired(env, "messaging:read", [["GET", "/v2/contacts/ctc_x/messages"]]);
   });
 });

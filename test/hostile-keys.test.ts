@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { createApp } from "../src/app.ts";
 import type { ChannelProvider, SenderCredentials } from "../src/channel/provider.ts";
-import { signPayload } from "../src/channel/signature.ts";
+import { buildWebhook, type DeliveryStatus, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
 import { runCli } from "../src/cli/index.ts";
 import { ConfigError, loadConfig } from "../src/config.ts";
 import { deriveKey } from "../src/crypto/keys.ts";
@@ -11,9 +11,26 @@ import { createFeedCursorCodec } from "../src/feed/cursor.ts";
 import { createTokenService, TOKEN_LIFETIME_SECONDS } from "../src/oauth/tokens.ts";
 import { SendNotYetPossible } from "../src/outbound/send.ts";
 import { applyStatusEvents } from "../src/outbound/status.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { call, createTenantWithApp, createTestEnv, deliverOne, getToken, type TestEnv } from "./support.ts";
+import type { SenderRow } from "../src/senders/repository.ts";
+import {
+  createShop,
+  freshPhone,
+  messageRow,
+  ORDER_SHIPPED,
+  postMessage,
+  statusEventsOf,
+  storeMessage,
+  webhookAccount,
+} from "./fixtures.ts";
+import {
+  call,
+  createTenantWithApp,
+  createTestEnv,
+  deliverOne,
+  getToken,
+  postWebhook,
+  type TestEnv,
+} from "./support.ts";
 
 const S1 = "first-root-secret-of-at-least-32-characters";
 const S2 = "second-root-secret-of-at-least-32-characters";
@@ -25,30 +42,15 @@ let tenantId: string;
 let token: string;
 let senderA: SenderRow;
 let senderB: SenderRow;
-const ORDER_SHIPPED = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1001"] } };
-let phoneCounter = 0;
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, env: { JWT_SECRET: S1 }, limits: { anonymous: 10_000 } });
-  const creds = await createTenantWithApp(env.deps);
-  tenantId = creds.tenant.id;
-  token = await getToken(env.app, creds.clientId, creds.clientSecret);
-  senderA = await insertSender(env.deps.db, env.config.providerTokenKey, {
+  ({
     tenantId,
-    phoneNumber: "+15550100701",
-    providerPhoneNumberId: "307000000000001",
-    wabaId: "407000000000001",
-    accessToken: "provider-token-of-A",
-  });
-  await syncSenderTemplates(env.deps, senderA);
-  const other = await createTenantWithApp(env.deps, { name: "Other" });
-  senderB = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: other.tenant.id,
-    phoneNumber: "+15550100702",
-    providerPhoneNumberId: "307000000000002",
-    wabaId: "407000000000002",
-    accessToken: "provider-token-of-B",
-  });
+    token,
+    sender: senderA,
+  } = await createShop(env, "Acme", { accessToken: "provider-token-of-A", templates: true }));
+  ({ sender: senderB } = await createShop(env, "Other", { accessToken: "provider-token-of-B" }));
 });
 afterAll(() => env.close());
 
@@ -235,26 +237,10 @@ function recordingProvider(): { provider: ChannelProvider; tokens: string[] } {
   };
 }
 
-function freshPhone(): string {
-  phoneCounter++;
-  return `+491510007${String(phoneCounter).padStart(4, "0")}`;
-}
-
 async function acceptedMessage(): Promise<string> {
-  const sent = await call(env.app, "POST", "/v2/messages", {
-    token,
-    body: { to: freshPhone(), template: ORDER_SHIPPED },
-  });
+  const sent = await postMessage(env.app, token, { to: freshPhone(), template: ORDER_SHIPPED });
   expect(sent.status).toBe(201);
   return sent.body.id;
-}
-
-async function messageRow(id: string) {
-  return env.deps.db
-    .selectFrom("messages")
-    .select(["status", "failure", "provider_message_id", "send_attempts"])
-    .where("id", "=", id)
-    .executeTakeFirstOrThrow();
 }
 
 async function storedToken(senderId: string): Promise<string> {
@@ -287,7 +273,7 @@ describe("provider access tokens at rest", () => {
     const outcome = await deliverOne({ ...env.deps, provider: recording.provider }, id);
     expect(outcome).toBe("sent");
     expect(recording.tokens).toEqual(["provider-token-of-A"]);
-    expect((await messageRow(id)).status).toBe("sent");
+    expect((await messageRow(env.deps.db, id)).status).toBe("sent");
   });
 
   test("a tampered or copied ciphertext fails the send at once and for good, never reaching the provider", async () => {
@@ -306,7 +292,7 @@ describe("provider access tokens at rest", () => {
         const outcome = await deliverOne({ ...env.deps, provider: recording.provider }, id);
         expect(outcome).toBe("failed");
         expect(recording.tokens).toEqual([]);
-        const row = await messageRow(id);
+        const row = await messageRow(env.deps.db, id);
         expect(row).toMatchObject({ status: "failed", send_attempts: 0, provider_message_id: null });
         expect(row.failure).toMatchObject({ code: "provider_auth_failed", retryable: false });
         expect(JSON.stringify(row.failure)).not.toContain("provider-token-of");
@@ -404,114 +390,61 @@ describe("webhook verification token", () => {
 });
 
 describe("status events belong to the webhook's phone_number_id", () => {
-  let contactId: string;
-
-  beforeAll(async () => {
-    const contact = await env.deps.db
-      .insertInto("contacts")
-      .values({ id: "ctc_hostileKeysContact0001", tenant_id: tenantId, phone: "+4915100000701" })
-      .returning("id")
-      .executeTakeFirstOrThrow();
-    contactId = contact.id;
-  });
-
   async function outboundOfA(wamid: string | null, inDoubt = false): Promise<string> {
-    const id = `msg_hostile${Math.random().toString(36).slice(2, 12)}`;
-    await env.deps.db
-      .insertInto("messages")
-      .values({
-        id,
-        tenant_id: tenantId,
-        contact_id: contactId,
-        sender_id: senderA.id,
-        direction: "outbound",
-        type: "text",
-        preview: "hello",
-        text: "hello",
-        status: wamid ? "sent" : "accepted",
-        content: JSON.stringify({ kind: "text", body: "hello" }),
-        provider_message_id: wamid,
-        send_started_at: inDoubt ? env.clock.now() : null,
-        created_at: new Date(),
-      })
-      .execute();
-    return id;
+    return storeMessage(env.deps.db, {
+      tenantId,
+      senderId: senderA.id,
+      phone: "+4915100000701",
+      content: { kind: "text", body: "hello" },
+      providerMessageId: wamid,
+      status: wamid ? "sent" : "accepted",
+      sendStartedAt: inDoubt ? env.clock.now() : null,
+    });
   }
 
   /** A correctly signed status webhook naming `sender`'s phone number. */
   async function statusVia(
     sender: SenderRow,
-    status: { id: string; status: string; biz_opaque_callback_data?: string },
+    status: { id: string; status: DeliveryStatus; biz_opaque_callback_data?: string },
   ) {
-    const raw = JSON.stringify({
-      object: "whatsapp_business_account",
-      entry: [
-        {
-          id: sender.waba_id,
-          changes: [
-            {
-              field: "messages",
-              value: {
-                messaging_product: "whatsapp",
-                metadata: {
-                  display_phone_number: sender.phone_number.slice(1),
-                  phone_number_id: sender.provider_phone_number_id,
-                },
-                statuses: [{ recipient_id: "4915100000701", timestamp: String(epochNow()), ...status }],
-              },
-            },
-          ],
-        },
-      ],
+    const webhook = buildWebhook(webhookAccount(sender), {
+      statuses: [{ recipient_id: "4915100000701", timestamp: webhookTimestamp(env.clock.now()), ...status }],
     });
-    const result = await call(env.app, "POST", "/webhooks/whatsapp", {
-      rawBody: raw,
-      headers: {
-        "content-type": "application/json",
-        "x-hub-signature-256": signPayload(raw, env.config.whatsappAppSecret),
-      },
-    });
+    const result = await postWebhook(env, webhook);
     expect(result.status).toBe(200);
     await applyStatusEvents(env.deps.db, env.clock, status.id);
-  }
-
-  async function current(id: string) {
-    return env.deps.db
-      .selectFrom("messages")
-      .select(["status", "provider_message_id"])
-      .where("id", "=", id)
-      .executeTakeFirstOrThrow();
   }
 
   test("by provider id: B's number cannot move A's message; A's number can", async () => {
     const wamid = `wamid.hostile-${Math.random().toString(36).slice(2)}`;
     const id = await outboundOfA(wamid);
     await statusVia(senderB, { id: wamid, status: "read" });
-    expect(await current(id)).toEqual({ status: "sent", provider_message_id: wamid });
+    expect(await messageRow(env.deps.db, id)).toMatchObject({ status: "sent", provider_message_id: wamid });
     // Settled without effect (deleted like an applied event), so the sweeper does not nudge it forever.
-    const pending = await env.deps.db
-      .selectFrom("status_events")
-      .select("sender_id")
-      .where("provider_message_id", "=", wamid)
-      .execute();
-    expect(pending).toEqual([]);
+    expect(await statusEventsOf(env.deps.db, wamid)).toEqual([]);
 
     // The same status through A's number is stored (not a duplicate of B's) and applies.
     await statusVia(senderA, { id: wamid, status: "read" });
-    expect(await current(id)).toEqual({ status: "read", provider_message_id: wamid });
+    expect(await messageRow(env.deps.db, id)).toMatchObject({ status: "read", provider_message_id: wamid });
   });
 
   test("by echoed message id: B's number cannot make A's in-doubt send adopt its id; A's number can", async () => {
     const id = await outboundOfA(null, true);
     const forged = `wamid.forged-${Math.random().toString(36).slice(2)}`;
     await statusVia(senderB, { id: forged, status: "delivered", biz_opaque_callback_data: id });
-    expect(await current(id)).toEqual({ status: "accepted", provider_message_id: null });
+    expect(await messageRow(env.deps.db, id)).toMatchObject({
+      status: "accepted",
+      provider_message_id: null,
+    });
     // The send worker's in-doubt check does not take B's echo as proof either.
     await expect(deliverOne(env.deps, id)).rejects.toBeInstanceOf(SendNotYetPossible);
 
     const genuine = `wamid.genuine-${Math.random().toString(36).slice(2)}`;
     await statusVia(senderA, { id: genuine, status: "delivered", biz_opaque_callback_data: id });
-    expect(await current(id)).toEqual({ status: "delivered", provider_message_id: genuine });
+    expect(await messageRow(env.deps.db, id)).toMatchObject({
+      status: "delivered",
+      provider_message_id: genuine,
+    });
   });
 
   test("events stored before they carried a sender apply as before", async () => {
@@ -529,6 +462,6 @@ describe("status events belong to the webhook's phone_number_id", () => {
       })
       .execute();
     await applyStatusEvents(env.deps.db, env.clock, wamid);
-    expect((await current(id)).status).toBe("delivered");
+    expect((await messageRow(env.deps.db, id)).status).toBe("delivered");
   });
 });

@@ -2,11 +2,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { ProviderError } from "../src/channel/provider.ts";
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
-import { newId } from "../src/ids.ts";
 import { finalizeInbound } from "../src/inbound/finalize.ts";
 import { safeFilename } from "../src/panel/inbound-media.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
+import type { SenderRow } from "../src/senders/repository.ts";
 import { SAMPLE_MEDIA } from "../src/simulator/sample-media.ts";
+import { addSender, customerWrites, type InboundFields, storeMessage } from "./fixtures.ts";
 import { type PanelClient, signedInClient } from "./panel-support.ts";
 import { createTestEnv, type TestEnv } from "./support.ts";
 
@@ -29,44 +29,22 @@ beforeAll(async () => {
   env = await createTestEnv({ simulator: true, limits: { anonymous: 10_000, token: 10_000 } });
   const signedIn = await signedInClient(env.app, env.deps, { tenantName: "Media Shop" });
   client = signedIn.client;
-  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: signedIn.tenant.id,
-    phoneNumber: "+15550167001",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
+  sender = await addSender(env, signedIn.tenant.id, {
+    phoneNumberId: PHONE_NUMBER_ID,
     wabaId: "771000000000001",
-    accessToken: "sim-token",
   });
   const second = await signedInClient(env.app, env.deps, { tenantName: "Other Shop" });
   other = second.client;
-  await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: second.tenant.id,
-    phoneNumber: "+15550167002",
-    providerPhoneNumberId: OTHER_PHONE_NUMBER_ID,
-    wabaId: "771000000000002",
+  await addSender(env, second.tenant.id, {
+    phoneNumberId: OTHER_PHONE_NUMBER_ID,
     accessToken: "sim-token-2",
   });
 });
 afterAll(() => env.close());
 
-async function simulate(path: string, body: unknown) {
-  const response = await fetch(`${env.simulatorUrl}${path}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  expect(response.status).toBe(200);
-  return (await response.json()) as { id: string; webhook_status: number };
-}
-
 /** The customer sends something through the simulator; finalize runs; the stored message. */
-async function received(fields: Record<string, unknown>, phoneNumberId = PHONE_NUMBER_ID) {
-  const { id, webhook_status } = await simulate("/_sim/inbound", {
-    phone_number_id: phoneNumberId,
-    from: CUSTOMER,
-    name: "Ana",
-    ...fields,
-  });
-  expect(webhook_status).toBe(200);
+async function received(fields: Omit<InboundFields, "from">, phoneNumberId = PHONE_NUMBER_ID) {
+  const id = await customerWrites(env, phoneNumberId, { from: CUSTOMER, name: "Ana", ...fields });
   const outcome = await finalizeInbound(env.deps.db, env.clock, id);
   expect(outcome?.created).toBe(true);
   const row = await env.deps.db
@@ -87,7 +65,7 @@ async function fetchBytes(path: string, panel: PanelClient = client) {
 
 describe("the media id is kept", () => {
   test("a received image, document, video and audio store the provider's media id; a text none", async () => {
-    for (const type of ["image", "document", "video", "audio"]) {
+    for (const type of ["image", "document", "video", "audio"] as const) {
       const message = await received({ type });
       expect(message.media_type).toBe(type);
       expect(message.media_id).toMatch(/^\d+$/);
@@ -197,27 +175,15 @@ describe("GET /panel/conversations/:contactId/messages/:messageId/media", () => 
     ).toBe(404);
 
     // A send with media (even one that names a media id) is not fetched: its placeholder stays.
-    const outboundId = newId("msg");
-    await env.deps.db
-      .insertInto("messages")
-      .values({
-        id: outboundId,
-        tenant_id: sender.tenant_id,
-        contact_id: image.contact_id,
-        sender_id: sender.id,
-        direction: "outbound",
-        type: "template",
-        preview: "[document: terms.pdf]",
-        text: null,
-        media_type: "document",
-        media_filename: "terms.pdf",
-        media_id: image.media_id,
-        status: "accepted",
-        failure: null,
-        content: null,
-        created_at: new Date(),
-      })
-      .execute();
+    const outboundId = await storeMessage(env.deps.db, {
+      tenantId: sender.tenant_id,
+      senderId: sender.id,
+      contactId: image.contact_id,
+      type: "template",
+      preview: "[document: terms.pdf]",
+      text: null,
+      media: { type: "document", filename: "terms.pdf", id: image.media_id },
+    });
     const outbound = `/panel/conversations/${image.contact_id}/messages/${outboundId}/media`;
     expect((await fetchBytes(outbound)).response.status).toBe(404);
     const page = await client.get(`/panel/conversations/${image.contact_id}`);
@@ -240,7 +206,7 @@ describe("GET /panel/conversations/:contactId/messages/:messageId/media", () => 
   test("media the provider no longer has: a readable error page, not a 500", async () => {
     const image = await received({ type: "image" });
     // The simulator forgets its media (as WhatsApp lets received media expire).
-    await simulate("/_sim/reset", {});
+    expect((await fetch(`${env.simulatorUrl}/_sim/reset`, { method: "POST" })).status).toBe(200);
     const { response, bytes } = await fetchBytes(image.path);
     expect(response.status).toBe(502);
     expect(response.headers.get("content-type")).toContain("text/html");

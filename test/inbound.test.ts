@@ -1,37 +1,31 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Worker } from "bullmq";
 import { signPayload } from "../src/channel/signature.ts";
+import { buildWebhook } from "../src/channel/webhook-payloads.ts";
 import { finalizeInbound } from "../src/inbound/finalize.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { applyStatusEvents } from "../src/outbound/status.ts";
 import { jobIdFor, queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
 import {
-  createTenantWithApp,
-  createTestEnv,
-  deleteRedisPrefix,
-  eventually,
-  spawnWorker,
-  type TestEnv,
-} from "./support.ts";
+  createShop,
+  customerWrites,
+  type InboundFields,
+  messageRow,
+  type Shop,
+  statusEventsOf,
+  storeMessage,
+} from "./fixtures.ts";
+import { createTestEnv, deleteRedisPrefix, eventually, spawnWorker, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
-let sender: SenderRow;
+let shop: Shop;
 let tenantId: string;
-const PHONE_NUMBER_ID = "109000000000001";
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, limits: { anonymous: 1000, token: 1000 } });
-  const { tenant } = await createTenantWithApp(env.deps);
-  tenantId = tenant.id;
-  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId,
-    phoneNumber: "+15550100001",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: "209000000000001",
-    accessToken: "sim-token",
-  });
+  shop = await createShop(env, "Acme");
+  tenantId = shop.tenantId;
 });
 afterAll(() => env.close());
 
@@ -46,14 +40,8 @@ async function simulate(path: string, body: unknown) {
 }
 
 /** The customer writes, through the simulator, which posts a signed webhook to the api. */
-async function inbound(fields: Record<string, unknown>) {
-  const result = await simulate("/_sim/inbound", {
-    phone_number_id: PHONE_NUMBER_ID,
-    from: "4915123456789",
-    ...fields,
-  });
-  expect(result.webhook_status).toBe(200);
-  return result.id as string;
+function inbound(fields: Omit<InboundFields, "from"> & { from?: string }) {
+  return customerWrites(env, shop.phoneNumberId, { from: "4915123456789", ...fields });
 }
 
 async function storedEvents(): Promise<number> {
@@ -65,33 +53,12 @@ async function storedEvents(): Promise<number> {
 }
 
 function webhookBody(messageId: string) {
-  return {
-    object: "whatsapp_business_account",
-    entry: [
-      {
-        id: "209000000000001",
-        changes: [
-          {
-            field: "messages",
-            value: {
-              messaging_product: "whatsapp",
-              metadata: { display_phone_number: "15550100001", phone_number_id: PHONE_NUMBER_ID },
-              contacts: [{ profile: { name: "Replay" }, wa_id: "4915100000001" }],
-              messages: [
-                {
-                  from: "4915100000001",
-                  id: messageId,
-                  timestamp: "1790000000",
-                  type: "text",
-                  text: { body: "hi" },
-                },
-              ],
-            },
-          },
-        ],
-      },
+  return buildWebhook(shop.account, {
+    contacts: [{ profile: { name: "Replay" }, wa_id: "4915100000001" }],
+    messages: [
+      { from: "4915100000001", id: messageId, timestamp: "1790000000", type: "text", text: { body: "hi" } },
     ],
-  };
+  });
 }
 
 async function postWebhook(raw: string, signature: string | undefined) {
@@ -275,55 +242,25 @@ describe("finalize", () => {
 });
 
 describe("statuses", () => {
-  let contactId: string;
-
-  beforeAll(async () => {
-    const contact = await env.deps.db
-      .insertInto("contacts")
-      .values({ id: "ctc_statusTestContact00001", tenant_id: tenantId, phone: "+4915100000100" })
-      .returning("id")
-      .executeTakeFirstOrThrow();
-    contactId = contact.id;
-  });
-
-  async function outbound(wamid: string | null, status = "accepted") {
-    const id = `msg_status${Math.random().toString(36).slice(2, 12)}`;
-    await env.deps.db
-      .insertInto("messages")
-      .values({
-        id,
-        tenant_id: tenantId,
-        contact_id: contactId,
-        sender_id: sender.id,
-        direction: "outbound",
-        type: "text",
-        preview: "hello",
-        text: "hello",
-        status,
-        provider_message_id: wamid,
-        created_at: new Date(),
-      })
-      .execute();
-    return id;
+  async function outbound(wamid: string | null, status: "accepted" | "sent" = "accepted") {
+    return storeMessage(env.deps.db, {
+      tenantId,
+      senderId: shop.sender.id,
+      phone: "+4915100000100",
+      providerMessageId: wamid,
+      status,
+    });
   }
 
   async function status(wamid: string, value: string, extra: Record<string, unknown> = {}) {
     const result = await simulate("/_sim/status", {
       wamid,
       status: value,
-      phone_number_id: PHONE_NUMBER_ID,
+      phone_number_id: shop.phoneNumberId,
       recipient_id: "4915100000100",
       ...extra,
     });
     expect(result.webhook_status).toBe(200);
-  }
-
-  async function current(id: string) {
-    return env.deps.db
-      .selectFrom("messages")
-      .select(["status", "failure"])
-      .where("id", "=", id)
-      .executeTakeFirstOrThrow();
   }
 
   test("read before delivered ends read", async () => {
@@ -331,7 +268,7 @@ describe("statuses", () => {
     await status("wamid.order-1", "read");
     await status("wamid.order-1", "delivered");
     await applyStatusEvents(env.deps.db, env.clock, "wamid.order-1");
-    expect(await current(id)).toEqual({ status: "read", failure: null });
+    expect(await messageRow(env.deps.db, id)).toMatchObject({ status: "read", failure: null });
   });
 
   test("failed then delivered ends delivered; failed carries a normalized failure", async () => {
@@ -342,7 +279,7 @@ describe("statuses", () => {
       ],
     });
     await applyStatusEvents(env.deps.db, env.clock, "wamid.order-2");
-    const failed = await current(id);
+    const failed = await messageRow(env.deps.db, id);
     expect(failed.status).toBe("failed");
     expect(failed.failure).toEqual({
       code: "recipient_invalid",
@@ -351,7 +288,7 @@ describe("statuses", () => {
     });
     await status("wamid.order-2", "delivered");
     await applyStatusEvents(env.deps.db, env.clock, "wamid.order-2");
-    expect(await current(id)).toEqual({ status: "delivered", failure: null });
+    expect(await messageRow(env.deps.db, id)).toMatchObject({ status: "delivered", failure: null });
   });
 
   test("a status for a message not yet known is kept and applied when it appears", async () => {
@@ -359,34 +296,33 @@ describe("statuses", () => {
     expect(await applyStatusEvents(env.deps.db, env.clock, "wamid.order-3")).toBe(0);
     const id = await outbound("wamid.order-3", "sent");
     expect(await applyStatusEvents(env.deps.db, env.clock, "wamid.order-3")).toBe(1);
-    expect((await current(id)).status).toBe("delivered");
+    expect((await messageRow(env.deps.db, id)).status).toBe("delivered");
   });
 
   test("a repeated status webhook is stored once", async () => {
     await status("wamid.order-4", "sent");
     await status("wamid.order-4", "sent");
-    const rows = await env.deps.db
-      .selectFrom("status_events")
-      .select("id")
-      .where("provider_message_id", "=", "wamid.order-4")
-      .execute();
-    expect(rows).toHaveLength(1);
+    expect(await statusEventsOf(env.deps.db, "wamid.order-4")).toHaveLength(1);
   });
 });
 
 describe("workers and the sweeper (real processes)", () => {
+  /** The stored event of `id`, once a finalize worker has finalized it. */
+  const finalizedSoon = (id: string) =>
+    eventually(async () =>
+      env.deps.db
+        .selectFrom("inbound_events")
+        .select(["finalized_at", "message_id"])
+        .where("provider_message_id", "=", id)
+        .where("finalized_at", "is not", null)
+        .executeTakeFirst(),
+    );
+
   test("finalize and status workers process what the webhook stored", async () => {
     const finalizer = spawnWorker(env, "finalize");
     try {
       const id = await inbound({ type: "text", text: "worker path", from: "4915100000200" });
-      const finalizedRow = await eventually(async () =>
-        env.deps.db
-          .selectFrom("inbound_events")
-          .select(["finalized_at", "message_id"])
-          .where("provider_message_id", "=", id)
-          .where("finalized_at", "is not", null)
-          .executeTakeFirst(),
-      );
+      const finalizedRow = await finalizedSoon(id);
       expect(finalizedRow.message_id).toMatch(/^msg_/);
     } finally {
       expect(await finalizer.stop()).toBe(0);
@@ -412,14 +348,7 @@ describe("workers and the sweeper (real processes)", () => {
 
     const finalizer = spawnWorker(env, "finalize");
     try {
-      await eventually(async () =>
-        env.deps.db
-          .selectFrom("inbound_events")
-          .select("message_id")
-          .where("provider_message_id", "=", id)
-          .where("finalized_at", "is not", null)
-          .executeTakeFirst(),
-      );
+      await finalizedSoon(id);
     } finally {
       await finalizer.stop();
     }
@@ -455,14 +384,7 @@ describe("workers and the sweeper (real processes)", () => {
     });
     const finalizer = spawnWorker(env, "finalize");
     try {
-      await eventually(async () =>
-        env.deps.db
-          .selectFrom("inbound_events")
-          .select("message_id")
-          .where("provider_message_id", "=", id)
-          .where("finalized_at", "is not", null)
-          .executeTakeFirst(),
-      );
+      await finalizedSoon(id);
     } finally {
       await Promise.all([maintenance.stop(), finalizer.stop()]);
     }

@@ -3,7 +3,8 @@ import { createApp } from "../src/app.ts";
 import { createLogger } from "../src/logger.ts";
 import { insertSender } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { call, createTenantWithApp, createTestEnv, eventually, type TestEnv } from "./support.ts";
+import { postMessage } from "./fixtures.ts";
+import { createTenantWithApp, createTestEnv, eventually, getToken, type TestEnv } from "./support.ts";
 
 /**
  * Structured JSON logs: the access log's fields, the worker's per-job line, and what must never be
@@ -45,28 +46,14 @@ describe("access log", () => {
   let token: string;
 
   beforeAll(async () => {
-    const issued = await call(app, "POST", "/v2/oauth/token", {
-      body: {
-        grant_type: "client_credentials",
-        client_id: creds.clientId,
-        client_secret: creds.clientSecret,
-      },
-    });
-    expect(issued.status).toBe(200);
-    token = issued.body.access_token;
-    const sent = await call(app, "POST", "/v2/messages", {
-      token,
-      body: {
-        to: "+4915190003101",
-        template: { name: "order_shipped", language: "en", variables: { body: [SECRET_NAME, SECRET_ORDER] } },
-      },
+    token = await getToken(app, creds.clientId, creds.clientSecret);
+    const sent = await postMessage(app, token, {
+      to: "+4915190003101",
+      template: { name: "order_shipped", language: "en", variables: { body: [SECRET_NAME, SECRET_ORDER] } },
     });
     expect(sent.status).toBe(201);
     // Refused free text: its body must not surface in any log either.
-    const refused = await call(app, "POST", "/v2/messages", {
-      token,
-      body: { to: "+4915190003101", body: FREE_TEXT },
-    });
+    const refused = await postMessage(app, token, { to: "+4915190003101", body: FREE_TEXT });
     expect(refused.status).toBe(409);
     // The access log is written after the answer has gone out.
     await eventually(async () => parsed(apiLines).filter((l) => l.msg === "request").length === 3);
@@ -137,21 +124,10 @@ describe("access log", () => {
 
 describe("worker log", () => {
   test("one line per job with queue, job name and id, attempt, duration and outcome; no content", async () => {
-    const token = (
-      await call(app, "POST", "/v2/oauth/token", {
-        body: {
-          grant_type: "client_credentials",
-          client_id: creds.clientId,
-          client_secret: creds.clientSecret,
-        },
-      })
-    ).body.access_token as string;
-    const sent = await call(app, "POST", "/v2/messages", {
-      token,
-      body: {
-        to: "+4915190003102",
-        template: { name: "order_shipped", language: "en", variables: { body: [SECRET_NAME, SECRET_ORDER] } },
-      },
+    const token = await getToken(app, creds.clientId, creds.clientSecret);
+    const sent = await postMessage(app, token, {
+      to: "+4915190003102",
+      template: { name: "order_shipped", language: "en", variables: { body: [SECRET_NAME, SECRET_ORDER] } },
     });
     expect(sent.status).toBe(201);
 

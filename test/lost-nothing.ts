@@ -5,6 +5,7 @@ import { sequenceFeed, startFeedSequencer } from "../src/feed/sequencer.ts";
 import { newId } from "../src/ids.ts";
 import { finalizeInbound } from "../src/inbound/finalize.ts";
 import type { Logger } from "../src/logger.ts";
+import { storeMessages } from "../src/messages/store.ts";
 
 /**
  * DESIGN §6's lost-nothing check, shared by test/feed.test.ts (seconds) and bench/feed.ts (large):
@@ -17,6 +18,7 @@ import type { Logger } from "../src/logger.ts";
 export interface FeedTenant {
   tenantId: string;
   senderId: string;
+  /** Not read by the check any more (its writers write for many customers); bench/feed.ts sets it. */
   contactId: string;
   /** A token of this tenant with messaging:read. */
   token: string;
@@ -107,6 +109,9 @@ export async function rereadFeed(app: App, token: string): Promise<string[]> {
 
 const pause = (maxMs: number) => Bun.sleep(Math.random() * maxMs);
 
+/** One of 200 customers (a contact each, per tenant). */
+const customerPhone = (customer: number) => `+4915100${String(customer % 200).padStart(6, "0")}`;
+
 export async function runLostNothing(options: LostNothingOptions): Promise<LostNothingReport> {
   const started = performance.now();
   const { db, tenants } = options;
@@ -114,28 +119,37 @@ export async function runLostNothing(options: LostNothingOptions): Promise<LostN
   const rolledBack = new Set<string>();
   const clock = new ManualClock();
 
-  // One message, as a finalizing transaction writes it: the row, then the feed hand-off.
-  async function writeSlowly(tenant: FeedTenant, body: string): Promise<void> {
+  // One message, written by the message writer (src/messages/store.ts: the row and the feed
+  // hand-off) in a transaction that stays open a while after, and sometimes rolls back. Many
+  // customers, as in life: one shared contact would serialize the writers on its conversation row.
+  async function writeSlowly(tenant: FeedTenant, body: string, customer: number): Promise<void> {
     const id = newId("msg");
     try {
       await db.transaction().execute(async (trx) => {
-        await trx
-          .insertInto("messages")
-          .values({
+        const now = new Date();
+        await storeMessages(trx, [
+          {
             id,
-            tenant_id: tenant.tenantId,
-            contact_id: tenant.contactId,
-            sender_id: tenant.senderId,
+            tenantId: tenant.tenantId,
+            senderId: tenant.senderId,
             direction: "inbound",
+            phone: customerPhone(customer),
+            contactName: null,
+            windowFrom: now,
             type: "text",
             preview: body,
             text: body,
+            mediaType: null,
+            mediaFilename: null,
             status: null,
-            created_at: new Date(),
-          })
-          .execute();
+            applicationId: null,
+            content: null,
+            providerMessageId: null,
+            createdAt: now,
+            visible: true,
+          },
+        ]);
         await pause(options.maxDelayMs);
-        await trx.insertInto("feed_pending").values({ message_id: id, tenant_id: tenant.tenantId }).execute();
         await pause(options.maxDelayMs);
         if (Math.random() < options.rollbackRate) throw new Rollback();
       });
@@ -158,8 +172,7 @@ export async function runLostNothing(options: LostNothingOptions): Promise<LostN
         payload: JSON.stringify({
           message: {
             id: providerMessageId,
-            // Many customers, as in life: one shared contact would serialize every finalize on its row.
-            from: `4915100${String(customer % 200).padStart(6, "0")}`,
+            from: customerPhone(customer).slice(1),
             type: "text",
             text: { body },
           },
@@ -175,8 +188,9 @@ export async function runLostNothing(options: LostNothingOptions): Promise<LostN
     for (let i = 0; i < options.messagesPerWriter; i++) {
       const tenant = tenants[(index + i) % tenants.length]!;
       const body = `writer ${index} message ${i}`;
-      if (i % 3 === 0) await finalizeStored(tenant, body, index * options.messagesPerWriter + i);
-      else await writeSlowly(tenant, body);
+      const customer = index * options.messagesPerWriter + i;
+      if (i % 3 === 0) await finalizeStored(tenant, body, customer);
+      else await writeSlowly(tenant, body, customer);
     }
   }
 

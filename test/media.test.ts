@@ -16,6 +16,7 @@ import {
   call,
   createTenantWithApp,
   createTestEnv,
+  expectApiError,
   getToken,
   type TestEnv,
 } from "./support.ts";
@@ -95,23 +96,6 @@ function uploadForm(fields: UploadFields): FormData {
 
 function upload(fields: UploadFields, token = main.token): Promise<CallResult> {
   return call(env.app, "POST", "/v2/media", { rawBody: uploadForm(fields), token });
-}
-
-function expectError(result: CallResult, status: number, code: string, param: string | null) {
-  expect({ status: result.status, body: result.body }).toEqual({
-    status,
-    body: {
-      error: {
-        type:
-          status === 403 ? "permission_error" : status === 401 ? "authentication_error" : expect.any(String),
-        code,
-        message: expect.any(String),
-        param,
-        request_id: result.headers.get("request-id"),
-        doc_url: `http://localhost/v2/docs#${code}`,
-      },
-    },
-  });
 }
 
 const mediaId = expect.stringMatching(/^med_[0-9A-Za-z]{22}$/);
@@ -208,41 +192,41 @@ describe("POST /media", () => {
     const text = await upload({
       file: { bytes: fileBytes("hello, this is text\n", 20), name: "report.pdf", type: "application/pdf" },
     });
-    expectError(text, 400, "unsupported_media_type", "file");
+    expectApiError(text, 400, "unsupported_media_type", "file");
     const quickTime = await upload({
       file: { bytes: fileBytes(ftyp("qt  ", ["qt  "]), 512), name: "a.mov" },
     });
-    expectError(quickTime, 400, "unsupported_media_type", "file");
+    expectApiError(quickTime, 400, "unsupported_media_type", "file");
     const empty = await upload({ file: { bytes: new Uint8Array(0), name: "empty.pdf" } });
-    expectError(empty, 400, "unsupported_media_type", "file");
+    expectApiError(empty, 400, "unsupported_media_type", "file");
   });
 
   test("an image over 5 MB is file_too_large, with the image limit in the message", async () => {
     const atLimit = await upload({ file: { bytes: fileBytes(PNG, 5 * MB), name: "big.png" } });
     expect(atLimit.status).toBe(201);
     const over = await upload({ file: { bytes: fileBytes(PNG, 5 * MB + 1), name: "big.png" } });
-    expectError(over, 400, "file_too_large", "file");
+    expectApiError(over, 400, "file_too_large", "file");
     expect(over.body.error.message).toContain("image files may be at most 5 MB");
   });
 
   test("a document over 16 MB is file_too_large, with the document limit in the message", async () => {
     const over = await upload({ file: { bytes: fileBytes(PDF, 16 * MB + 1), name: "big.pdf" } });
-    expectError(over, 400, "file_too_large", "file");
+    expectApiError(over, 400, "file_too_large", "file");
     expect(over.body.error.message).toContain("document files may be at most 16 MB");
   });
 
   test("a missing file is parameter_missing; a text field named file is parameter_invalid", async () => {
-    expectError(await upload({ filename: "x.pdf" }), 400, "parameter_missing", "file");
+    expectApiError(await upload({ filename: "x.pdf" }), 400, "parameter_missing", "file");
     const form = new FormData();
     form.append("file", "%PDF-1.7 not a file part");
     const textField = await call(env.app, "POST", "/v2/media", { rawBody: form, token: main.token });
-    expectError(textField, 400, "parameter_invalid", "file");
+    expectApiError(textField, 400, "parameter_invalid", "file");
   });
 
   test("unknown and repeated fields are refused", async () => {
     const unknown = uploadForm({ file: { bytes: fileBytes(PDF, 100), name: "a.pdf" } });
     unknown.append("caption", "hello");
-    expectError(
+    expectApiError(
       await call(env.app, "POST", "/v2/media", { rawBody: unknown, token: main.token }),
       400,
       "parameter_unknown",
@@ -250,7 +234,7 @@ describe("POST /media", () => {
     );
     const repeated = uploadForm({ file: { bytes: fileBytes(PDF, 100), name: "a.pdf" } });
     repeated.append("file", new Blob([fileBytes(PDF, 100)]), "b.pdf");
-    expectError(
+    expectApiError(
       await call(env.app, "POST", "/v2/media", { rawBody: repeated, token: main.token }),
       400,
       "parameter_invalid",
@@ -260,15 +244,15 @@ describe("POST /media", () => {
 
   test("a body that is not multipart/form-data is invalid_content_type", async () => {
     const json = await call(env.app, "POST", "/v2/media", { body: { file: "x" }, token: main.token });
-    expectError(json, 400, "invalid_content_type", null);
+    expectApiError(json, 400, "invalid_content_type", null);
     const none = await call(env.app, "POST", "/v2/media", { token: main.token });
-    expectError(none, 400, "invalid_content_type", null);
+    expectApiError(none, 400, "invalid_content_type", null);
     const text = await call(env.app, "POST", "/v2/media", {
       rawBody: "%PDF-1.7",
       headers: { "content-type": "application/pdf" },
       token: main.token,
     });
-    expectError(text, 400, "invalid_content_type", null);
+    expectApiError(text, 400, "invalid_content_type", null);
   });
 
   test("a broken multipart body is parameter_invalid", async () => {
@@ -277,7 +261,7 @@ describe("POST /media", () => {
       headers: { "content-type": "multipart/form-data; boundary=xyz" },
       token: main.token,
     });
-    expectError(result, 400, "parameter_invalid", null);
+    expectApiError(result, 400, "parameter_invalid", null);
   });
 });
 
@@ -288,7 +272,7 @@ describe("POST /media: which sender", () => {
     await addSender(other.tenantId);
     const file = { bytes: fileBytes(PDF, 100), name: "a.pdf" };
 
-    expectError(await upload({ file }, other.token), 400, "parameter_missing", "sender");
+    expectApiError(await upload({ file }, other.token), 400, "parameter_missing", "sender");
     const named = await upload({ file, sender: first.id }, other.token);
     expect(named.status).toBe(201);
     const row = await env.deps.db
@@ -303,26 +287,26 @@ describe("POST /media: which sender", () => {
     const other = await otherTenant();
     const foreign = await addSender(other.tenantId);
     const file = { bytes: fileBytes(PDF, 100), name: "a.pdf" };
-    expectError(await upload({ file, sender: foreign.id }), 404, "resource_missing", "sender");
-    expectError(await upload({ file, sender: "snd_doesnotexist" }), 404, "resource_missing", "sender");
+    expectApiError(await upload({ file, sender: foreign.id }), 404, "resource_missing", "sender");
+    expectApiError(await upload({ file, sender: "snd_doesnotexist" }), 404, "resource_missing", "sender");
     const flipped = main.sender.id.replace(/[a-zA-Z]/, (c) =>
       c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase(),
     );
     expect(flipped).not.toBe(main.sender.id);
-    expectError(await upload({ file, sender: flipped }), 404, "resource_missing", "sender");
+    expectApiError(await upload({ file, sender: flipped }), 404, "resource_missing", "sender");
   });
 
   test("no active sender is parameter_missing; a named inactive one is parameter_invalid", async () => {
     const other = await otherTenant();
     const file = { bytes: fileBytes(PDF, 100), name: "a.pdf" };
     const none = await upload({ file }, other.token);
-    expectError(none, 400, "parameter_missing", "sender");
+    expectApiError(none, 400, "parameter_missing", "sender");
     expect(none.body.error.message).toContain("no active sender");
 
     const retired = await addSender(other.tenantId);
     await setSenderActive(env.deps.db, retired.id, false);
     const inactive = await upload({ file, sender: retired.id }, other.token);
-    expectError(inactive, 400, "parameter_invalid", "sender");
+    expectApiError(inactive, 400, "parameter_invalid", "sender");
     expect(inactive.body.error.message).toContain("inactive");
   });
 });
@@ -331,13 +315,13 @@ describe("POST /media: access and provider failures", () => {
   test("a read-only token is 403 and no token is 401, before the body is looked at", async () => {
     const file = { bytes: fileBytes(PDF, 100), name: "a.pdf" };
     const readOnly = await upload({ file }, main.readOnlyToken);
-    expectError(readOnly, 403, "insufficient_scope", null);
+    expectApiError(readOnly, 403, "insufficient_scope", null);
     expect(readOnly.headers.get("www-authenticate")).toContain('scope="messaging:send"');
-    expectError(await upload({ file: undefined }, main.readOnlyToken), 403, "insufficient_scope", null);
+    expectApiError(await upload({ file: undefined }, main.readOnlyToken), 403, "insufficient_scope", null);
     const anonymous = await call(env.app, "POST", "/v2/media", { rawBody: uploadForm({ file }) });
-    expectError(anonymous, 401, "unauthorized", null);
+    expectApiError(anonymous, 401, "unauthorized", null);
     const anonymousJson = await call(env.app, "POST", "/v2/media", { body: {} });
-    expectError(anonymousJson, 401, "unauthorized", null);
+    expectApiError(anonymousJson, 401, "unauthorized", null);
   });
 
   test("a provider that cannot be reached is 503 with Retry-After", async () => {
@@ -349,7 +333,7 @@ describe("POST /media: access and provider failures", () => {
       rawBody: uploadForm({ file: { bytes: fileBytes(PDF, 100), name: "a.pdf" } }),
       token: main.token,
     });
-    expectError(result, 503, "service_unavailable", null);
+    expectApiError(result, 503, "service_unavailable", null);
     expect(result.headers.get("retry-after")).toBe("5");
   });
 
@@ -364,7 +348,7 @@ describe("POST /media: access and provider failures", () => {
       accessToken: "",
     });
     const result = await upload({ file: { bytes: fileBytes(PDF, 100), name: "a.pdf" } }, other.token);
-    expectError(result, 400, "parameter_invalid", "file");
+    expectApiError(result, 400, "parameter_invalid", "file");
     expect(result.body.error.message).toContain("WhatsApp error 190");
   });
 });

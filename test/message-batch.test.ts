@@ -4,34 +4,17 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { deliverBatch } from "../src/outbound/send.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { call, createTenantWithApp, createTestEnv, getToken, nextSecond, type TestEnv } from "./support.ts";
+import { createShop, ORDER_SHIPPED, postMessage, simulatorSends } from "./fixtures.ts";
+import { call, createTestEnv, nextSecond, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
 let token: string;
 let tenantId: string;
 const PHONE_NUMBER_ID = "301000000000124";
-const ORDER_SHIPPED = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1001"] } };
-
-async function senderFor(tenant: string, phoneNumberId: string, phone: string): Promise<SenderRow> {
-  const row = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: tenant,
-    phoneNumber: phone,
-    providerPhoneNumberId: phoneNumberId,
-    wabaId: `4${phoneNumberId.slice(1)}`,
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, row);
-  return row;
-}
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, statusDelayMs: 600_000 });
-  const creds = await createTenantWithApp(env.deps);
-  tenantId = creds.tenant.id;
-  token = await getToken(env.app, creds.clientId, creds.clientSecret);
-  await senderFor(tenantId, PHONE_NUMBER_ID, "+15550100124");
+  ({ tenantId, token } = await createShop(env, "Acme", { phoneNumberId: PHONE_NUMBER_ID, templates: true }));
 });
 afterAll(() => env.close());
 
@@ -103,11 +86,12 @@ describe("POST /v2/messages/batch", () => {
     expect(await countMessages()).toBe(before);
 
     // Shares the namespace of single sends' Idempotency-Key header.
-    const single = await call(env.app, "POST", "/v2/messages", {
+    const single = await postMessage(
+      env.app,
       token,
-      body: { to: "+4915100124011", template: ORDER_SHIPPED },
-      headers: { "idempotency-key": "batch-replay-1" },
-    });
+      { to: "+4915100124011", template: ORDER_SHIPPED },
+      { key: "batch-replay-1" },
+    );
     expect(single.status).toBe(200);
     expect(single.body.id).toBe(first.body.data[0].message.id);
 
@@ -139,9 +123,7 @@ describe("POST /v2/messages/batch", () => {
   });
 
   test("one unit of the send limit per call, whatever its size", async () => {
-    const creds = await createTenantWithApp(env.deps, { sendLimit: 1 });
-    await senderFor(creds.tenant.id, "301000000000125", "+15550100125");
-    const limited = await getToken(env.app, creds.clientId, creds.clientSecret);
+    const { token: limited } = await createShop(env, "Limited", { sendLimit: 1, templates: true });
     await nextSecond();
     const items = Array.from({ length: 20 }, (_, n) => ({
       to: `+49151001241${n + 10}`,
@@ -156,21 +138,19 @@ describe("POST /v2/messages/batch", () => {
   });
 
   test("the daily quota per accepted item; the items past it are the last ones, 429 quota_exceeded", async () => {
-    const creds = await createTenantWithApp(env.deps, { dailyQuota: 5 });
-    await senderFor(creds.tenant.id, "301000000000126", "+15550100126");
-    const small = await getToken(env.app, creds.clientId, creds.clientSecret);
+    const quota = await createShop(env, "Small", { dailyQuota: 5, templates: true });
     const items: unknown[] = Array.from({ length: 8 }, (_, n) => ({
       to: `+4915100124${200 + n}`,
       template: ORDER_SHIPPED,
     }));
     // A refused item spends no unit: the one after it takes it.
     items[1] = { to: "+4915100124299", template: { ...ORDER_SHIPPED, name: "nope" } };
-    const answer = await batch(items, small);
+    const answer = await batch(items, quota.token);
     expect(answer.body.data.map((r: { status: number }) => r.status)).toEqual([
       201, 400, 201, 201, 201, 201, 429, 429,
     ]);
     expect(answer.body.data[7].error.code).toBe("quota_exceeded");
-    expect(await countMessages(creds.tenant.id)).toBe(5);
+    expect(await countMessages(quota.tenantId)).toBe(5);
   });
 
   test("items to one contact are handed to the provider in item order", async () => {
@@ -183,10 +163,8 @@ describe("POST /v2/messages/batch", () => {
     const ids: string[] = answer.body.data.map((r: { message: { id: string } }) => r.message.id);
     // Named in reverse: the worker still sends them in item order.
     await deliverBatch(env.deps, [...ids].reverse());
-    const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${PHONE_NUMBER_ID}`);
-    const { data } = (await response.json()) as { data: { payload: Record<string, unknown> }[] };
-    const order = data
-      .map((record) => record.payload.biz_opaque_callback_data as string)
+    const order = (await simulatorSends(env, PHONE_NUMBER_ID))
+      .map((send) => send.payload.biz_opaque_callback_data ?? "")
       .filter((id) => ids.includes(id));
     expect(order).toEqual(ids);
   });
@@ -194,10 +172,7 @@ describe("POST /v2/messages/batch", () => {
 
 describe("opt-out at acceptance", () => {
   test("a send to an opted-out contact is 409 recipient_opted_out, by phone, by contact and in a batch", async () => {
-    const accepted = await call(env.app, "POST", "/v2/messages", {
-      token,
-      body: { to: "+4915100124401", template: ORDER_SHIPPED },
-    });
+    const accepted = await postMessage(env.app, token, { to: "+4915100124401", template: ORDER_SHIPPED });
     const contactId: string = accepted.body.to.id;
     await env.deps.db
       .updateTable("contacts")
@@ -205,17 +180,15 @@ describe("opt-out at acceptance", () => {
       .where("id", "=", contactId)
       .execute();
     const before = await countMessages();
-    const byPhone = await call(env.app, "POST", "/v2/messages", {
+    const byPhone = await postMessage(
+      env.app,
       token,
-      body: { to: "+4915100124401", template: ORDER_SHIPPED },
-      headers: { "idempotency-key": "opted-out-1" },
-    });
+      { to: "+4915100124401", template: ORDER_SHIPPED },
+      { key: "opted-out-1" },
+    );
     expect(byPhone.status).toBe(409);
     expect(byPhone.body.error).toMatchObject({ code: "recipient_opted_out", param: "to" });
-    const byContact = await call(env.app, "POST", "/v2/messages", {
-      token,
-      body: { contact: contactId, body: "hello" },
-    });
+    const byContact = await postMessage(env.app, token, { contact: contactId, body: "hello" });
     expect(byContact.status).toBe(409);
     expect(byContact.body.error).toMatchObject({ code: "recipient_opted_out", param: "contact" });
     const inBatch = await batch([
@@ -230,19 +203,17 @@ describe("opt-out at acceptance", () => {
       .set({ opted_out_at: null })
       .where("id", "=", contactId)
       .execute();
-    const later = await call(env.app, "POST", "/v2/messages", {
+    const later = await postMessage(
+      env.app,
       token,
-      body: { to: "+4915100124401", template: ORDER_SHIPPED },
-      headers: { "idempotency-key": "opted-out-1" },
-    });
+      { to: "+4915100124401", template: ORDER_SHIPPED },
+      { key: "opted-out-1" },
+    );
     expect(later.status).toBe(201);
   });
 
   test("accepted before the opt-out: fails at the claim with recipient_opted_out, nothing sent", async () => {
-    const accepted = await call(env.app, "POST", "/v2/messages", {
-      token,
-      body: { to: "+4915100124403", template: ORDER_SHIPPED },
-    });
+    const accepted = await postMessage(env.app, token, { to: "+4915100124403", template: ORDER_SHIPPED });
     await env.deps.db
       .updateTable("contacts")
       .set({ opted_out_at: new Date() })

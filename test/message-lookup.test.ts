@@ -5,40 +5,23 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sequenceFeed } from "../src/feed/sequencer.ts";
 import { finalizeInbound } from "../src/inbound/finalize.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { call, createTenantWithApp, createTestEnv, deliverOne, getToken, type TestEnv } from "./support.ts";
+import type { SenderRow } from "../src/senders/repository.ts";
+import { createShop, customerWrites, ORDER_SHIPPED, postMessage } from "./fixtures.ts";
+import { call, createTestEnv, deliverOne, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
 let token: string;
 let otherToken: string;
 let sender: SenderRow;
-const PHONE_NUMBER_ID = "301000000000099";
-const ORDER_SHIPPED = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1001"] } };
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, statusDelayMs: 600_000 });
-  const creds = await createTenantWithApp(env.deps);
-  token = await getToken(env.app, creds.clientId, creds.clientSecret);
-  const other = await createTenantWithApp(env.deps, { name: "Other" });
-  otherToken = await getToken(env.app, other.clientId, other.clientSecret);
-  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: creds.tenant.id,
-    phoneNumber: "+15550100099",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: "401000000000099",
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender);
+  ({ token, sender } = await createShop(env, "Acme", { templates: true }));
+  otherToken = (await createShop(env, "Other")).token;
 });
 afterAll(() => env.close());
 
-const send = (body: Record<string, unknown>, key?: string) =>
-  call(env.app, "POST", "/v2/messages", {
-    token,
-    body,
-    ...(key && { headers: { "idempotency-key": key } }),
-  });
+const send = (body: Record<string, unknown>, key?: string) => postMessage(env.app, token, body, { key });
 const get = (id: string, as = token) => call(env.app, "GET", `/v2/messages/${id}`, { token: as });
 
 describe("client_reference", () => {
@@ -128,17 +111,11 @@ describe("GET /v2/messages/{id}", () => {
   });
 
   test("an inbound message too: direction inbound, no status, its text", async () => {
-    const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        phone_number_id: PHONE_NUMBER_ID,
-        from: "4915100099004",
-        type: "text",
-        text: "hello?",
-      }),
+    const providerId = await customerWrites(env, sender.provider_phone_number_id, {
+      from: "4915100099004",
+      type: "text",
+      text: "hello?",
     });
-    const { id: providerId } = (await response.json()) as { id: string };
     const outcome = await finalizeInbound(env.deps.db, env.clock, providerId);
     const found = await get(outcome?.messageId ?? "");
     expect(found.status).toBe(200);

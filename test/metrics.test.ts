@@ -1,14 +1,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../src/app.ts";
 import { SIGNATURE_HEADER } from "../src/channel/signature.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import type { SenderRow } from "../src/senders/repository.ts";
+import { addSender, customerWrites, postMessage } from "./fixtures.ts";
 import {
   call,
   createTenantWithApp,
   createTestEnv,
   eventually,
   getToken,
+  requestToken,
   spawnWorker,
   type TestEnv,
 } from "./support.ts";
@@ -135,26 +136,14 @@ function total(familyName: string, where: Record<string, string> = {}, sampleNam
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, env: OPS, limits: { token: 3 } });
   const creds = await createTenantWithApp(env.deps);
-  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: creds.tenant.id,
-    phoneNumber: "+15550100009",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: "409000000000001",
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender); // a provider call from the api process
+  // Its template sync is a provider call from the api process.
+  sender = await addSender(env, creds.tenant.id, { phoneNumberId: PHONE_NUMBER_ID, templates: true });
   token = await getToken(env.app, creds.clientId, creds.clientSecret);
 
   // A 429 from the token endpoint (3 per second per client).
   let limited = 0;
   for (let i = 0; i < 10 && limited === 0; i++) {
-    const result = await call(env.app, "POST", "/v2/oauth/token", {
-      body: {
-        grant_type: "client_credentials",
-        client_id: creds.clientId,
-        client_secret: creds.clientSecret,
-      },
-    });
+    const result = await requestToken(env.app, creds.clientId, creds.clientSecret);
     if (result.status === 429) limited++;
   }
   expect(limited).toBe(1);
@@ -167,27 +156,29 @@ beforeAll(async () => {
 
   const messageIds: string[] = [];
   for (let i = 0; i < SENDS; i++) {
-    const result = await call(env.app, "POST", "/v2/messages", {
+    const result = await postMessage(
+      env.app,
       token,
-      headers: { "idempotency-key": `metrics-${i}` },
-      body: {
+      {
         to: `+4915190000${i}`,
         template: { name: "order_shipped", language: "en", variables: { body: ["Ana", `A-${i}`] } },
       },
-    });
+      { key: `metrics-${i}` },
+    );
     expect(result.status).toBe(201);
     created++;
     messageIds.push(result.body.id);
   }
   // A replay creates nothing.
-  const replay = await call(env.app, "POST", "/v2/messages", {
+  const replay = await postMessage(
+    env.app,
     token,
-    headers: { "idempotency-key": "metrics-0" },
-    body: {
+    {
       to: "+49151900000",
       template: { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-0"] } },
     },
-  });
+    { key: "metrics-0" },
+  );
   expect(replay.status).toBe(200);
 
   // 429s from an application's read and send limits, and from a tenant's daily quota.
@@ -198,11 +189,11 @@ beforeAll(async () => {
     throw new Error("no 429");
   };
   await refusedUntil429(() => call(env.app, "GET", "/v2/contacts", { token: tightToken }));
-  await refusedUntil429(() => call(env.app, "POST", "/v2/messages", { token: tightToken, body: {} }));
+  await refusedUntil429(() => postMessage(env.app, tightToken, {}));
   const spent = await createTenantWithApp(env.deps, { name: "Spent" });
   const spentToken = await getToken(env.app, spent.clientId, spent.clientSecret);
   const noQuota = createApp({ ...env.deps, config: { ...env.config, dailySendQuota: 0 } });
-  const refused = await call(noQuota, "POST", "/v2/messages", { token: spentToken, body: {} });
+  const refused = await postMessage(noQuota, spentToken, {});
   expect({ status: refused.status, code: refused.body.error.code }).toEqual({
     status: 429,
     code: "quota_exceeded",
@@ -219,17 +210,7 @@ beforeAll(async () => {
   expect(forged.status).toBe(401);
 
   // A customer writes: the simulator posts a signed inbound webhook to the listening api.
-  const inbound = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      phone_number_id: PHONE_NUMBER_ID,
-      from: "4915190000077",
-      type: "text",
-      text: "hi",
-    }),
-  });
-  expect(inbound.status).toBe(200);
+  await customerWrites(env, PHONE_NUMBER_ID, { from: "4915190000077", type: "text", text: "hi" });
 
   // A real send worker delivers the messages; its SIGTERM publishes its last snapshot.
   const worker = spawnWorker(env, "send");

@@ -1,15 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { buildWebhook, type StatusError, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
-import { insertSender } from "../src/senders/repository.ts";
 import {
-  call,
-  createTenantWithApp,
-  createTestEnv,
-  eventually,
-  getToken,
-  signedWebhook,
-  type TestEnv,
-} from "./support.ts";
+  buildWebhook,
+  type StatusError,
+  type WebhookAccount,
+  webhookTimestamp,
+} from "../src/channel/webhook-payloads.ts";
+import { createShop, postMessage, statusEventsOf } from "./fixtures.ts";
+import { call, createTestEnv, eventually, postWebhook, type TestEnv } from "./support.ts";
 
 // Postgres keeps no NUL character in text or jsonb: a string that carries one must be answered
 // before it reaches a statement (an integrator's request: 400 naming the field) or made storable
@@ -17,51 +14,27 @@ import {
 
 let env: TestEnv;
 let token: string;
-let tenantId: string;
-const PHONE_NUMBER_ID = "109000000000088";
+let account: WebhookAccount;
 
 beforeAll(async () => {
   env = await createTestEnv();
-  const created = await createTenantWithApp(env.deps);
-  tenantId = created.tenant.id;
-  token = await getToken(env.app, created.clientId, created.clientSecret);
-  await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId,
-    phoneNumber: "+15550100088",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: "209000000000088",
-    accessToken: "sim-token",
-  });
+  ({ token, account } = await createShop(env, "Acme"));
 });
 afterAll(() => env.close());
 
-const account = {
-  wabaId: "209000000000088",
-  phoneNumberId: PHONE_NUMBER_ID,
-  displayPhoneNumber: "15550100088",
-};
-
 /** The provider's signed webhook with this content, through the app. */
 const webhook = (content: Parameters<typeof buildWebhook>[1]) =>
-  call(
-    env.app,
-    "POST",
-    "/webhooks/whatsapp",
-    signedWebhook(buildWebhook(account, content), env.config.whatsappAppSecret),
-  );
+  postWebhook(env, buildWebhook(account, content));
 
 describe("NUL characters", () => {
   test("a send that carries one is a 400 naming the field", async () => {
-    const response = await call(env.app, "POST", "/v2/messages", {
-      token,
-      body: {
-        to: "+4915100000888",
-        recipient_name: "Ana\u0000",
-        template: {
-          name: "order_shipped",
-          language: "en",
-          variables: { body: { "1": "Ana", "2": "A\u00001" } },
-        },
+    const response = await postMessage(env.app, token, {
+      to: "+4915100000888",
+      recipient_name: "Ana\u0000",
+      template: {
+        name: "order_shipped",
+        language: "en",
+        variables: { body: { "1": "Ana", "2": "A\u00001" } },
       },
     });
     expect(response.status).toBe(400);
@@ -110,12 +83,8 @@ describe("NUL characters", () => {
     });
     expect(response.status).toBe(200);
     // Its message is not known yet: it waits, storable.
-    const row = await env.deps.db
-      .selectFrom("status_events")
-      .select("errors")
-      .where("provider_message_id", "=", "wamid.nul-status-unknown")
-      .executeTakeFirstOrThrow();
-    expect(row.errors).toEqual([{ code: 131026, title: "Message\uFFFDundeliverable" }]);
+    const [row] = await statusEventsOf(env.deps.db, "wamid.nul-status-unknown");
+    expect(row?.errors).toEqual([{ code: 131026, title: "Message\uFFFDundeliverable" }]);
   });
 
   test("a form that carries one is refused (the token endpoint: RFC 6749's shape)", async () => {

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { call, createTenantWithApp, createTestEnv, getToken, type TestEnv } from "./support.ts";
+import { createShop, postMessage } from "./fixtures.ts";
+import { call, createTestEnv, type TestEnv } from "./support.ts";
 
 /**
  * Issue 24: what /v2/reference offers for POST /messages works as it stands. The reference shows the
@@ -18,16 +17,7 @@ let examples: [string, { summary: string; value: Json }][];
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, limits: { anonymous: 1000, token: 1000 } });
-  const creds = await createTenantWithApp(env.deps);
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: creds.tenant.id,
-    phoneNumber: "+15550100001",
-    providerPhoneNumberId: "324000000000001",
-    wabaId: "424000000000001",
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender);
-  token = await getToken(env.app, creds.clientId, creds.clientSecret);
+  ({ token } = await createShop(env, "Acme", { templates: true }));
   const served = await call(env.app, "GET", "/v2/openapi.json");
   expect(served.status).toBe(200);
   examples = Object.entries(
@@ -39,7 +29,7 @@ afterAll(() => env.close());
 test("the reference's default example for POST /messages answers 201 against the sandbox", async () => {
   const [name, example] = examples[0] ?? [];
   expect(name).toBe("template");
-  const answer = await call(env.app, "POST", "/v2/messages", { token, body: example?.value });
+  const answer = await postMessage(env.app, token, example?.value);
   expect(answer.status, answer.text).toBe(201);
   expect(answer.body).toMatchObject({
     object: "message",
@@ -51,6 +41,6 @@ test("the reference's default example for POST /messages answers 201 against the
 test("so does the example with a URL button (the sandbox's appointment_reminder)", async () => {
   const example = examples.find(([name]) => name === "buttons")?.[1];
   expect(example).toBeDefined();
-  const answer = await call(env.app, "POST", "/v2/messages", { token, body: example?.value });
+  const answer = await postMessage(env.app, token, example?.value);
   expect(answer.status, answer.text).toBe(201);
 });

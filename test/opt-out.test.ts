@@ -6,21 +6,32 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "kysely";
 import { createApplication } from "../src/applications/service.ts";
-import { buildWebhook, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
+import { buildWebhook, type WebhookAccount, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
 import { optOutKeyword } from "../src/contacts/opt-out.ts";
 import { finalizeInbound, finalizePendingInbound } from "../src/inbound/finalize.ts";
 import { applyPendingStatusEvents } from "../src/outbound/status.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import type { SenderRow } from "../src/senders/repository.ts";
+import {
+  addSender,
+  createShop,
+  customerWrites,
+  ORDER_SHIPPED,
+  outboundMessages,
+  postMessage,
+  receive,
+  type Shop,
+  webhookAccount,
+} from "./fixtures.ts";
 import { type PanelClient, signedInClient } from "./panel-support.ts";
-import { expectApiError, type ReadingTenant, readingTenant } from "./reading-support.ts";
 import {
   type CallResult,
   call,
   createTestEnv,
   deliverOne,
+  expectApiError,
+  expectScopeRequired,
   getToken,
-  signedWebhook,
+  postWebhook,
   type TestEnv,
 } from "./support.ts";
 
@@ -69,16 +80,9 @@ let env: TestEnv;
 let panel: PanelClient;
 let tenantId: string;
 let sender: SenderRow;
+let account: WebhookAccount;
 let token: string;
-let readOnlyToken: string;
-let other: ReadingTenant;
-const PHONE_NUMBER_ID = "119000000000077";
-const account = {
-  wabaId: "219000000000077",
-  phoneNumberId: PHONE_NUMBER_ID,
-  displayPhoneNumber: "15550100077",
-};
-const TEMPLATE = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1"] } };
+let other: Shop;
 let phoneCounter = 0;
 
 beforeAll(async () => {
@@ -88,14 +92,8 @@ beforeAll(async () => {
   const signedIn = await signedInClient(env.app, env.deps, { tenantName: "Opt-out shop" });
   panel = signedIn.client;
   tenantId = signedIn.tenant.id;
-  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId,
-    phoneNumber: "+15550100077",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: account.wabaId,
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender);
+  sender = await addSender(env, tenantId, { templates: true });
+  account = webhookAccount(sender);
   const app = await createApplication(env.deps.db, {
     tenantId,
     name: "App",
@@ -103,14 +101,7 @@ beforeAll(async () => {
     sendLimit: 1000,
   });
   token = await getToken(env.app, app.application.clientId, app.clientSecret);
-  const reader = await createApplication(env.deps.db, {
-    tenantId,
-    name: "Reader",
-    scopes: ["messaging:read"],
-    readLimit: 1000,
-  });
-  readOnlyToken = await getToken(env.app, reader.application.clientId, reader.clientSecret);
-  other = await readingTenant(env, "Other shop");
+  other = await createShop(env, "Other shop");
 });
 afterAll(() => env.close());
 
@@ -123,33 +114,23 @@ function freshWaId(): string {
 }
 
 /** The customer writes (a signed webhook from the simulator); stored, not finalized yet. */
-async function customerPosts(from: string, text: string, timestamp = nowSeconds(), type = "text") {
-  const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      phone_number_id: PHONE_NUMBER_ID,
-      from,
-      type,
-      ...(type === "text" ? { text } : { caption: text }),
-      timestamp,
-    }),
+function customerPosts(
+  from: string,
+  text: string,
+  timestamp = nowSeconds(),
+  type: "text" | "image" = "text",
+) {
+  return customerWrites(env, account.phoneNumberId, {
+    from,
+    type,
+    ...(type === "text" ? { text } : { caption: text }),
+    timestamp,
   });
-  const sent = (await response.json()) as { id: string; webhook_status: number };
-  expect(sent.webhook_status).toBe(200);
-  return sent.id;
 }
 
 /** The customer writes, and the finalize step runs: the contact's id. */
-async function customerWrites(from: string, text: string, timestamp = nowSeconds()): Promise<string> {
-  const providerId = await customerPosts(from, text, timestamp);
-  const outcome = await finalizeInbound(env.deps.db, env.clock, providerId);
-  const row = await env.deps.db
-    .selectFrom("messages")
-    .select("contact_id")
-    .where("id", "=", outcome!.messageId)
-    .executeTakeFirstOrThrow();
-  return row.contact_id;
+async function customerWrote(from: string, text: string, timestamp = nowSeconds()): Promise<string> {
+  return (await receive(env, account, { from, type: "text", text, timestamp })).contactId;
 }
 
 async function contactIdOf(waId: string): Promise<string> {
@@ -179,10 +160,10 @@ describe("inbound keywords", () => {
   test("STOP opts the contact out (sendable false inside the window); START opts it back in", async () => {
     const waId = freshWaId();
     const wroteAt = nowSeconds() - 60;
-    const contactId = await customerWrites(waId, "Hello", wroteAt);
+    const contactId = await customerWrote(waId, "Hello", wroteAt);
     expect((await getContact(contactId)).body.messaging).toMatchObject({ sendable: true, opted_out: false });
 
-    await customerWrites(waId, " Stop! ", wroteAt + 1);
+    await customerWrote(waId, " Stop! ", wroteAt + 1);
     const stopped = await getContact(contactId);
     expect(stopped.status).toBe(200);
     expect(stopped.body.messaging).toEqual({
@@ -195,7 +176,7 @@ describe("inbound keywords", () => {
     // From the message's own time.
     expect(await optedOutAt(contactId)).toEqual(new Date((wroteAt + 1) * 1000));
 
-    await customerWrites(waId, "start", wroteAt + 2);
+    await customerWrote(waId, "start", wroteAt + 2);
     expect((await getContact(contactId)).body.messaging).toMatchObject({
       sendable: true,
       within_window: true,
@@ -208,15 +189,15 @@ describe("inbound keywords", () => {
   test("a second STOP keeps the first opt-out's time", async () => {
     const waId = freshWaId();
     const first = nowSeconds() - 120;
-    const contactId = await customerWrites(waId, "STOP", first);
-    await customerWrites(waId, "unsubscribe.", first + 60);
+    const contactId = await customerWrote(waId, "STOP", first);
+    await customerWrote(waId, "unsubscribe.", first + 60);
     expect(await optedOutAt(contactId)).toEqual(new Date(first * 1000));
   });
 
   test("only a keyword alone counts: a sentence, or a photo captioned STOP, opts nobody out", async () => {
     const waId = freshWaId();
-    const contactId = await customerWrites(waId, "stop please");
-    await customerWrites(waId, "Can you stop the delivery?");
+    const contactId = await customerWrote(waId, "stop please");
+    await customerWrote(waId, "Can you stop the delivery?");
     await finalizeInbound(env.deps.db, env.clock, await customerPosts(waId, "STOP", nowSeconds(), "image"));
     expect(await optedOutAt(contactId)).toBeNull();
     expect((await getContact(contactId)).body.messaging.opted_out).toBe(false);
@@ -245,7 +226,7 @@ describe("inbound keywords", () => {
 
   test("a provider timestamp in the future opts out from now, not later", async () => {
     const waId = freshWaId();
-    const contactId = await customerWrites(waId, "QUIT", nowSeconds() + 3600);
+    const contactId = await customerWrote(waId, "QUIT", nowSeconds() + 3600);
     expect(await optedOutAt(contactId)).toEqual(env.clock.now());
   });
 });
@@ -253,7 +234,7 @@ describe("inbound keywords", () => {
 describe("POST /contacts/{id}/opt_out and /opt_in", () => {
   test("opt_out returns the Contact opted out; a repeat keeps the first time; opt_in clears it", async () => {
     const waId = freshWaId();
-    const contactId = await customerWrites(waId, "Hi", nowSeconds() - 30);
+    const contactId = await customerWrote(waId, "Hi", nowSeconds() - 30);
     const out = await optOut(contactId);
     expect(out.status).toBe(200);
     expect(out.body).toMatchObject({
@@ -283,7 +264,7 @@ describe("POST /contacts/{id}/opt_out and /opt_in", () => {
   });
 
   test("an empty JSON body or a form is as good as none", async () => {
-    const contactId = await customerWrites(freshWaId(), "Hi");
+    const contactId = await customerWrote(freshWaId(), "Hi");
     const json = await call(env.app, "POST", `/v2/contacts/${contactId}/opt_out`, { token, body: {} });
     expect(json.status).toBe(200);
     const empty = await call(env.app, "POST", `/v2/contacts/${contactId}/opt_in`, {
@@ -296,7 +277,7 @@ describe("POST /contacts/{id}/opt_out and /opt_in", () => {
   });
 
   test("an unknown id, another tenant's contact: 404; a malformed id: 400", async () => {
-    const contactId = await customerWrites(freshWaId(), "Hi");
+    const contactId = await customerWrote(freshWaId(), "Hi");
     for (const route of [optOut, optIn]) {
       expectApiError(await route("ctc_doesNotExist0000000000"), 404, "resource_missing", "contact_id");
       expectApiError(await route(contactId, other.token), 404, "resource_missing", "contact_id");
@@ -306,23 +287,18 @@ describe("POST /contacts/{id}/opt_out and /opt_in", () => {
   });
 
   test("they need a token with messaging:send", async () => {
-    const contactId = await customerWrites(freshWaId(), "Hi");
-    for (const path of [`/v2/contacts/${contactId}/opt_out`, `/v2/contacts/${contactId}/opt_in`]) {
-      expectApiError(await call(env.app, "POST", path), 401, "unauthorized", null);
-      expectApiError(
-        await call(env.app, "POST", path, { token: readOnlyToken }),
-        403,
-        "insufficient_scope",
-        null,
-      );
-    }
+    const contactId = await customerWrote(freshWaId(), "Hi");
+    await expectScopeRequired(env, "messaging:send", [
+      ["POST", `/v2/contacts/${contactId}/opt_out`],
+      ["POST", `/v2/contacts/${contactId}/opt_in`],
+    ]);
     expect(await optedOutAt(contactId)).toBeNull();
   });
 });
 
 /** A template send to `to`, handed to the provider (the simulator) by the send path. */
 async function sendTemplate(to: string): Promise<{ id: string; outcome: string }> {
-  const accepted = await call(env.app, "POST", "/v2/messages", { token, body: { to, template: TEMPLATE } });
+  const accepted = await postMessage(env.app, token, { to, template: ORDER_SHIPPED });
   expect(accepted.status).toBe(201);
   return { id: accepted.body.id, outcome: await deliverOne(env.deps, accepted.body.id) };
 }
@@ -336,24 +312,19 @@ async function messageOf(id: string) {
 }
 
 function failedStatus(providerId: string, code: number): Promise<CallResult> {
-  return call(
-    env.app,
-    "POST",
-    "/webhooks/whatsapp",
-    signedWebhook(
-      buildWebhook(account, {
-        statuses: [
-          {
-            id: providerId,
-            status: "failed",
-            timestamp: webhookTimestamp(),
-            recipient_id: "4915177000000",
-            errors: [{ code, title: "failed", message: "failed", error_data: { details: "failed" } }],
-          },
-        ],
-      }),
-      env.config.whatsappAppSecret,
-    ),
+  return postWebhook(
+    env,
+    buildWebhook(account, {
+      statuses: [
+        {
+          id: providerId,
+          status: "failed",
+          timestamp: webhookTimestamp(),
+          recipient_id: "4915177000000",
+          errors: [{ code, title: "failed", message: "failed", error_data: { details: "failed" } }],
+        },
+      ],
+    }),
   );
 }
 
@@ -370,10 +341,7 @@ describe("the provider's 131050", () => {
     expect((await getContact(message.contact_id)).body.messaging.opted_out).toBe(true);
 
     // The next send to them is refused at acceptance.
-    const refused = await call(env.app, "POST", "/v2/messages", {
-      token,
-      body: { to: "+15550001010", template: TEMPLATE },
-    });
+    const refused = await postMessage(env.app, token, { to: "+15550001010", template: ORDER_SHIPPED });
     expectApiError(refused, 409, "recipient_opted_out", "to");
   });
 
@@ -439,13 +407,13 @@ describe("the provider's 131050", () => {
 describe("the panel", () => {
   test("the conversation shows the opt-out and when; the reply box says why nothing can be sent", async () => {
     const waId = freshWaId();
-    const contactId = await customerWrites(waId, "Hello there", nowSeconds() - 60);
+    const contactId = await customerWrote(waId, "Hello there", nowSeconds() - 60);
     const before = await panel.get(`/panel/conversations/${contactId}`);
     expect(before.status).toBe(200);
     expect(before.text).not.toContain("Opted out");
     expect(before.text).toContain('id="reply-body"');
 
-    await customerWrites(waId, "STOP", nowSeconds() - 30);
+    await customerWrote(waId, "STOP", nowSeconds() - 30);
     // A page open since before: its poll brings the opt-out and the reply box without a form.
     const poll = await panel.get(`/panel/conversations/${contactId}/thread?v=stale&mode=text`, {
       "hx-request": "true",
@@ -489,13 +457,7 @@ describe("the panel", () => {
     });
     expect(htmx.status).toBe(200);
     expect(htmx.headers.get("x-panel-refusal")).toBe("recipient_opted_out");
-    const sentToThem = await env.deps.db
-      .selectFrom("messages")
-      .select("id")
-      .where("contact_id", "=", contactId)
-      .where("direction", "=", "outbound")
-      .execute();
-    expect(sentToThem).toEqual([]);
+    expect(await outboundMessages(env.deps.db, contactId)).toEqual([]);
 
     // Opted back in: the reply box is back.
     expect((await optIn(contactId)).status).toBe(200);

@@ -2,10 +2,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, createApp } from "../src/app.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { createRedis, type RedisClient } from "../src/redis/connect.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import { createShop, postMessage, type Shop } from "./fixtures.ts";
 import { createPanelUserWithTenant, PanelClient } from "./panel-support.ts";
-import { type ReadingTenant, readingTenant } from "./reading-support.ts";
-import { call, createTestEnv, eventually, type TestEnv } from "./support.ts";
+import { call, createTestEnv, eventually, expectUnavailable, requestToken, type TestEnv } from "./support.ts";
 import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
 
 /**
@@ -19,12 +18,11 @@ let redisProxy: TcpProxy;
 let db: Db;
 let redis: RedisClient;
 let app: App;
-let tenant: ReadingTenant;
+let tenant: Shop;
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true });
-  tenant = await readingTenant(env, "Outage Shop");
-  await syncSenderTemplates(env.deps, tenant.sender);
+  tenant = await createShop(env, "Outage Shop", { templates: true });
   pgProxy = await startTcpProxy({ host: "127.0.0.1", port: 5432 });
   redisProxy = await startTcpProxy({ host: "127.0.0.1", port: 6379 });
   const pgUrl = new URL(env.config.databaseUrl);
@@ -41,23 +39,6 @@ afterAll(async () => {
   await env.close();
 });
 
-const REQUEST_ID = /^req_[0-9A-Za-z]{22}$/;
-
-function expectUnavailable(result: Awaited<ReturnType<typeof call>>) {
-  expect(result.status).toBe(503);
-  expect(Number(result.headers.get("retry-after"))).toBeGreaterThan(0);
-  expect(result.body).toEqual({
-    error: {
-      type: "api_error",
-      code: "service_unavailable",
-      message: expect.any(String),
-      param: null,
-      request_id: expect.stringMatching(REQUEST_ID),
-      doc_url: "http://localhost/v2/docs#service_unavailable",
-    },
-  });
-}
-
 async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const started = performance.now();
   const value = await work();
@@ -65,12 +46,9 @@ async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number 
 }
 
 const send = () =>
-  call(app, "POST", "/v2/messages", {
-    token: tenant.token,
-    body: {
-      to: "+4915100000001",
-      template: { name: "order_shipped", language: "en", variables: { body: ["A", "1"] } },
-    },
+  postMessage(app, tenant.token, {
+    to: "+4915100000001",
+    template: { name: "order_shipped", language: "en", variables: { body: ["A", "1"] } },
   });
 
 describe("Postgres unreachable", () => {
@@ -84,13 +62,7 @@ describe("Postgres unreachable", () => {
       expectUnavailable(read.value);
       expect(read.ms).toBeLessThan(10_000);
       expectUnavailable(await send());
-      const token = await call(app, "POST", "/v2/oauth/token", {
-        body: {
-          grant_type: "client_credentials",
-          client_id: tenant.clientId,
-          client_secret: tenant.clientSecret,
-        },
-      });
+      const token = await requestToken(app, tenant.clientId, tenant.clientSecret);
       expect(token.status).toBe(503);
       expect(token.body.error).toBe("server_error");
       expect(token.headers.get("retry-after")).not.toBeNull();

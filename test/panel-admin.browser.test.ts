@@ -2,11 +2,17 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { createApplication, revokeApplication } from "../src/applications/service.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { launchChromium, SCREENSHOT_DIR } from "./browser-support.ts";
+import { addSender } from "./fixtures.ts";
 import { createPanelUserWithTenant } from "./panel-support.ts";
-import { createTestEnv, freePort, startTestSimulator, type TestEnv, type TestSimulator } from "./support.ts";
+import {
+  createTestEnv,
+  freePort,
+  requestToken,
+  startTestSimulator,
+  type TestEnv,
+  type TestSimulator,
+} from "./support.ts";
 
 /**
  * Issue 24, items 6 and 7, in a real headless Chromium at 1280 and 390 px (and the Applications table
@@ -37,15 +43,13 @@ beforeAll(async () => {
   });
   env.app.listen({ port, hostname: "127.0.0.1" });
   owner = await createPanelUserWithTenant(env.deps, { tenantName: "Blue Bicycle Shop" });
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: owner.tenant.id,
+  await addSender(env, owner.tenant.id, {
     phoneNumber: "+15550107801",
-    providerPhoneNumberId: "377000000000101",
+    phoneNumberId: "377000000000101",
     wabaId: "477000000000101",
-    accessToken: "sim-token",
     name: "Blue Bicycle Shop",
+    templates: true,
   });
-  await syncSenderTemplates(env.deps, sender);
   // A table as a tenant has it after a while: long names, both scopes, one revoked application.
   for (const name of ["Order system (production)", "Warehouse scanner", "Marketing exports (old)"]) {
     await createApplication(env.deps.db, { tenantId: owner.tenant.id, name });
@@ -77,19 +81,6 @@ async function overflow(page: Page, selector?: string): Promise<number> {
     if (!element) throw new Error(`no ${sel}`);
     return element.scrollWidth - element.clientWidth;
   }, selector);
-}
-
-async function tokenStatus(clientId: string, clientSecret: string): Promise<number> {
-  const response = await fetch(url("/v2/oauth/token"), {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      grant_type: "client_credentials",
-      client_id: clientId,
-      client_secret: clientSecret,
-    }),
-  });
-  return response.status;
 }
 
 for (const width of WIDTHS) {
@@ -302,8 +293,8 @@ for (const width of WIDTHS) {
       expect(newSecret).toMatch(/^csec_/);
       await page.getByRole("status").filter({ hasText: "The old secret keeps working until" }).waitFor(WAIT);
       await shot(page, "rotated-secret", width);
-      expect(await tokenStatus(application.clientId, oldSecret)).toBe(200);
-      expect(await tokenStatus(application.clientId, newSecret)).toBe(200);
+      expect((await requestToken(env.app, application.clientId, oldSecret)).status).toBe(200);
+      expect((await requestToken(env.app, application.clientId, newSecret)).status).toBe(200);
 
       await page.goto(url("/panel/applications"));
       const row = page.locator("tr", { hasText: `Rotating ${width}` });

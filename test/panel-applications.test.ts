@@ -7,7 +7,7 @@ import {
 } from "../src/applications/service.ts";
 import { validateNewApplication } from "../src/panel/applications.ts";
 import { type PanelClient, type PanelResponse, signedInClient } from "./panel-support.ts";
-import { call, createTestEnv, getToken, type TestEnv } from "./support.ts";
+import { call, createTestEnv, getToken, requestToken, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -35,11 +35,8 @@ async function createViaPanel(client: PanelClient, name: string, scopes: string[
   return { page: created, ...secretsOf(created) };
 }
 
-function tokenRequest(clientId: string, clientSecret: string) {
-  return call(env.app, "POST", "/v2/oauth/token", {
-    body: { grant_type: "client_credentials", client_id: clientId, client_secret: clientSecret },
-  });
-}
+const tokenRequest = (clientId: string, clientSecret: string, scope?: string) =>
+  requestToken(env.app, clientId, clientSecret, scope);
 
 describe("panel: applications list and create", () => {
   test("an empty tenant sees an explanation and the form, with labels and hints", async () => {
@@ -99,14 +96,7 @@ describe("panel: applications list and create", () => {
     expect((await findApplicationByClientId(env.deps.db, clientId))?.scopes).toEqual(["messaging:read"]);
     const token = await tokenRequest(clientId, clientSecret);
     expect(token.body.scope).toBe("messaging:read");
-    const wider = await call(env.app, "POST", "/v2/oauth/token", {
-      body: {
-        grant_type: "client_credentials",
-        client_id: clientId,
-        client_secret: clientSecret,
-        scope: "messaging:send",
-      },
-    });
+    const wider = await tokenRequest(clientId, clientSecret, "messaging:send");
     expect(wider.status).toBe(400);
     expect(wider.body.error).toBe("invalid_scope");
     const list = await client.get("/panel/applications");

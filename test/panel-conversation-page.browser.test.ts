@@ -9,7 +9,8 @@ import {
   tabTo as tabToAt,
   WAIT,
 } from "./conversation-browser-support.ts";
-import { insertOutbound, type ReadingTenant } from "./reading-support.ts";
+import { simulatorSends } from "./fixtures.ts";
+import { insertOutbound } from "./reading-support.ts";
 import { eventually, type TestEnv } from "./support.ts";
 
 /**
@@ -65,13 +66,17 @@ beforeAll(async () => {
 
   await inbound(HAL, "Can you fix my visor?", "Hal Hartley", Math.floor(Date.now() / 1000) - 600);
   hal = await contactIdOf(HAL);
-  await insertOutbound(env, { tenantId: owner.tenant.id, sender } as ReadingTenant, {
-    contactId: hal,
-    text: "Yes, bring it in.",
-    status: "failed",
-    failure: { code: "recipient_invalid", message: "The number is not on WhatsApp.", retryable: false },
-    createdAt: new Date(Date.now() - 60_000),
-  });
+  await insertOutbound(
+    env,
+    { tenantId: owner.tenant.id, sender },
+    {
+      contactId: hal,
+      text: "Yes, bring it in.",
+      status: "failed",
+      failure: { code: "recipient_invalid", message: "The number is not on WhatsApp.", retryable: false },
+      createdAt: new Date(Date.now() - 60_000),
+    },
+  );
   await inbound(IDA, "Do you sell kids' helmets?", "Ida Lupino");
   ida = await contactIdOf(IDA);
   // The conversation summary is written with the message; wait for it, as the list reads it.
@@ -272,9 +277,8 @@ describe("issue 24: a conversation's page in a browser", () => {
     expect(await outbound()).toBe(before + 1);
     // The provider got the document by its link, with the file name.
     const sent = await eventually(async () => {
-      const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${PHONE_NUMBER_ID}`);
-      const { data } = (await response.json()) as { data: { payload: unknown }[] };
-      return data.map((record) => JSON.stringify(record.payload)).find((text) => text.includes(address));
+      const sends = await simulatorSends(env, PHONE_NUMBER_ID);
+      return sends.map((send) => JSON.stringify(send.payload)).find((text) => text.includes(address));
     }, 15_000);
     expect(sent).toContain('"filename":"Invoice 2041.pdf"');
     expect(sent).toContain('"type":"document"');

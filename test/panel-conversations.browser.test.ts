@@ -9,7 +9,8 @@ import {
   tabTo as tabToAt,
   WAIT,
 } from "./conversation-browser-support.ts";
-import { insertOutbound, type ReadingTenant } from "./reading-support.ts";
+import { customerWrites, outboundMessages } from "./fixtures.ts";
+import { insertOutbound } from "./reading-support.ts";
 import { eventually, type TestEnv } from "./support.ts";
 
 /**
@@ -69,7 +70,7 @@ beforeAll(async () => {
   // Bruno wrote two days ago (his window is closed); the reply to him failed.
   await inbound(BRUNO, "Do you repair e-bikes?", "Bruno Díaz", nowS - 2 * 86_400);
   bruno = await contactIdOf(BRUNO);
-  const tenant = { tenantId: owner.tenant.id, sender } as ReadingTenant;
+  const tenant = { tenantId: owner.tenant.id, sender };
   await insertOutbound(env, tenant, {
     contactId: bruno,
     text: "Yes! Bring it by on Monday.",
@@ -86,22 +87,17 @@ beforeAll(async () => {
       text: "Checking with the workshop now.",
       status: "accepted",
       createdAt: new Date(Date.now() - 30_000),
+      retrying: {
+        attempts: 2,
+        // Far enough ahead that the running send worker leaves it alone during the test.
+        notBefore: new Date(Date.now() + 3_600_000),
+        lastError: {
+          code: "provider_rate_limited",
+          message: "WhatsApp throttled the send.",
+          retryable: true,
+        },
+      },
     })) ?? "";
-  await env.deps.db
-    .updateTable("messages")
-    .set({
-      send_attempts: 2,
-      // Far enough ahead that the running send worker leaves it alone during the test.
-      send_not_before: new Date(Date.now() + 3_600_000),
-      send_started_at: null,
-      last_error: JSON.stringify({
-        code: "provider_rate_limited",
-        message: "WhatsApp throttled the send.",
-        retryable: true,
-      }),
-    })
-    .where("id", "=", retryId)
-    .execute();
   // Ada wrote just now: unread, window open.
   await inbound(ADA, "Hello! Do you have a 54 cm frame?", "Ada Lovelace");
   ada = await contactIdOf(ADA);
@@ -313,12 +309,7 @@ describe("issue 24: the conversations panel in a browser", () => {
   test("keyboard only: choose a template, fill it in, send it", async () => {
     await page.goto(url(`/panel/conversations/${ada}`));
     await page.locator("#reply-template").waitFor(WAIT);
-    const before = await env.deps.db
-      .selectFrom("messages")
-      .select("id")
-      .where("contact_id", "=", ada)
-      .where("direction", "=", "outbound")
-      .execute();
+    const before = await outboundMessages(env.deps.db, ada);
     const template = await env.deps.db
       .selectFrom("templates")
       .select("id")
@@ -352,12 +343,7 @@ describe("issue 24: the conversations panel in a browser", () => {
     await shoot("keyboard-template");
     await page.keyboard.press("Enter");
     await page.locator("#thread", { hasText: "Hi Ada, your order #54 has shipped." }).waitFor(WAIT);
-    const after = await env.deps.db
-      .selectFrom("messages")
-      .select("id")
-      .where("contact_id", "=", ada)
-      .where("direction", "=", "outbound")
-      .execute();
+    const after = await outboundMessages(env.deps.db, ada);
     expect(after).toHaveLength(before.length + 1);
     // After sending, the focus is back in the template picker, ready for another.
     await eventually(
@@ -370,18 +356,8 @@ describe("issue 24: the conversations panel in a browser", () => {
     for (const fields of [
       { type: "image", caption: "The scratch on the frame" },
       { type: "document", filename: "invoice.pdf" },
-    ]) {
-      const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
-          phone_number_id: PHONE_NUMBER_ID,
-          from: EVE.slice(1),
-          name: "Eve Media",
-          ...fields,
-        }),
-      });
-      expect(response.status).toBe(200);
+    ] as const) {
+      await customerWrites(env, PHONE_NUMBER_ID, { from: EVE.slice(1), name: "Eve Media", ...fields });
     }
     const eve = await contactIdOf(EVE);
     await eventually(async () => {

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApplication } from "../src/applications/service.ts";
-import { finalizeInbound } from "../src/inbound/finalize.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import type { SenderRow } from "../src/senders/repository.ts";
+import { addSender, type InboundFields, outboundMessages, receive, type Shop, sentTo } from "./fixtures.ts";
 import { type PanelClient, type PanelResponse, signedInClient } from "./panel-support.ts";
-import { insertContact, insertOutbound, type ReadingTenant } from "./reading-support.ts";
+import { insertContact, insertOutbound } from "./reading-support.ts";
 import {
   call,
   createTestEnv,
@@ -36,15 +35,13 @@ beforeAll(async () => {
   const signedIn = await signedInClient(env.app, env.deps, { tenantName: "Acme Shop" });
   client = signedIn.client;
   account = signedIn;
-  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: signedIn.tenant.id,
+  sender = await addSender(env, signedIn.tenant.id, {
     phoneNumber: "+15550166001",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
+    phoneNumberId: PHONE_NUMBER_ID,
     wabaId: "761000000000001",
-    accessToken: "sim-token",
     name: "Acme support",
+    templates: true,
   });
-  await syncSenderTemplates(env.deps, sender);
   const { application, clientSecret } = await createApplication(env.deps.db, {
     tenantId: signedIn.tenant.id,
     name: "Reader",
@@ -58,29 +55,12 @@ afterAll(() => env.close());
 const nowSeconds = () => Math.floor(env.clock.now().getTime() / 1000);
 
 /** The customer writes through the simulator (a signed webhook), then finalize runs. */
-async function customerWrites(
-  fields: { from?: string; text?: string; name?: string; timestamp?: number } & Record<string, unknown>,
-): Promise<{ contactId: string; messageId: string }> {
-  const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      phone_number_id: PHONE_NUMBER_ID,
-      from: ANA,
-      type: "text",
-      timestamp: nowSeconds(),
-      ...fields,
-    }),
-  });
-  const sent = (await response.json()) as { id: string; webhook_status: number };
-  expect(sent.webhook_status).toBe(200);
-  const outcome = await finalizeInbound(env.deps.db, env.clock, sent.id);
-  const row = await env.deps.db
-    .selectFrom("messages")
-    .select("contact_id")
-    .where("id", "=", outcome!.messageId)
-    .executeTakeFirstOrThrow();
-  return { contactId: row.contact_id, messageId: outcome!.messageId };
+function customerWrites(fields: Partial<InboundFields>): Promise<{ contactId: string; messageId: string }> {
+  return receive(
+    env,
+    { phoneNumberId: PHONE_NUMBER_ID },
+    { from: ANA, type: "text", timestamp: nowSeconds(), ...fields },
+  );
 }
 
 /** An attribute's value as the browser reads it (the markup escapes `&`). */
@@ -112,20 +92,8 @@ async function unread(contactId: string) {
     .executeTakeFirstOrThrow();
 }
 
-async function outboundMessages(contactId: string) {
-  return env.deps.db
-    .selectFrom("messages")
-    .select(["id", "type", "text", "application_id", "status"])
-    .where("contact_id", "=", contactId)
-    .where("direction", "=", "outbound")
-    .orderBy("seq")
-    .execute();
-}
-
 async function sentToSimulator(messageId: string): Promise<number> {
-  const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${PHONE_NUMBER_ID}`);
-  const { data } = (await response.json()) as { data: { payload: Record<string, unknown> }[] };
-  return data.filter((record) => record.payload.biz_opaque_callback_data === messageId).length;
+  return (await sentTo(env, PHONE_NUMBER_ID, messageId)).length;
 }
 
 describe("the conversation list and view", () => {
@@ -259,7 +227,7 @@ describe("the conversation list and view", () => {
       caption: "see attached",
       timestamp: nowSeconds(),
     });
-    const tenant = { tenantId: account.tenant.id, sender } as ReadingTenant;
+    const tenant = { tenantId: account.tenant.id, sender };
     await insertOutbound(env, tenant, {
       contactId,
       text: "We could not deliver this",
@@ -314,7 +282,7 @@ describe("the conversation list and view", () => {
       name: "Many",
       timestamp: nowSeconds() - 500,
     });
-    const tenant = { tenantId: account.tenant.id, sender } as ReadingTenant;
+    const tenant = { tenantId: account.tenant.id, sender };
     for (let i = 1; i <= 104; i++) {
       await insertOutbound(env, tenant, {
         contactId: many.contactId,
@@ -367,7 +335,7 @@ describe("replying inside the window", () => {
     const again = await client.post(`/panel/conversations/${contactId}/messages`, form);
     expect(again.status).toBe(303);
 
-    const sent = await outboundMessages(contactId);
+    const sent = await outboundMessages(env.deps.db, contactId);
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({
       type: "text",
@@ -423,7 +391,7 @@ describe("replying inside the window", () => {
     expect(result.text).toContain('<div id="thread" class="thread-region" hx-get=');
     expect(result.text).toContain('hx-swap-oob="true"><ol class="thread"');
     expect(result.text).toContain('<p class="message-text">Sent with htmx</p>');
-    expect((await outboundMessages(contactId)).map((m) => m.text)).toContain("Sent with htmx");
+    expect((await outboundMessages(env.deps.db, contactId)).map((m) => m.text)).toContain("Sent with htmx");
   });
 
   test("a used form posted again with other text is not sent; it comes back with a new key", async () => {
@@ -432,18 +400,18 @@ describe("replying inside the window", () => {
     const key = idempotencyKey(view);
     const path = `/panel/conversations/${contactId}/messages`;
     expect((await client.post(path, { kind: "text", body: "First", idempotency_key: key })).status).toBe(303);
-    const before = (await outboundMessages(contactId)).length;
+    const before = (await outboundMessages(env.deps.db, contactId)).length;
     const reused = await client.post(path, { kind: "text", body: "Second", idempotency_key: key });
     expect(reused.status).toBe(400);
     expect(reused.text).toContain('role="alert">This form was already used to send a message');
     expect(reused.text).toContain(">Second</textarea>");
     expect(idempotencyKey(reused)).not.toBe(key);
-    expect(await outboundMessages(contactId)).toHaveLength(before);
+    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
   });
 
   test("a blank message is refused in the form, nothing is sent", async () => {
     const view = await client.get(`/panel/conversations/${contactId}`);
-    const before = (await outboundMessages(contactId)).length;
+    const before = (await outboundMessages(env.deps.db, contactId)).length;
     const blank = await client.post(`/panel/conversations/${contactId}/messages`, {
       kind: "text",
       body: "   ",
@@ -454,12 +422,12 @@ describe("replying inside the window", () => {
       '<p class="error" id="reply-error" role="alert">Write a message before sending.</p>',
     );
     expect(blank.text).toMatch(/<textarea id="reply-body"[^>]* aria-invalid="true">/);
-    expect(await outboundMessages(contactId)).toHaveLength(before);
+    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
   });
 
   test("a post without the CSRF token is refused and sends nothing", async () => {
     const view = await client.get(`/panel/conversations/${contactId}`);
-    const before = (await outboundMessages(contactId)).length;
+    const before = (await outboundMessages(env.deps.db, contactId)).length;
     const forged = await client.request("POST", `/panel/conversations/${contactId}/messages`, {
       form: { kind: "text", body: "forged", idempotency_key: idempotencyKey(view) },
     });
@@ -469,7 +437,7 @@ describe("replying inside the window", () => {
       headers: HX,
     });
     expect(wrong.status).toBe(403);
-    expect(await outboundMessages(contactId)).toHaveLength(before);
+    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
   });
 
   test("another tenant's user sees none of it: an empty list, and 404 by URL", async () => {
@@ -491,14 +459,14 @@ describe("replying inside the window", () => {
     const fragment = await other.client.get(`/panel/conversations/${contactId}/thread?v=x&mode=text`, HX);
     expect(fragment.status).toBe(404);
     expect(fragment.text).not.toContain("Cleo");
-    const before = (await outboundMessages(contactId)).length;
+    const before = (await outboundMessages(env.deps.db, contactId)).length;
     const post = await other.client.post(`/panel/conversations/${contactId}/messages`, {
       kind: "text",
       body: "hijack",
       idempotency_key: "panel-AAAAAAAAAAAAAAAAAAAAAA",
     });
     expect(post.status).toBe(404);
-    expect(await outboundMessages(contactId)).toHaveLength(before);
+    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
     // A row of this tenant's list is not a way in either.
     const listFragment = await other.client.get(`/panel/conversations/list?current=${contactId}`, HX);
     expect(listFragment.status).toBe(200);
@@ -600,7 +568,7 @@ describe("a closed window", () => {
     const quotaKey = env.deps.keys.dailyQuota(account.tenant.id, "whatsapp", day);
     const quotaBefore = await env.deps.redis.get(quotaKey);
     await nextSecond();
-    const before = (await outboundMessages(contactId)).length;
+    const before = (await outboundMessages(env.deps.db, contactId)).length;
     const refused = await client.post(`/panel/conversations/${contactId}/messages`, {
       kind: "text",
       body: "Are you still there?",
@@ -619,7 +587,7 @@ describe("a closed window", () => {
       '<blockquote id="reply-draft-text" class="reply-draft-text">Are you still there?</blockquote>',
     );
     expect(refused.text).toContain("It cannot be sent as free text until Dev writes again");
-    expect(await outboundMessages(contactId)).toHaveLength(before);
+    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
 
     const htmx = await client.request("POST", `/panel/conversations/${contactId}/messages`, {
       form: { _csrf: client.csrf, kind: "text", body: "Hello?", idempotency_key: idempotencyKey(view) },
@@ -643,7 +611,7 @@ describe("a closed window", () => {
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(limited.text).toContain('role="alert">Too many messages at once: at most 3 per second.');
 
-    expect(await outboundMessages(contactId)).toHaveLength(before);
+    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
     // A refused send gives its reserved unit of the daily quota back.
     expect(Number((await env.deps.redis.get(quotaKey)) ?? 0)).toBe(Number(quotaBefore ?? 0));
   });
@@ -685,7 +653,7 @@ describe("a closed window", () => {
       idempotency_key: key,
     });
     expect(ok.status).toBe(303);
-    const sent = await outboundMessages(contactId);
+    const sent = await outboundMessages(env.deps.db, contactId);
     expect(sent.at(-1)).toMatchObject({ type: "template", text: "Hi Dev, your order A-1001 has shipped." });
     const after = await client.get(`/panel/conversations/${contactId}`);
     expect(after.text).toContain(
@@ -716,7 +684,7 @@ describe("a closed window", () => {
       "body.1": "INV-2041",
       idempotency_key: idempotencyKey(page),
     };
-    const before = (await outboundMessages(contactId)).length;
+    const before = (await outboundMessages(env.deps.db, contactId)).length;
 
     const missing = await client.post(path, { ...form, header_link: " " });
     expect(missing.status).toBe(400);
@@ -734,12 +702,12 @@ describe("a closed window", () => {
       "The document link must not be a private, loopback or link-local address: give a public https link",
     );
     expect(local.text).toContain('name="header_link" value="https://127.0.0.1/invoice.pdf"');
-    expect(await outboundMessages(contactId)).toHaveLength(before);
+    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
 
     const link = "https://files.example.com/invoices/INV-2041.pdf";
     const ok = await client.post(path, { ...form, header_link: link, header_filename: "Invoice 2041.pdf" });
     expect(ok.status).toBe(303);
-    const sent = await outboundMessages(contactId);
+    const sent = await outboundMessages(env.deps.db, contactId);
     expect(sent).toHaveLength(before + 1);
     const row = await env.deps.db
       .selectFrom("messages")
@@ -775,7 +743,7 @@ describe("a closed window", () => {
 });
 
 describe("finding conversations, message details, retries, starting one (issue 24)", () => {
-  let tenant: ReadingTenant;
+  let tenant: Pick<Shop, "tenantId" | "sender">;
   let yan: string; // the last message failed; the window closed two days ago
   let zoe: string; // unread, window open
   let xia: string; // a message waiting for a retry
@@ -786,7 +754,7 @@ describe("finding conversations, message details, retries, starting one (issue 2
     [...text.matchAll(/id="conversation-(ctc_\w+)"/g)].map((match) => match[1] ?? "");
 
   beforeAll(async () => {
-    tenant = { tenantId: account.tenant.id, sender } as ReadingTenant;
+    tenant = { tenantId: account.tenant.id, sender };
     env.clock.advance(60);
     ({ contactId: yan } = await customerWrites({
       from: "4915166000031",
@@ -821,20 +789,16 @@ describe("finding conversations, message details, retries, starting one (issue 2
         text: "We are on it",
         status: "accepted",
         createdAt: env.clock.now(),
+        retrying: {
+          attempts: 2,
+          notBefore: new Date(env.clock.now().getTime() + 90_000),
+          lastError: {
+            code: "provider_rate_limited",
+            message: "WhatsApp throttled the send.",
+            retryable: true,
+          },
+        },
       })) ?? "";
-    await env.deps.db
-      .updateTable("messages")
-      .set({
-        send_attempts: 2,
-        send_not_before: new Date(env.clock.now().getTime() + 90_000),
-        last_error: JSON.stringify({
-          code: "provider_rate_limited",
-          message: "WhatsApp throttled the send.",
-          retryable: true,
-        }),
-      })
-      .where("id", "=", retryId)
-      .execute();
     // Xia's conversation is read; Zoë's is not.
     await client.get(`/panel/conversations/${xia}`);
   });
@@ -963,14 +927,7 @@ describe("finding conversations, message details, retries, starting one (issue 2
 
   test("a conversation older than the sidebar's first page is listed beside it all the same", async () => {
     const other = await signedInClient(env.app, env.deps, { tenantName: "Many conversations" });
-    const otherSender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-      tenantId: other.tenant.id,
-      phoneNumber: "+15550166009",
-      providerPhoneNumberId: "661000000000009",
-      wabaId: "761000000000009",
-      accessToken: "sim-token",
-    });
-    const many = { tenantId: other.tenant.id, sender: otherSender } as ReadingTenant;
+    const many = { tenantId: other.tenant.id, sender: await addSender(env, other.tenant.id) };
     const ids: string[] = [];
     const start = env.clock.now().getTime() - 3_600_000;
     for (let i = 0; i < 26; i++) {
@@ -1041,7 +998,7 @@ describe("finding conversations, message details, retries, starting one (issue 2
       idempotency_key: key,
     });
     expect(sent.status).toBe(303);
-    templateMessageId = (await outboundMessages(xia)).at(-1)?.id ?? "";
+    templateMessageId = (await outboundMessages(env.deps.db, xia)).at(-1)?.id ?? "";
     expect(templateMessageId).toMatch(/^msg_/);
 
     const page = await client.get(`/panel/conversations/${xia}`);
@@ -1185,13 +1142,13 @@ describe("finding conversations, message details, retries, starting one (issue 2
     const location = sent.headers.get("location") ?? "";
     expect(location).toMatch(/^\/panel\/conversations\/ctc_\w+$/);
     const contactId = location.split("/").at(-1) ?? "";
-    const messages = await outboundMessages(contactId);
+    const messages = await outboundMessages(env.deps.db, contactId);
     expect(messages).toHaveLength(1);
     expect(messages[0]).toMatchObject({ type: "template", text: "Hi Wim, your order W-1 has shipped." });
     expect(messages[0]!.application_id).toBe(account.user.id);
     // The same form again: the same message, not a second one.
     const again = await client.post("/panel/conversations/new", { ...form, to: "+49 151 66000040" });
     expect(again.headers.get("location")).toBe(location);
-    expect(await outboundMessages(contactId)).toHaveLength(1);
+    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(1);
   });
 });

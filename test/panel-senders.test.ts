@@ -3,10 +3,10 @@ import { createApplication } from "../src/applications/service.ts";
 import { CHANNEL } from "../src/channel/provider.ts";
 import { utcDay } from "../src/clock.ts";
 import { highlightVariables } from "../src/panel/template-view.ts";
-import { insertSender, type SenderRow, setSenderActive } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import { type SenderRow, setSenderActive } from "../src/senders/repository.ts";
 import { upsertTemplates } from "../src/templates/repository.ts";
 import { setMessageRetention } from "../src/tenants/repository.ts";
+import { addSender, postMessage } from "./fixtures.ts";
 import { type PanelClient, signedInClient } from "./panel-support.ts";
 import { call, createTestEnv, getToken, type TestEnv } from "./support.ts";
 
@@ -16,29 +16,14 @@ let tenantId: string;
 let shop: SenderRow;
 let retired: SenderRow;
 let token: string;
-let providerNumber = 310000000000001;
-
-async function connectedSender(tenant: string, name: string | null, phoneNumber: string, sync = true) {
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: tenant,
-    name,
-    phoneNumber,
-    providerPhoneNumberId: String(providerNumber++),
-    wabaId: "410000000000001",
-    accessToken: "sim-access-token",
-  });
-  if (sync) await syncSenderTemplates(env.deps, sender);
-  return sender;
-}
+const connectedSender = (tenant: string, name: string | null, phoneNumber: string, sync = true) =>
+  addSender(env, tenant, { name, phoneNumber, templates: sync });
 
 function sendTemplate(to: string) {
-  return call(env.app, "POST", "/v2/messages", {
-    token,
-    body: {
-      to,
-      sender: shop.id,
-      template: { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1001"] } },
-    },
+  return postMessage(env.app, token, {
+    to,
+    sender: shop.id,
+    template: { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1001"] } },
   });
 }
 

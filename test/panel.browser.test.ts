@@ -1,10 +1,16 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
 import { launchChromium, screenshot } from "./browser-support.ts";
+import { addSender, customerWrites, simulatorSends } from "./fixtures.ts";
 import { createPanelUserWithTenant } from "./panel-support.ts";
-import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./support.ts";
+import {
+  createTestEnv,
+  eventually,
+  requestToken,
+  spawnWorker,
+  type TestEnv,
+  type WorkerProcess,
+} from "./support.ts";
 
 /**
  * The panel in a real headless Chromium (issue 6): a person signs in, creates an application and
@@ -31,15 +37,13 @@ beforeAll(async () => {
   env = await createTestEnv({ simulator: true });
   owner = await createPanelUserWithTenant(env.deps, { tenantName: "Blue Bicycle Shop" });
   stranger = await createPanelUserWithTenant(env.deps, { tenantName: "Other Company" });
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: owner.tenant.id,
+  await addSender(env, owner.tenant.id, {
     phoneNumber: "+15550107701",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
+    phoneNumberId: PHONE_NUMBER_ID,
     wabaId: "477000000000001",
-    accessToken: "sim-token",
     name: "Blue Bicycle Shop",
+    templates: true,
   });
-  await syncSenderTemplates(env.deps, sender);
   workers = [spawnWorker(env, "finalize"), spawnWorker(env, "send"), spawnWorker(env, "status")];
   browser = await launchChromium();
   context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
@@ -68,34 +72,7 @@ async function signIn(target: Page, account: { email: string; password: string }
 }
 
 async function inbound(text: string) {
-  const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      phone_number_id: PHONE_NUMBER_ID,
-      from: CUSTOMER,
-      type: "text",
-      text,
-      name: "Ada Lovelace",
-    }),
-  });
-  expect(response.status).toBe(200);
-}
-
-async function tokenStatus(
-  clientId: string,
-  clientSecret: string,
-): Promise<{ status: number; body: unknown }> {
-  const response = await fetch(url("/v2/oauth/token"), {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      grant_type: "client_credentials",
-      client_id: clientId,
-      client_secret: clientSecret,
-    }),
-  });
-  return { status: response.status, body: await response.json() };
+  await customerWrites(env, PHONE_NUMBER_ID, { from: CUSTOMER, type: "text", text, name: "Ada Lovelace" });
 }
 
 describe("the panel in a browser", () => {
@@ -132,7 +109,7 @@ describe("the panel in a browser", () => {
     expect(await page.content()).toContain(clientId);
     await screenshot(page, "02-applications");
 
-    const granted = await tokenStatus(clientId, secret);
+    const granted = await requestToken(env.app, clientId, secret);
     expect(granted.status).toBe(200);
     expect((granted.body as { access_token: string }).access_token).toBeString();
 
@@ -144,7 +121,7 @@ describe("the panel in a browser", () => {
     await page.waitForURL(/\/panel\/applications\?revoked=/);
     await page.getByRole("status").filter({ hasText: "revoked" }).first().waitFor(WAIT);
 
-    const refused = await tokenStatus(clientId, secret);
+    const refused = await requestToken(env.app, clientId, secret);
     expect(refused.status).toBe(401);
     expect((refused.body as { error: string }).error).toBe("invalid_client");
   });
@@ -214,9 +191,8 @@ describe("the panel in a browser", () => {
     await page.locator("#reply-send").click();
     await page.locator("#thread", { hasText: "It ships today" }).waitFor(WAIT);
     const sent = await eventually(async () => {
-      const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${PHONE_NUMBER_ID}`);
-      const { data } = (await response.json()) as { data: { payload: { text?: { body: string } } }[] };
-      const mine = data.filter((record) => record.payload.text?.body?.includes("It ships today"));
+      const sends = await simulatorSends(env, PHONE_NUMBER_ID);
+      const mine = sends.filter((send) => send.payload.text?.body?.includes("It ships today"));
       return mine.length > 0 && mine;
     }, 15_000);
     expect(sent).toHaveLength(1);

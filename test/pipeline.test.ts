@@ -3,7 +3,15 @@ import { createApp } from "../src/app.ts";
 import { DEPENDENCY_RETRY_AFTER_SECONDS } from "../src/http/dependency-faults.ts";
 import { API_ERRORS } from "../src/http/errors.ts";
 import { createRedis } from "../src/redis/connect.ts";
-import { call, createTenantWithApp, createTestEnv, getToken, nextSecond, type TestEnv } from "./support.ts";
+import {
+  call,
+  createTenantWithApp,
+  createTestEnv,
+  expectApiError,
+  getToken,
+  nextSecond,
+  type TestEnv,
+} from "./support.ts";
 
 let env: TestEnv;
 let token: string;
@@ -16,22 +24,6 @@ beforeAll(async () => {
 afterAll(() => env.close());
 
 const REQUEST_ID = /^req_[0-9A-Za-z]{22}$/;
-
-function expectEnvelope(result: Awaited<ReturnType<typeof call>>, status: number, code: string) {
-  expect(result.status).toBe(status);
-  const requestId = result.headers.get("request-id");
-  expect(requestId).toMatch(REQUEST_ID);
-  expect(result.body).toEqual({
-    error: {
-      type: API_ERRORS[code as keyof typeof API_ERRORS].type,
-      code,
-      message: expect.any(String),
-      param: result.body?.error?.param ?? null,
-      request_id: requestId,
-      doc_url: `http://localhost/v2/docs#${code}`,
-    },
-  });
-}
 
 function rateHeaders(result: Awaited<ReturnType<typeof call>>) {
   const h = (name: string) => result.headers.get(name);
@@ -70,13 +62,13 @@ describe("request pipeline", () => {
 
   test("unknown path: 404 resource_missing envelope with rate-limit headers", async () => {
     const result = await call(env.app, "GET", "/v2/no-such-thing", { token });
-    expectEnvelope(result, 404, "resource_missing");
+    expectApiError(result, 404, "resource_missing", null);
     expectConsistentRateHeaders(result, 5);
   });
 
   test("known path, wrong method: 405 with Allow", async () => {
     const result = await call(env.app, "DELETE", "/v2/docs", { token });
-    expectEnvelope(result, 405, "method_not_allowed");
+    expectApiError(result, 405, "method_not_allowed", null);
     expect(result.headers.get("allow")).toBe("GET");
   });
 
@@ -88,7 +80,7 @@ describe("request pipeline", () => {
     expect(results.map((r) => r.status)).toEqual([404, 404, 404, 404, 404, 429]);
     expect(results.map((r) => r.headers.get("ratelimit-remaining"))).toEqual(["4", "3", "2", "1", "0", "0"]);
     for (const r of results) expectConsistentRateHeaders(r, 5);
-    expectEnvelope(results[5]!, 429, "rate_limit_exceeded");
+    expectApiError(results[5]!, 429, "rate_limit_exceeded", null);
     expect(results[5]!.headers.get("retry-after")).toBe("1");
   });
 
@@ -128,7 +120,7 @@ describe("request pipeline", () => {
     const result = await call(env.app, "GET", "/v2/nope", {
       headers: { authorization: `Bearer ${"a".repeat(20_000)}` },
     });
-    expectEnvelope(result, 404, "resource_missing");
+    expectApiError(result, 404, "resource_missing", null);
     const noisy = await call(env.app, "GET", "/v2/docs", {
       headers: { "x-custom": "ü".repeat(1).normalize() && "x".repeat(30_000) },
     });
@@ -160,7 +152,7 @@ describe("request pipeline", () => {
     try {
       const broken = createApp({ ...env.deps, redis: deadRedis });
       const api = await call(broken, "GET", "/v2/senders", { token });
-      expectEnvelope(api, 503, "service_unavailable");
+      expectApiError(api, 503, "service_unavailable", null);
       // One answer to a dependency fault, whichever dependency and path: a restart takes seconds.
       expect(api.headers.get("retry-after")).toBe(String(DEPENDENCY_RETRY_AFTER_SECONDS));
       const oauth = await call(broken, "POST", "/v2/oauth/token", {

@@ -4,10 +4,8 @@ import { createDb, type Db } from "../src/db/connect.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { adoptProviderId, providerIdStash } from "../src/outbound/send.ts";
 import { applyStatusEvents } from "../src/outbound/status.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { type ReadingTenant, readingTenant } from "./reading-support.ts";
+import { createShop, messageRow, postMessage, type Shop, sentTo, statusEventsOf } from "./fixtures.ts";
 import {
-  call,
   createTestEnv,
   deliverOne,
   eventually,
@@ -24,14 +22,13 @@ import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
  * so that no echo of our message id can stand in for the stash.
  */
 let env: TestEnv;
-let tenant: ReadingTenant;
+let tenant: Shop;
 let pgProxy: TcpProxy;
 let proxiedUrl: string;
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, statusDelayMs: 600_000 });
-  tenant = await readingTenant(env, "Stash Shop");
-  await syncSenderTemplates(env.deps, tenant.sender);
+  tenant = await createShop(env, "Stash Shop", { templates: true });
   pgProxy = await startTcpProxy({ host: "127.0.0.1", port: 5432 });
   const url = new URL(env.config.databaseUrl);
   url.port = String(pgProxy.port);
@@ -43,32 +40,12 @@ afterAll(async () => {
 });
 
 async function accept(index: number): Promise<string> {
-  const result = await call(env.app, "POST", "/v2/messages", {
-    token: tenant.token,
-    body: {
-      to: `+49151000077${String(index).padStart(2, "0")}`,
-      template: { name: "order_shipped", language: "en", variables: { body: ["Ada", `#${index}`] } },
-    },
+  const result = await postMessage(env.app, tenant.token, {
+    to: `+49151000077${String(index).padStart(2, "0")}`,
+    template: { name: "order_shipped", language: "en", variables: { body: ["Ada", `#${index}`] } },
   });
   expect(result.status).toBe(201);
   return result.body.id;
-}
-
-/** What the simulator received for one of our messages (its id travels as biz_opaque_callback_data). */
-async function sendsOf(messageId: string): Promise<{ id: string }[]> {
-  const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${tenant.phoneNumberId}`);
-  const sent = (await response.json()) as {
-    data: { id: string; payload: { biz_opaque_callback_data?: string } }[];
-  };
-  return sent.data.filter((record) => record.payload.biz_opaque_callback_data === messageId);
-}
-
-async function messageRow(id: string) {
-  return env.deps.db
-    .selectFrom("messages")
-    .select(["status", "provider_message_id", "send_started_at"])
-    .where("id", "=", id)
-    .executeTakeFirstOrThrow();
 }
 
 const stash = () => providerIdStash(env.deps);
@@ -94,9 +71,9 @@ describe("provider accepted, Postgres cannot record the id", () => {
       pgProxy.restore();
       await db.destroy();
     }
-    const sends = await sendsOf(messageId);
+    const sends = await sentTo(env, tenant.phoneNumberId, messageId);
     expect(sends).toHaveLength(1);
-    expect(await messageRow(messageId)).toMatchObject({
+    expect(await messageRow(env.deps.db, messageId)).toMatchObject({
       status: "sent",
       provider_message_id: sends[0]!.id,
       send_started_at: null,
@@ -118,21 +95,33 @@ describe("provider accepted, Postgres cannot record the id", () => {
         body: JSON.stringify({ count: 1, delay_ms: 1500 }),
       });
       const messageId = await accept(2);
-      await eventually(async () => (await messageRow(messageId)).send_started_at !== null, 20_000);
+      await eventually(
+        async () => (await messageRow(env.deps.db, messageId)).send_started_at !== null,
+        20_000,
+      );
       pgProxy.cut();
       const stashed = await eventually(() => stash().get(messageId), 10_000);
       worker.proc.kill("SIGKILL");
       await worker.proc.exited;
       pgProxy.restore();
 
-      expect(await messageRow(messageId)).toMatchObject({ status: "accepted", provider_message_id: null });
+      expect(await messageRow(env.deps.db, messageId)).toMatchObject({
+        status: "accepted",
+        provider_message_id: null,
+      });
       replacement = spawnWorker(env, "send", workerEnv);
-      await eventually(async () => (await messageRow(messageId)).provider_message_id !== null, 30_000);
+      await eventually(
+        async () => (await messageRow(env.deps.db, messageId)).provider_message_id !== null,
+        30_000,
+      );
 
-      const sends = await sendsOf(messageId);
+      const sends = await sentTo(env, tenant.phoneNumberId, messageId);
       expect(sends).toHaveLength(1);
       expect(sends[0]!.id).toBe(stashed);
-      expect(await messageRow(messageId)).toMatchObject({ status: "sent", provider_message_id: stashed });
+      expect(await messageRow(env.deps.db, messageId)).toMatchObject({
+        status: "sent",
+        provider_message_id: stashed,
+      });
       await eventually(async () => (await stash().get(messageId)) === undefined);
     } finally {
       pgProxy.restore();
@@ -153,13 +142,13 @@ describe("provider accepted, Postgres cannot record the id", () => {
 
     const swept = await sweep(env.deps, 0);
     expect(swept.adopted).toBe(1);
-    expect(await messageRow(messageId)).toMatchObject({
+    expect(await messageRow(env.deps.db, messageId)).toMatchObject({
       status: "sent",
       provider_message_id: "wamid.STASHED3",
       send_started_at: null,
     });
     expect(await stash().get(messageId)).toBeUndefined();
-    expect(await sendsOf(messageId)).toHaveLength(0);
+    expect(await sentTo(env, tenant.phoneNumberId, messageId)).toHaveLength(0);
   });
 
   test("a status for a message whose send is in doubt is kept, and applied once the id is known", async () => {
@@ -183,19 +172,17 @@ describe("provider accepted, Postgres cannot record the id", () => {
     expect(((await posted.json()) as { webhook_status: number }).webhook_status).toBe(200);
     // The status worker finds no message by that id: the event waits, unapplied.
     expect(await applyStatusEvents(env.deps.db, env.deps.clock, "wamid.DOUBT4")).toBe(0);
-    expect(await messageRow(messageId)).toMatchObject({ status: "accepted", provider_message_id: null });
+    expect(await messageRow(env.deps.db, messageId)).toMatchObject({
+      status: "accepted",
+      provider_message_id: null,
+    });
 
     expect(await adoptProviderId(env.deps, messageId, "wamid.DOUBT4")).toBe(true);
-    expect(await messageRow(messageId)).toMatchObject({
+    expect(await messageRow(env.deps.db, messageId)).toMatchObject({
       status: "delivered",
       provider_message_id: "wamid.DOUBT4",
     });
     // Applied, so no longer kept.
-    const events = await env.deps.db
-      .selectFrom("status_events")
-      .select("id")
-      .where("provider_message_id", "=", "wamid.DOUBT4")
-      .execute();
-    expect(events).toHaveLength(0);
+    expect(await statusEventsOf(env.deps.db, "wamid.DOUBT4")).toHaveLength(0);
   });
 });

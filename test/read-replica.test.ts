@@ -13,7 +13,8 @@ import { findPgTools, freePort, type PrivatePostgres, privatePostgres } from "..
 import { createApplication } from "../src/applications/service.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { REPLICA_RETRY_MS } from "../src/db/read-replica.ts";
-import { epoch, type ReadingTenant, readingTenant, receive } from "./reading-support.ts";
+import { createShop, postMessage, receive, type Shop } from "./fixtures.ts";
+import { epoch } from "./reading-support.ts";
 import { call, createTestEnv, eventually, getToken, type TestEnv } from "./support.ts";
 
 const tools = findPgTools();
@@ -33,7 +34,7 @@ describe.skipIf(skipReason !== undefined)("reads from a streaming replica", () =
   let primaryAdmin: Db;
   let standbyAdmin: Db;
   let env: TestEnv;
-  let shop: ReadingTenant;
+  let shop: Shop;
   /** Another application of the same tenant, which writes nothing. */
   let bystanderToken: string;
   let contactId: string;
@@ -91,7 +92,7 @@ describe.skipIf(skipReason !== undefined)("reads from a streaming replica", () =
       simulator: true,
       env: { DATABASE_URL: primary.url("replica_test"), DATABASE_READ_URL: standby.url("replica_test") },
     });
-    shop = await readingTenant(env, "Replica shop");
+    shop = await createShop(env, "Replica shop");
     const bystander = await createApplication(env.deps.db, {
       tenantId: shop.tenantId,
       name: "Reporting",
@@ -135,9 +136,9 @@ describe.skipIf(skipReason !== undefined)("reads from a streaming replica", () =
   test("an application reads its own send at once, even from a replica that has stopped replaying", async () => {
     await sql`SELECT pg_wal_replay_pause()`.execute(standbyAdmin);
     try {
-      const sent = await call(env.app, "POST", "/v2/messages", {
-        token: shop.token,
-        body: { contact: contactId, body: "Your parcel is on its way" },
+      const sent = await postMessage(env.app, shop.token, {
+        contact: contactId,
+        body: "Your parcel is on its way",
       });
       expect(sent.status).toBe(201);
       const behind = await reads("primary", "replica_behind");

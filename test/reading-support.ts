@@ -1,94 +1,18 @@
 import { expect } from "bun:test";
-import { sql } from "kysely";
 import { createDb } from "../src/db/connect.ts";
 import type { MessageFailure } from "../src/db/schema.ts";
 import { newId } from "../src/ids.ts";
-import { finalizeInbound } from "../src/inbound/finalize.ts";
 import { createLogger } from "../src/logger.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
+import { createShop, type MessageFields, type Shop, storeMessage } from "./fixtures.ts";
 import {
   type FeedTenant,
   type LostNothingOptions,
   type LostNothingReport,
   runLostNothing,
 } from "./lost-nothing.ts";
-import { type CallResult, createTenantWithApp, getToken, type TestEnv } from "./support.ts";
+import type { TestEnv } from "./support.ts";
 
 /** Helpers for the reading-side tests (contacts, history, conversations, feed). */
-
-let nextPhoneNumberId = 118_000_000_000_001;
-
-export interface ReadingTenant {
-  tenantId: string;
-  token: string;
-  clientId: string;
-  clientSecret: string;
-  sender: SenderRow;
-  phoneNumberId: string;
-}
-
-/** A tenant with a messaging:read+send application, a token, and one active sender. */
-export async function readingTenant(
-  env: TestEnv,
-  name: string,
-  options: Omit<Parameters<typeof createTenantWithApp>[1], "name"> = {},
-): Promise<ReadingTenant> {
-  const { tenant, clientId, clientSecret } = await createTenantWithApp(env.deps, { ...options, name });
-  const phoneNumberId = String(nextPhoneNumberId++);
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: tenant.id,
-    phoneNumber: `+1555${phoneNumberId.slice(-7)}`,
-    providerPhoneNumberId: phoneNumberId,
-    wabaId: "218000000000001",
-    accessToken: "sim-token",
-  });
-  const token = await getToken(env.app, clientId, clientSecret);
-  return { tenantId: tenant.id, token, clientId, clientSecret, sender, phoneNumberId };
-}
-
-export interface InboundFields {
-  from: string;
-  type: "text" | "image" | "video" | "audio" | "document" | "system";
-  text?: string;
-  caption?: string;
-  filename?: string;
-  name?: string;
-  /** Provider timestamp, Unix seconds. */
-  timestamp?: number;
-}
-
-/** The customer writes: the simulator posts a signed webhook; returns the provider's message id. */
-export async function postInbound(
-  env: TestEnv,
-  tenant: ReadingTenant,
-  fields: InboundFields,
-): Promise<string> {
-  const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ phone_number_id: tenant.phoneNumberId, ...fields }),
-  });
-  const sent = (await response.json()) as { id: string; webhook_status: number };
-  expect(sent.webhook_status).toBe(200);
-  return sent.id;
-}
-
-/** The customer writes (a signed webhook from the simulator), and the finalize step runs. */
-export async function receive(
-  env: TestEnv,
-  tenant: ReadingTenant,
-  fields: InboundFields,
-): Promise<{ messageId: string; contactId: string }> {
-  const providerId = await postInbound(env, tenant, fields);
-  const outcome = await finalizeInbound(env.deps.db, env.clock, providerId);
-  if (!outcome) throw new Error(`inbound ${providerId} was not stored`);
-  const row = await env.deps.db
-    .selectFrom("messages")
-    .select("contact_id")
-    .where("id", "=", outcome.messageId)
-    .executeTakeFirstOrThrow();
-  return { messageId: outcome.messageId, contactId: row.contact_id };
-}
 
 export interface OutboundFields {
   contactId: string;
@@ -98,72 +22,39 @@ export interface OutboundFields {
   status?: "accepted" | "sent" | "delivered" | "read" | "failed";
   failure?: MessageFailure | null;
   media?: { type: string; filename: string | null };
+  retrying?: MessageFields["retrying"];
   createdAt: Date;
-  /** Null makes a legacy row (from before structured storage). */
+  /** Null makes a legacy row (from before structured storage: no id, never in the feed). */
   id?: string | null;
 }
 
 /**
- * An outbound message written the way the send-accept transaction writes it: the message, the
- * conversation summary (unread back to 0) and the feed hand-off, in one transaction.
+ * An outbound message of the shop's sender as the send-accept transaction writes it (the message,
+ * the conversation summary with unread back to 0, the feed hand-off), in the status asked for.
  */
 export async function insertOutbound(
   env: TestEnv,
-  tenant: ReadingTenant,
+  shop: Pick<Shop, "tenantId" | "sender">,
   fields: OutboundFields,
 ): Promise<string | null> {
-  const id = fields.id === undefined ? newId("msg") : fields.id;
-  const text = fields.text === undefined ? "Your order has shipped." : fields.text;
-  await env.deps.db.transaction().execute(async (trx) => {
-    const inserted = await trx
-      .insertInto("messages")
-      .values({
-        id,
-        tenant_id: tenant.tenantId,
-        contact_id: fields.contactId,
-        sender_id: tenant.sender.id,
-        direction: "outbound",
-        type: fields.type ?? "text",
-        preview: fields.preview ?? text ?? "",
-        text,
-        media_type: fields.media?.type ?? null,
-        media_filename: fields.media?.filename ?? null,
-        status: fields.status ?? "accepted",
-        failure: fields.failure ? JSON.stringify(fields.failure) : null,
-        content: null,
-        created_at: fields.createdAt,
-      })
-      .returning("seq")
-      .executeTakeFirstOrThrow();
-    await trx
-      .insertInto("conversations")
-      .values({
-        contact_id: fields.contactId,
-        tenant_id: tenant.tenantId,
-        last_message_seq: inserted.seq,
-        last_message_at: fields.createdAt,
-        last_outbound_at: fields.createdAt,
-        unread: 0,
-      })
-      .onConflict((oc) =>
-        oc.column("contact_id").doUpdateSet({
-          last_message_seq: sql`CASE WHEN (excluded.last_message_at, excluded.last_message_seq) > (conversations.last_message_at, conversations.last_message_seq) THEN excluded.last_message_seq ELSE conversations.last_message_seq END`,
-          last_message_at: sql`GREATEST(conversations.last_message_at, excluded.last_message_at)`,
-          last_outbound_at: sql`GREATEST(conversations.last_outbound_at, excluded.last_outbound_at)`,
-          unread: 0,
-        }),
-      )
-      .execute();
-    if (id !== null)
-      await trx.insertInto("feed_pending").values({ message_id: id, tenant_id: tenant.tenantId }).execute();
+  const legacy = fields.id === null;
+  const id = await storeMessage(env.deps.db, {
+    ...fields,
+    id: fields.id ?? undefined,
+    tenantId: shop.tenantId,
+    senderId: shop.sender.id,
+    text: fields.text === undefined ? "Your order has shipped." : fields.text,
+    visible: !legacy,
   });
-  return id;
+  if (!legacy) return id;
+  await env.deps.db.updateTable("messages").set({ id: null }).where("id", "=", id).execute();
+  return null;
 }
 
 /** A contact that never wrote (as a send to a new number creates it). */
 export async function insertContact(
   env: TestEnv,
-  tenant: ReadingTenant,
+  tenant: Pick<Shop, "tenantId">,
   phone: string,
   name: string | null = null,
 ) {
@@ -172,28 +63,6 @@ export async function insertContact(
     .values({ id: newId("ctc"), tenant_id: tenant.tenantId, phone, name })
     .returningAll()
     .executeTakeFirstOrThrow();
-}
-
-/** SPEC §7's envelope, whole. */
-export function expectApiError(result: CallResult, status: number, code: string, param: string | null) {
-  expect({ status: result.status, body: result.body }).toEqual({
-    status,
-    body: {
-      error: {
-        type:
-          status === 401
-            ? "authentication_error"
-            : status === 403
-              ? "permission_error"
-              : "invalid_request_error",
-        code,
-        message: expect.any(String),
-        param,
-        request_id: result.headers.get("request-id"),
-        doc_url: `http://localhost/v2/docs#${code}`,
-      },
-    },
-  });
 }
 
 /** The same id with one letter's case flipped (ids are case-sensitive). */
@@ -211,7 +80,7 @@ export function epoch(date: Date): number {
 
 /** A tenant for test/lost-nothing.ts: a reading tenant with one contact (`phone`). */
 export async function lostNothingTenant(env: TestEnv, name: string, phone: string): Promise<FeedTenant> {
-  const tenant = await readingTenant(env, name);
+  const tenant = await createShop(env, name);
   const contact = await insertContact(env, tenant, phone);
   return {
     tenantId: tenant.tenantId,

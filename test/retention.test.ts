@@ -12,9 +12,8 @@ import { deleteExpiredInboundEvents } from "../src/inbound/expiry.ts";
 import { applyMessageRetention } from "../src/maintenance/retention.ts";
 import { deleteExpiredMedia, insertMedia } from "../src/media/repository.ts";
 import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
-import { type NewMessage, storeMessages } from "../src/messages/store.ts";
 import { setMessageRetention } from "../src/tenants/repository.ts";
-import { postInbound, type ReadingTenant, readingTenant, receive } from "./reading-support.ts";
+import { createShop, customerWrites, freshPhone, receive, type Shop, storeMessageRows } from "./fixtures.ts";
 import { call, createTestEnv, type TestEnv } from "./support.ts";
 
 /**
@@ -30,11 +29,10 @@ beforeAll(async () => {
 afterAll(() => env.close());
 
 const DAY = 86_400_000;
-let phones = 4915170000000;
 
 /** Messages written by the one writer (src/messages/store.ts), as a send or a webhook would. */
 async function write(
-  tenant: ReadingTenant,
+  tenant: Shop,
   items: {
     phone: string;
     daysAgo: number;
@@ -46,40 +44,30 @@ async function write(
   }[],
 ): Promise<string[]> {
   const now = env.clock.now().getTime();
-  const batch: NewMessage[] = items.map((item) => {
-    const inbound = item.direction === "inbound";
-    const createdAt = new Date(now - item.daysAgo * DAY);
-    return {
-      id: newId("msg"),
-      tenantId: tenant.tenantId,
-      senderId: tenant.sender.id,
-      direction: inbound ? "inbound" : "outbound",
-      phone: item.phone,
-      contactName: null,
-      windowFrom: inbound ? createdAt : null,
-      type: "text",
-      preview: item.text ?? "hello",
-      text: item.text ?? "hello",
-      mediaType: null,
-      mediaFilename: null,
-      status: inbound ? null : item.scheduled ? "scheduled" : "accepted",
-      applicationId: null,
-      content: inbound ? null : JSON.stringify({ type: "text", text: { body: item.text ?? "hello" } }),
-      providerMessageId: inbound || item.sent !== false ? `wamid.retention-${newId("req")}` : null,
-      createdAt,
-      visible: true,
-      ...(item.scheduled && { sendAt: new Date(now + DAY) }),
-    };
-  });
-  const stored = await storeMessages(env.deps.db, batch);
+  const ids = await storeMessageRows(
+    env.deps.db,
+    items.map((item) => {
+      const inbound = item.direction === "inbound";
+      const text = item.text ?? "hello";
+      return {
+        tenantId: tenant.tenantId,
+        senderId: tenant.sender.id,
+        direction: item.direction,
+        phone: item.phone,
+        text,
+        status: item.scheduled ? "scheduled" : undefined,
+        content: inbound ? null : { type: "text", text: { body: text } },
+        providerMessageId: inbound || item.sent !== false ? `wamid.retention-${newId("req")}` : null,
+        createdAt: new Date(now - item.daysAgo * DAY),
+        ...(item.scheduled && { sendAt: new Date(now + DAY) }),
+      };
+    }),
+  );
   while ((await sequenceFeed(env.deps.db)).taken > 0);
-  return stored.map((s, i) => {
-    if (typeof s !== "object") throw new Error(`message ${i} was not stored: ${s}`);
-    return batch[i]!.id;
-  });
+  return ids;
 }
 
-const phone = () => `+${phones++}`;
+const phone = freshPhone;
 
 async function remaining(ids: string[]): Promise<string[]> {
   if (ids.length === 0) return [];
@@ -99,8 +87,8 @@ async function feedEntries(ids: string[]): Promise<number> {
 
 describe("message retention", () => {
   test("removes exactly what is older than the tenant's bound, with its feed entries and ended conversations", async () => {
-    const shop = await readingTenant(env, "Retention shop");
-    const neighbour = await readingTenant(env, "Retention neighbour"); // the default 400 days
+    const shop = await createShop(env, "Retention shop");
+    const neighbour = await createShop(env, "Retention neighbour"); // the default 400 days
     await setMessageRetention(env.deps.db, shop.tenantId, 10);
     const gone = phone();
     const stays = phone();
@@ -155,7 +143,7 @@ describe("message retention", () => {
   });
 
   test("a feed cursor older than retention reads on from the oldest retained entry", async () => {
-    const shop = await readingTenant(env, "Retention feed");
+    const shop = await createShop(env, "Retention feed");
     await setMessageRetention(env.deps.db, shop.tenantId, 5);
     const customer = phone();
     const old = await write(shop, [
@@ -185,7 +173,7 @@ describe("message retention", () => {
   });
 
   test("events older than the bound go; the event list starts at the oldest retained", async () => {
-    const shop = await readingTenant(env, "Retention events");
+    const shop = await createShop(env, "Retention events");
     await setMessageRetention(env.deps.db, shop.tenantId, 3);
     const customer = phone();
     const received = await write(shop, [
@@ -222,7 +210,7 @@ describe("message retention", () => {
   });
 
   test("a pass stops at its time budget and the next one goes on", async () => {
-    const shop = await readingTenant(env, "Retention budget");
+    const shop = await createShop(env, "Retention budget");
     await setMessageRetention(env.deps.db, shop.tenantId, 1);
     const customer = phone();
     const old = await write(
@@ -241,7 +229,7 @@ describe("message retention", () => {
 
 describe("idempotency records", () => {
   test("go after 24 hours, in batches, and nothing younger", async () => {
-    const shop = await readingTenant(env, "Retention keys");
+    const shop = await createShop(env, "Retention keys");
     const now = env.clock.now().getTime();
     const rows = [25, 24.5, 23.5, 1].map((hoursAgo, i) => ({
       application_id: shop.clientId,
@@ -265,10 +253,14 @@ describe("idempotency records", () => {
 
 describe("the other tables' own bounds", () => {
   test("a finalized inbound payload goes after 7 days; an unfinalized one never", async () => {
-    const shop = await readingTenant(env, "Retention payloads");
+    const shop = await createShop(env, "Retention payloads");
     const customer = phone().slice(1);
     await receive(env, shop, { type: "text", text: "finalized", from: customer });
-    const waiting = await postInbound(env, shop, { type: "text", text: "not finalized", from: customer });
+    const waiting = await customerWrites(env, shop.phoneNumberId, {
+      type: "text",
+      text: "not finalized",
+      from: customer,
+    });
     const payloads = () =>
       env.deps.db
         .selectFrom("inbound_events")
@@ -283,7 +275,7 @@ describe("the other tables' own bounds", () => {
   });
 
   test("a media row goes 90 days after its expiry, not before", async () => {
-    const shop = await readingTenant(env, "Retention media");
+    const shop = await createShop(env, "Retention media");
     const createdAt = env.clock.now();
     const media = await insertMedia(env.deps.db, {
       id: newId("med"),
@@ -319,7 +311,7 @@ describe("the event log's partitions", () => {
   test("an event no partition covers waits in the default one and moves when its partition is created", async () => {
     const now = env.clock.now();
     expect((await listEventPartitions(env.deps.db)).some((p) => p.from <= now && now < p.to)).toBe(false);
-    const shop = await readingTenant(env, "Partitions default");
+    const shop = await createShop(env, "Partitions default");
     const customer = phone();
     const received = await write(
       shop,
@@ -339,7 +331,7 @@ describe("the event log's partitions", () => {
     const now = env.clock.now().getTime();
     await createEventPartitions(env.deps.db, new Date(now - 40 * DAY), DAY, 1);
     await createEventPartitions(env.deps.db, new Date(now - 20 * DAY), DAY, 1);
-    const shop = await readingTenant(env, "Partitions dropped");
+    const shop = await createShop(env, "Partitions dropped");
     const customer = phone();
     const received = await write(
       shop,

@@ -12,23 +12,15 @@ import { createMessageAcceptor } from "../src/messages/accept.ts";
 import { createQuotaReservation, createSendAdmission, outboundSending } from "../src/messages/admission.ts";
 import { messageRoutes } from "../src/messages/routes.ts";
 import { assertEveryRouteHasPolicy } from "../src/pipeline/request-pipeline.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import { call, createTenantWithApp, createTestEnv, getToken, nextSecond, type TestEnv } from "./support.ts";
+import { createShop, freshPhone, ORDER_SHIPPED } from "./fixtures.ts";
+import { call, createTestEnv, nextSecond, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
-let phones = 0;
-const TEMPLATE = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1"] } };
 const SHORT_HOSTS = ["a", "ab", "abc"];
 
 /** Request targets that put `path` where a router counting 11 characters of `http://` + host looks. */
 function disguises(host: string, path: string): string[] {
   return [`/${"x".repeat(3 - host.length)}${path}`, `/v2${path}`, `/x${path}`];
-}
-
-function freshPhone(): string {
-  phones++;
-  return `+491521000${String(phones).padStart(4, "0")}`;
 }
 
 /** One request through the app's own handler (Elysia's general router), with a Host of our choosing. */
@@ -57,17 +49,10 @@ function rawRequest(port: number, lines: string[], body = ""): Promise<{ status:
   });
 }
 
-async function sendCredentials(options: { sendLimit: number; dailyQuota?: number }) {
-  const creds = await createTenantWithApp(env.deps, options);
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: creds.tenant.id,
-    phoneNumber: `+1555011${String(Math.floor(Math.random() * 10_000)).padStart(4, "0")}`,
-    providerPhoneNumberId: `30100${Date.now()}${Math.floor(Math.random() * 1000)}`,
-    wabaId: "401000000009001",
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender);
-  return { ...creds, token: await getToken(env.app, creds.clientId, creds.clientSecret) };
+let shops = 0;
+
+function sendCredentials(options: { sendLimit: number; dailyQuota?: number }) {
+  return createShop(env, `Shop ${++shops}`, { ...options, templates: true });
 }
 
 async function messageCount(tenantId: string): Promise<number> {
@@ -125,13 +110,13 @@ describe("the router and the pipeline read one path", () => {
       for (const target of disguises(host, "/v2/messages")) {
         const result = await viaHost(host, "POST", target, {
           headers: { authorization: `Bearer ${creds.token}`, "content-type": "application/json" },
-          body: JSON.stringify({ to: freshPhone(), template: TEMPLATE }),
+          body: JSON.stringify({ to: freshPhone(), template: ORDER_SHIPPED }),
         });
         statuses.push(result.status);
       }
     }
     expect(new Set(statuses)).toEqual(new Set([404]));
-    expect(await messageCount(creds.tenant.id)).toBe(0);
+    expect(await messageCount(creds.tenantId)).toBe(0);
 
     // The plain path under a short Host is admitted: 2 sends fit the quota, the third does not.
     const plain: number[] = [];
@@ -139,18 +124,18 @@ describe("the router and the pipeline read one path", () => {
       await nextSecond();
       const result = await viaHost(host, "POST", "/v2/messages", {
         headers: { authorization: `Bearer ${creds.token}`, "content-type": "application/json" },
-        body: JSON.stringify({ to: freshPhone(), template: TEMPLATE }),
+        body: JSON.stringify({ to: freshPhone(), template: ORDER_SHIPPED }),
       });
       plain.push(result.status);
     }
     expect(plain).toEqual([201, 201, 429]);
-    expect(await messageCount(creds.tenant.id)).toBe(2);
+    expect(await messageCount(creds.tenantId)).toBe(2);
   });
 
   test("over a socket: disguised targets and unreadable Hosts are refused before any work", async () => {
     const port = Number(new URL(env.apiUrl).port);
     const creds = await sendCredentials({ sendLimit: 1000 });
-    const body = JSON.stringify({ to: freshPhone(), template: TEMPLATE });
+    const body = JSON.stringify({ to: freshPhone(), template: ORDER_SHIPPED });
     const send = (target: string, host: string) =>
       rawRequest(
         port,
@@ -173,7 +158,7 @@ describe("the router and the pipeline read one path", () => {
     }
     const fragment = await rawRequest(port, ["GET /v2/contacts/ctc_1#x HTTP/1.1", "host: localhost"]);
     expect(fragment.status).toBe(400);
-    expect(await messageCount(creds.tenant.id)).toBe(0);
+    expect(await messageCount(creds.tenantId)).toBe(0);
     expect((await send("/v2/messages", "a")).status).toBe(201);
   });
 
@@ -212,15 +197,16 @@ describe("POST /messages fails closed", () => {
     // A stand-in for a pipeline that forgot the admission: it authenticates and nothing else.
     const auth = {
       clientId: creds.clientId,
-      tenantId: creds.tenant.id,
+      tenantId: creds.tenantId,
       scopes: ["messaging:send"] as const,
       readLimit: 1000,
       sendLimit: 1,
     };
+    let requests = 0;
     const bare = new Elysia()
       .onRequest(({ request }) => {
         setRequestState(request, {
-          requestId: `req_${phones}`,
+          requestId: `req_${++requests}`,
           startedAt: 0,
           tokenGiven: true,
           auth: { ...auth, scopes: [...auth.scopes] },
@@ -234,14 +220,14 @@ describe("POST /messages fails closed", () => {
         new Request("http://localhost/messages", {
           method: "POST",
           headers: { "content-type": "application/json" },
-          body: JSON.stringify({ to: freshPhone(), template: TEMPLATE }),
+          body: JSON.stringify({ to: freshPhone(), template: ORDER_SHIPPED }),
         }),
       );
       statuses.push(response.status);
     }
     expect(statuses[0]).toBe(201);
     expect(statuses.slice(1).every((status) => status !== 201)).toBe(true);
-    expect(await messageCount(creds.tenant.id)).toBe(1);
+    expect(await messageCount(creds.tenantId)).toBe(1);
   });
 });
 

@@ -7,11 +7,17 @@ import { finalizeInbound } from "../src/inbound/finalize.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { failExpiredMessages } from "../src/outbound/expire.ts";
 import { releaseDueMessages } from "../src/outbound/scheduler.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import type { SenderRow } from "../src/senders/repository.ts";
+import {
+  createShop,
+  customerWrites,
+  ORDER_SHIPPED,
+  postMessage,
+  sentTo,
+  simulatorSends,
+} from "./fixtures.ts";
 import {
   call,
-  createTenantWithApp,
   createTestEnv,
   deliverOne,
   eventually,
@@ -24,50 +30,26 @@ let env: TestEnv;
 let token: string;
 let otherToken: string;
 let sender: SenderRow;
-const PHONE_NUMBER_ID = "301000000000123";
-const ORDER_SHIPPED = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1001"] } };
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, statusDelayMs: 600_000 });
-  const creds = await createTenantWithApp(env.deps);
-  token = await getToken(env.app, creds.clientId, creds.clientSecret);
-  const other = await createTenantWithApp(env.deps, { name: "Other" });
-  otherToken = await getToken(env.app, other.clientId, other.clientSecret);
-  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: creds.tenant.id,
-    phoneNumber: "+15550100123",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: "401000000000123",
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender);
+  ({ token, sender } = await createShop(env, "Acme", { templates: true }));
+  otherToken = (await createShop(env, "Other")).token;
 });
 afterAll(() => env.close());
 
-const send = (body: Record<string, unknown>, key?: string) =>
-  call(env.app, "POST", "/v2/messages", {
-    token,
-    body,
-    ...(key && { headers: { "idempotency-key": key } }),
-  });
+const send = (body: Record<string, unknown>, key?: string) => postMessage(env.app, token, body, { key });
 const get = (id: string) => call(env.app, "GET", `/v2/messages/${id}`, { token });
 const cancel = (id: string, as = token) => call(env.app, "POST", `/v2/messages/${id}/cancel`, { token: as });
 const nowS = () => Math.floor(env.clock.now().getTime() / 1000);
 
-async function sentTo(messageId: string): Promise<unknown[]> {
-  const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${PHONE_NUMBER_ID}`);
-  const { data } = (await response.json()) as { data: { payload: Record<string, unknown> }[] };
-  return data.filter((record) => record.payload.biz_opaque_callback_data === messageId);
-}
-
 /** A customer's message, so that the contact's 24-hour window opens now (provider time). */
 async function inbound(from: string, text = "hello"): Promise<void> {
-  const response = await fetch(`${env.simulatorUrl}/_sim/inbound`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ phone_number_id: PHONE_NUMBER_ID, from: from.slice(1), type: "text", text }),
+  const id = await customerWrites(env, sender.provider_phone_number_id, {
+    from: from.slice(1),
+    type: "text",
+    text,
   });
-  const { id } = (await response.json()) as { id: string };
   await finalizeInbound(env.deps.db, env.clock, id);
 }
 
@@ -95,7 +77,7 @@ describe("send_at", () => {
     expect(await releaseDueMessages(env.deps)).toBe(1);
     expect((await get(id)).body.status).toBe("accepted");
     expect(await deliverOne(env.deps, id)).toBe("sent");
-    expect(await sentTo(id)).toHaveLength(1);
+    expect(await sentTo(env, sender.provider_phone_number_id, id)).toHaveLength(1);
     expect((await get(id)).body).toMatchObject({ status: "sent", send_at: at });
     expect(await releaseDueMessages(env.deps)).toBe(0);
   });
@@ -138,7 +120,7 @@ describe("send_at", () => {
       status: "failed",
       failure: { code: "messaging_window_closed", retryable: false },
     });
-    expect(await sentTo(accepted.body.id)).toHaveLength(0);
+    expect(await sentTo(env, sender.provider_phone_number_id, accepted.body.id)).toHaveLength(0);
   });
 });
 
@@ -164,7 +146,7 @@ describe("cancel", () => {
     await releaseDueMessages(env.deps);
     expect(await deliverOne(env.deps, id)).toBe("skipped");
     env.clock.set(before);
-    expect(await sentTo(id)).toHaveLength(0);
+    expect(await sentTo(env, sender.provider_phone_number_id, id)).toHaveLength(0);
     expect((await get(id)).body.status).toBe("canceled");
     const events = await eventsOf(id);
     expect(events).toContain("message.canceled");
@@ -178,7 +160,7 @@ describe("cancel", () => {
     expect((await cancel(first.body.id)).status).toBe(200);
     expect(await deliverOne(env.deps, first.body.id)).toBe("skipped");
     expect(await deliverOne(env.deps, second.body.id)).toBe("sent");
-    expect(await sentTo(first.body.id)).toHaveLength(0);
+    expect(await sentTo(env, sender.provider_phone_number_id, first.body.id)).toHaveLength(0);
   });
 
   test("once handed to the provider: 409 message_not_cancelable naming the status", async () => {
@@ -232,7 +214,7 @@ describe("valid_for", () => {
       valid_for: 30,
       failure: { code: "expired", retryable: false },
     });
-    expect(await sentTo(accepted.body.id)).toHaveLength(0);
+    expect(await sentTo(env, sender.provider_phone_number_id, accepted.body.id)).toHaveLength(0);
   });
 
   test("counted from send_at when scheduled; in time it is sent", async () => {
@@ -261,7 +243,7 @@ describe("valid_for", () => {
     expect(await eventsOf(id)).toContain("message.failed");
     // The send worker then finds nothing to do.
     expect(await deliverOne(env.deps, id)).toBe("skipped");
-    expect(await sentTo(id)).toHaveLength(0);
+    expect(await sentTo(env, sender.provider_phone_number_id, id)).toHaveLength(0);
   });
 
   test("1 to 86,400 seconds", async () => {
@@ -275,22 +257,17 @@ describe("valid_for", () => {
 
 describe("cancel races the send claim (real send workers)", () => {
   test("1,000 cancels at the scheduled instant, 2 send workers: no 200-canceled message reaches the provider", async () => {
-    const creds = await createTenantWithApp(env.deps, { readLimit: 100_000, sendLimit: 100_000 });
-    const phoneNumberId = "301000000000127";
-    const raceSender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-      tenantId: creds.tenant.id,
-      phoneNumber: "+15550100127",
-      providerPhoneNumberId: phoneNumberId,
-      wabaId: "401000000000127",
-      accessToken: "sim-token",
+    const race = await createShop(env, "Race", {
+      readLimit: 100_000,
+      sendLimit: 100_000,
       mps: 1000,
+      templates: true,
     });
-    await syncSenderTemplates(env.deps, raceSender);
     // The api's clock (manual) 58 s behind the workers' (real): send_at, at least now + 60 s for the
     // api, comes 2 s from now for the workers.
     const saved = env.clock.now();
     env.clock.set(new Date(Date.now() - 58_000));
-    const racer = await getToken(env.app, creds.clientId, creds.clientSecret);
+    const racer = await getToken(env.app, race.clientId, race.clientSecret);
     const sendAt = nowS() + 60;
     const items = Array.from({ length: 1000 }, (_, n) => ({
       to: `+4915100127${String(n).padStart(3, "0")}`,
@@ -318,14 +295,13 @@ describe("cancel races the send claim (real send workers)", () => {
         const open = await env.deps.db
           .selectFrom("messages")
           .select((eb) => eb.fn.countAll().as("n"))
-          .where("tenant_id", "=", creds.tenant.id)
+          .where("tenant_id", "=", race.tenantId)
           .where("status", "in", ["scheduled", "accepted"])
           .executeTakeFirstOrThrow();
         return Number(open.n) === 0;
       }, 30_000);
-      const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${phoneNumberId}`);
-      const { data } = (await response.json()) as { data: { payload: Record<string, unknown> }[] };
-      const received = data.map((record) => record.payload.biz_opaque_callback_data as string);
+      const sends = await simulatorSends(env, race.phoneNumberId);
+      const received = sends.map((send) => send.payload.biz_opaque_callback_data ?? "");
       const receivedSet = new Set(received);
       expect(received.length).toBe(receivedSet.size); // nothing twice
       for (const id of canceled) expect(receivedSet.has(id)).toBe(false);

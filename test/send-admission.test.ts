@@ -6,8 +6,7 @@ import type { AuthContext } from "../src/http/request-state.ts";
 import { createSendAdmission } from "../src/messages/admission.ts";
 import { idempotencyRedisKey, releaseIdempotencyReservation } from "../src/messages/idempotency.ts";
 import type { RedisClient } from "../src/redis/connect.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import { createShop, freshPhone, ORDER_SHIPPED, postMessage } from "./fixtures.ts";
 import {
   call,
   createTenantWithApp,
@@ -28,40 +27,18 @@ let tenantId: string;
 let clientId: string;
 let token: string;
 let readToken: string;
-let phones = 0;
 const SEND_LIMIT = 50;
-const TEMPLATE = { name: "order_shipped", language: "en", variables: { body: ["Ana", "A-1"] } };
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, limits: { anonymous: 10_000, token: 10_000 } });
-  const creds = await createTenantWithApp(env.deps, { sendLimit: SEND_LIMIT });
-  tenantId = creds.tenant.id;
-  clientId = creds.clientId;
-  token = await getToken(env.app, creds.clientId, creds.clientSecret);
-  readToken = await getToken(env.app, creds.clientId, creds.clientSecret, "messaging:read");
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId,
-    phoneNumber: "+15550109001",
-    providerPhoneNumberId: "301000000009001",
-    wabaId: "401000000009001",
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender);
+  const shop = await createShop(env, "Acme", { sendLimit: SEND_LIMIT, templates: true });
+  ({ tenantId, clientId, token } = shop);
+  readToken = await getToken(env.app, shop.clientId, shop.clientSecret, "messaging:read");
 });
 afterAll(() => env.close());
 
-function freshPhone(): string {
-  phones++;
-  return `+491520000${String(phones).padStart(4, "0")}`;
-}
-
-function send(body: unknown, key?: string, options: { token?: string; app?: TestEnv["app"] } = {}) {
-  return call(options.app ?? env.app, "POST", "/v2/messages", {
-    body,
-    token: options.token ?? token,
-    headers: key === undefined ? {} : { "idempotency-key": key },
-  });
-}
+const send = (body: unknown, key?: string, options: { token?: string; app?: TestEnv["app"] } = {}) =>
+  postMessage(options.app ?? env.app, options.token ?? token, body, { key });
 
 function auth(): AuthContext {
   return { clientId, tenantId, scopes: ["messaging:send"], readLimit: 1000, sendLimit: SEND_LIMIT };
@@ -98,7 +75,7 @@ describe("the Idempotency-Key claimed by the admission", () => {
     expect((await marker("twin-1"))?.t).toBe("req_holder");
     const before = await quotaUsed();
 
-    const twin = await send({ to: freshPhone(), template: TEMPLATE }, "twin-1");
+    const twin = await send({ to: freshPhone(), template: ORDER_SHIPPED }, "twin-1");
     expect(twin.status).toBe(409);
     expect(twin.body.error.code).toBe("idempotency_key_in_use");
     expect(twin.headers.get("retry-after")).toBe("1");
@@ -110,12 +87,12 @@ describe("the Idempotency-Key claimed by the admission", () => {
     await releaseIdempotencyReservation(env.deps.redis, holder.idempotency!);
     expect(await marker("twin-1")).toBeNull();
     const phone = freshPhone();
-    expect((await send({ to: phone, template: TEMPLATE }, "twin-1")).status).toBe(201);
+    expect((await send({ to: phone, template: ORDER_SHIPPED }, "twin-1")).status).toBe(201);
     expect(await messagesTo(phone)).toBe(1);
   });
 
   test("a finished key replays its original message (200) from the done marker; the replay spends no quota", async () => {
-    const body = { to: freshPhone(), template: TEMPLATE };
+    const body = { to: freshPhone(), template: ORDER_SHIPPED };
     const first = await send(body, "replay-1");
     expect(first.status).toBe(201);
     // Written with the accept batch, before the 201 left.
@@ -129,7 +106,7 @@ describe("the Idempotency-Key claimed by the admission", () => {
     expect(await quotaUsed()).toBe(used);
 
     const other = await send(
-      { ...body, template: { ...TEMPLATE, variables: { body: ["Bo", "B-2"] } } },
+      { ...body, template: { ...ORDER_SHIPPED, variables: { body: ["Bo", "B-2"] } } },
       "replay-1",
     );
     expect(other.status).toBe(400);
@@ -139,7 +116,7 @@ describe("the Idempotency-Key claimed by the admission", () => {
   });
 
   test("Redis flushed between two same-key requests: still one message, and the marker is done again", async () => {
-    const body = { to: freshPhone(), template: TEMPLATE };
+    const body = { to: freshPhone(), template: ORDER_SHIPPED };
     const first = await send(body, "flush-1");
     expect(first.status).toBe(201);
     await deleteRedisPrefix(env.config.redisPrefix);
@@ -165,7 +142,9 @@ describe("the Idempotency-Key claimed by the admission", () => {
     expect(await marker("refused-1")).toBeNull();
 
     // Refused before the route ran (the token lacks the scope): given back by the pipeline.
-    const forbidden = await send({ to: freshPhone(), template: TEMPLATE }, "refused-2", { token: readToken });
+    const forbidden = await send({ to: freshPhone(), template: ORDER_SHIPPED }, "refused-2", {
+      token: readToken,
+    });
     expect(forbidden.status).toBe(403);
     expect(await quotaUsed()).toBe(used);
     expect(await marker("refused-2")).toBeNull();
@@ -177,7 +156,7 @@ describe("the Idempotency-Key claimed by the admission", () => {
     expect(await marker("refused-3")).toBeNull();
 
     const phone = freshPhone();
-    expect((await send({ to: phone, template: TEMPLATE }, "refused-1")).status).toBe(201);
+    expect((await send({ to: phone, template: ORDER_SHIPPED }, "refused-1")).status).toBe(201);
     expect(await quotaUsed()).toBe(used + 1);
   });
 
@@ -185,7 +164,7 @@ describe("the Idempotency-Key claimed by the admission", () => {
     const used = await quotaUsed();
     const phone = freshPhone();
     const answer = await call(env.app, "POST", "/v2/messages/", {
-      body: { to: phone, template: TEMPLATE },
+      body: { to: phone, template: ORDER_SHIPPED },
       token,
     });
     expect(answer.status).toBe(201);
@@ -199,10 +178,10 @@ describe("the Idempotency-Key claimed by the admission", () => {
     const small = await getToken(env.app, creds.clientId, creds.clientSecret);
     await nextSecond();
     const answers = [
-      await send({ to: freshPhone(), template: TEMPLATE }, "limit-1", { token: small }),
-      await send({ to: freshPhone(), template: TEMPLATE }, "limit-1", { token: small }),
-      await send({ to: freshPhone(), template: TEMPLATE }, undefined, { token: small }),
-      await send({ to: freshPhone(), template: TEMPLATE }, "limit-2", { token: small }),
+      await send({ to: freshPhone(), template: ORDER_SHIPPED }, "limit-1", { token: small }),
+      await send({ to: freshPhone(), template: ORDER_SHIPPED }, "limit-1", { token: small }),
+      await send({ to: freshPhone(), template: ORDER_SHIPPED }, undefined, { token: small }),
+      await send({ to: freshPhone(), template: ORDER_SHIPPED }, "limit-2", { token: small }),
     ];
     // This tenant has no sender: every admitted send is refused after admission (409), and still counted.
     expect(answers.map((a) => a.headers.get("ratelimit-limit"))).toEqual(["3", "3", "3", "3"]);
@@ -230,7 +209,7 @@ describe("round trips", () => {
       },
     }) as RedisClient;
     const app = createApp({ ...env.deps, redis });
-    const sent = await send({ to: freshPhone(), template: TEMPLATE }, "trips-1", { app });
+    const sent = await send({ to: freshPhone(), template: ORDER_SHIPPED }, "trips-1", { app });
     expect(sent.status).toBe(201);
     expect(calls.filter((name) => name !== "pipeline")).toEqual(["sendAdmission"]);
     expect(calls.filter((name) => name === "pipeline")).toHaveLength(1);

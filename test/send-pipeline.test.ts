@@ -3,18 +3,9 @@ import { sql } from "kysely";
 import { systemClock } from "../src/clock.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
 import { deliverBatch } from "../src/outbound/send.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import {
-  call,
-  createTenantWithApp,
-  createTestEnv,
-  eventually,
-  getToken,
-  spawnWorker,
-  type TestEnv,
-  type WorkerProcess,
-} from "./support.ts";
+import type { SenderRow } from "../src/senders/repository.ts";
+import { createShop, freshPhone, postMessage, type Shop, simulatorSends } from "./fixtures.ts";
+import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./support.ts";
 
 /**
  * The batch send pipeline (issue 13, parts 1, 3 and 7): one job sends many messages, each with
@@ -22,49 +13,21 @@ import {
  * acceptance order through retries without holding up anyone else.
  */
 let env: TestEnv;
-let phoneCounter = 0;
-let phoneNumberCounter = 0;
+let shops = 0;
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true, statusDelayMs: 600_000 });
 });
 afterAll(() => env.close());
 
-interface Shop {
-  token: string;
-  sender: SenderRow;
-}
-
-async function shop(mps?: number): Promise<Shop> {
-  const { clientId, clientSecret } = await createTenantWithApp(env.deps, { sendLimit: 10_000 });
-  phoneNumberCounter++;
-  const phoneNumberId = `3190000000${String(phoneNumberCounter).padStart(5, "0")}`;
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: (await env.deps.db
-      .selectFrom("applications")
-      .select("tenant_id")
-      .where("client_id", "=", clientId)
-      .executeTakeFirstOrThrow())!.tenant_id,
-    phoneNumber: `+1555${phoneNumberId.slice(-7)}`,
-    providerPhoneNumberId: phoneNumberId,
-    wabaId: "219000000000001",
-    accessToken: "sim-token",
-    mps,
-  });
-  await syncSenderTemplates(env.deps, sender);
-  return { token: await getToken(env.app, clientId, clientSecret), sender };
-}
-
-function freshPhone(): string {
-  phoneCounter++;
-  return `+491520${String(phoneCounter).padStart(6, "0")}`;
+/** A tenant of its own, its sender paced at `mps` (default 80). */
+function shop(mps?: number): Promise<Shop> {
+  return createShop(env, `Shop ${++shops}`, { sendLimit: 10_000, mps, templates: true });
 }
 
 async function accept(owner: Shop, to: string, tag: string): Promise<string> {
-  const result = await call(env.app, "POST", "/v2/messages", {
-    token: owner.token,
-    body: { to, template: { name: "order_shipped", language: "en", variables: { body: ["Ada", tag] } } },
-  });
+  const template = { name: "order_shipped", language: "en", variables: { body: ["Ada", tag] } };
+  const result = await postMessage(env.app, owner.token, { to, template });
   expect(result.status).toBe(201);
   return result.body.id;
 }
@@ -80,13 +43,11 @@ async function control(path: string, body: unknown): Promise<void> {
 
 /** What the simulator took for one sender, in the order it took it: our message ids. */
 async function sentBy(sender: SenderRow): Promise<{ messageId: string; to: string }[]> {
-  const response = await fetch(
-    `${env.simulatorUrl}/_sim/sent?phone_number_id=${sender.provider_phone_number_id}`,
-  );
-  const { data } = (await response.json()) as {
-    data: { payload: { to: string; biz_opaque_callback_data: string } }[];
-  };
-  return data.map((r) => ({ messageId: r.payload.biz_opaque_callback_data, to: r.payload.to }));
+  const sends = await simulatorSends(env, sender.provider_phone_number_id);
+  return sends.map((send) => ({
+    messageId: send.payload.biz_opaque_callback_data ?? "",
+    to: send.payload.to ?? "",
+  }));
 }
 
 async function rows(ids: string[]) {

@@ -1,18 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { runCli } from "../src/cli/index.ts";
-import {
-  insertSender,
-  type SenderRow,
-  senderCredentials,
-  setSenderActive,
-} from "../src/senders/repository.ts";
+import { type SenderRow, senderCredentials, setSenderActive } from "../src/senders/repository.ts";
 import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import { addSender, postMessage } from "./fixtures.ts";
 import {
-  type CallResult,
   call,
   createTenantWithApp,
   createTestEnv,
   deliverOne,
+  expectApiError,
   getToken,
   type TestEnv,
 } from "./support.ts";
@@ -23,21 +19,10 @@ let token: string;
 let sender: SenderRow;
 let secondSender: SenderRow;
 let otherSender: SenderRow;
-let providerNumber = 100000000000200;
 
 /** A sender with its templates synced from the simulator, as `sender create` leaves it. */
-async function connectedSender(tenant: string, name: string | null, phoneNumber: string) {
-  const created = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: tenant,
-    name,
-    phoneNumber,
-    providerPhoneNumberId: String(providerNumber++),
-    wabaId: "200000000000200",
-    accessToken: "sim-access-token",
-  });
-  await syncSenderTemplates(env.deps, created);
-  return created;
-}
+const connectedSender = (tenant: string, name: string | null, phoneNumber: string) =>
+  addSender(env, tenant, { name, phoneNumber, templates: true });
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true });
@@ -52,20 +37,6 @@ beforeAll(async () => {
   otherSender = await connectedSender(other.tenant.id, "Other", "+15550100014");
 });
 afterAll(() => env.close());
-
-function expectError(result: CallResult, status: number, code: string, param: string | null) {
-  expect(result.status).toBe(status);
-  expect(result.body).toEqual({
-    error: {
-      type: "invalid_request_error",
-      code,
-      message: expect.any(String),
-      param,
-      request_id: result.headers.get("request-id"),
-      doc_url: `http://localhost/v2/docs#${code}`,
-    },
-  });
-}
 
 describe("GET /senders", () => {
   test("lists the caller's active senders exactly as SPEC §2 describes them", async () => {
@@ -109,9 +80,10 @@ describe("GET /senders", () => {
       used: expect.any(Number),
       resets_at: midnight.toISOString(),
     });
-    const sent = await call(env.app, "POST", "/v2/messages", {
-      token,
-      body: { sender: sender.id, to: "+15550100999", template: { name: "welcome" } },
+    const sent = await postMessage(env.app, token, {
+      sender: sender.id,
+      to: "+15550100999",
+      template: { name: "welcome" },
     });
     expect(sent.status).toBe(201);
     expect(await quotaNow()).toEqual({ ...before, used: before.used + 1 });
@@ -130,9 +102,10 @@ describe("GET /senders", () => {
     });
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const sent = await call(env.app, "POST", "/v2/messages", {
-        token,
-        body: { sender: sender.id, to: `+1555010099${i}`, template: { name: "welcome" } },
+      const sent = await postMessage(env.app, token, {
+        sender: sender.id,
+        to: `+1555010099${i}`,
+        template: { name: "welcome" },
       });
       expect(sent.status).toBe(201);
       ids.push(sent.body.id);
@@ -263,13 +236,13 @@ describe("GET /senders/{sender_id}/templates", () => {
   });
 
   test("another tenant's sender, an unknown one and a flipped-case id are 404 resource_missing", async () => {
-    expectError(
+    expectApiError(
       await call(env.app, "GET", path(otherSender.id), { token }),
       404,
       "resource_missing",
       "sender_id",
     );
-    expectError(
+    expectApiError(
       await call(env.app, "GET", path("snd_0000000000000000000000"), { token }),
       404,
       "resource_missing",
@@ -280,12 +253,17 @@ describe("GET /senders/{sender_id}/templates", () => {
     );
     expect(flipped).not.toBe(sender.id);
     expect(flipped.toLowerCase()).toBe(sender.id.toLowerCase());
-    expectError(await call(env.app, "GET", path(flipped), { token }), 404, "resource_missing", "sender_id");
+    expectApiError(
+      await call(env.app, "GET", path(flipped), { token }),
+      404,
+      "resource_missing",
+      "sender_id",
+    );
   });
 
   test("a malformed sender id is 400 parameter_invalid", async () => {
     for (const bad of ["ctc_0000000000000000000000", "snd_", "snd_abc-def", "SND_abc", "abc"]) {
-      expectError(await call(env.app, "GET", path(bad), { token }), 400, "parameter_invalid", "sender_id");
+      expectApiError(await call(env.app, "GET", path(bad), { token }), 400, "parameter_invalid", "sender_id");
     }
   });
 

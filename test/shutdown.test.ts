@@ -1,13 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Subprocess } from "bun";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
+import { createShop, simulatorSends } from "./fixtures.ts";
 import {
-  createTenantWithApp,
   createTestEnv,
   eventually,
   freePort,
-  getToken,
   spawnWorker,
   type TestEnv,
   type WorkerProcess,
@@ -27,16 +24,11 @@ let token: string;
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true });
-  const creds = await createTenantWithApp(env.deps, { sendLimit: 100_000 });
-  token = await getToken(env.app, creds.clientId, creds.clientSecret);
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: creds.tenant.id,
-    phoneNumber: "+15550109001",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: "409000000000001",
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender);
+  ({ token } = await createShop(env, "Acme", {
+    sendLimit: 100_000,
+    phoneNumberId: PHONE_NUMBER_ID,
+    templates: true,
+  }));
 });
 afterAll(() => env.close());
 
@@ -122,18 +114,14 @@ describe("graceful shutdown under load", () => {
         .execute();
       expect(rows.filter((row) => !["sent", "delivered", "read"].includes(row.status ?? ""))).toEqual([]);
 
-      const sent = (await (
-        await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${PHONE_NUMBER_ID}`)
-      ).json()) as {
-        data: { payload: { biz_opaque_callback_data?: string } }[];
-      };
+      const sent = await simulatorSends(env, PHONE_NUMBER_ID);
       const perMessage = new Map<string, number>();
-      for (const record of sent.data) {
+      for (const record of sent) {
         const id = record.payload.biz_opaque_callback_data ?? "";
         perMessage.set(id, (perMessage.get(id) ?? 0) + 1);
       }
       expect(accepted.filter((id) => perMessage.get(id) !== 1)).toEqual([]);
-      expect(sent.data).toHaveLength(accepted.length);
+      expect(sent).toHaveLength(accepted.length);
       // No job is left active (the replacement may still be completing its last nudges).
       await eventually(async () => (await env.deps.queues.send.getJobCounts("active")).active === 0, 10_000);
     } finally {

@@ -6,42 +6,23 @@ import { adoptProviderIds, applyStatusEvents, drainStatusEvents } from "../src/o
 import { nudgeDrain } from "../src/queues/drain-nudge.ts";
 import { queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
-import { insertSender, type SenderRow } from "../src/senders/repository.ts";
+import { createShop, type Shop, storeMessageRows } from "./fixtures.ts";
 import {
-  call,
-  createTenantWithApp,
   createTestEnv,
   deleteRedisPrefix,
   eventually,
-  signedWebhook,
+  postWebhook,
   spawnWorker,
   type TestEnv,
 } from "./support.ts";
 
 let env: TestEnv;
-let sender: SenderRow;
-let tenantId: string;
-let contactId: string;
-const PHONE_NUMBER_ID = "109000000000077";
+let shop: Shop;
 const T0 = 1_790_000_000;
 
 beforeAll(async () => {
   env = await createTestEnv({ limits: { anonymous: 100_000, token: 100_000 } });
-  const { tenant } = await createTenantWithApp(env.deps);
-  tenantId = tenant.id;
-  sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId,
-    phoneNumber: "+15550100077",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: "209000000000077",
-    accessToken: "sim-token",
-  });
-  const contact = await env.deps.db
-    .insertInto("contacts")
-    .values({ id: "ctc_statusBatchContact0001", tenant_id: tenantId, phone: "+4915100000777" })
-    .returning("id")
-    .executeTakeFirstOrThrow();
-  contactId = contact.id;
+  shop = await createShop(env, "Acme");
 });
 afterAll(() => env.close());
 
@@ -53,22 +34,19 @@ interface StatusEvent {
 }
 
 function statusWebhook(events: readonly StatusEvent[]) {
-  return buildWebhook(
-    { wabaId: "209000000000077", phoneNumberId: PHONE_NUMBER_ID, displayPhoneNumber: "15550100077" },
-    {
-      statuses: events.map((e) => ({
-        id: e.wamid,
-        status: e.status,
-        timestamp: String(e.at),
-        recipient_id: "4915100000777",
-        ...(e.biz && { biz_opaque_callback_data: e.biz }),
-        ...(e.status === "failed" && {
-          // Only the fields this test needs: the failure is read from code and title.
-          errors: [{ code: 131026, title: "Message undeliverable" } as StatusError],
-        }),
-      })),
-    },
-  );
+  return buildWebhook(shop.account, {
+    statuses: events.map((e) => ({
+      id: e.wamid,
+      status: e.status,
+      timestamp: String(e.at),
+      recipient_id: "4915100000777",
+      ...(e.biz && { biz_opaque_callback_data: e.biz }),
+      ...(e.status === "failed" && {
+        // Only the fields this test needs: the failure is read from code and title.
+        errors: [{ code: 131026, title: "Message undeliverable" } as StatusError],
+      }),
+    })),
+  });
 }
 
 /** Posts signed status webhooks concurrently, `perWebhook` events each; every one must get its 200. */
@@ -76,30 +54,25 @@ async function postStatuses(events: readonly StatusEvent[], perWebhook: number) 
   const posts = [];
   for (let i = 0; i < events.length; i += perWebhook) {
     const body = statusWebhook(events.slice(i, i + perWebhook));
-    posts.push(
-      call(env.app, "POST", "/webhooks/whatsapp", signedWebhook(body, env.config.whatsappAppSecret)),
-    );
+    posts.push(postWebhook(env, body));
   }
   for (const response of await Promise.all(posts)) expect(response.status).toBe(200);
 }
 
 /** Outbound messages already `sent`, with provider ids `<prefix>-<i>` (null: the send is in doubt). */
 async function outbound(prefix: string, count: number, withProviderId = true) {
-  const rows = Array.from({ length: count }, (_, i) => ({
-    id: `msg_${prefix.replaceAll(/[^a-zA-Z0-9]/g, "")}${String(i).padStart(6, "0")}`,
-    tenant_id: tenantId,
-    contact_id: contactId,
-    sender_id: sender.id,
-    direction: "outbound" as const,
-    type: "text",
-    preview: "hello",
-    text: "hello",
-    status: withProviderId ? "sent" : "accepted",
-    provider_message_id: withProviderId ? `${prefix}-${i}` : null,
-    created_at: new Date(),
-  }));
-  await env.deps.db.insertInto("messages").values(rows).execute();
-  return rows.map((r, i) => ({ id: r.id, wamid: `${prefix}-${i}` }));
+  const ids = await storeMessageRows(
+    env.deps.db,
+    Array.from({ length: count }, (_, i) => ({
+      id: `msg_${prefix.replaceAll(/[^a-zA-Z0-9]/g, "")}${String(i).padStart(6, "0")}`,
+      tenantId: shop.tenantId,
+      senderId: shop.sender.id,
+      phone: "+4915100000777",
+      status: withProviderId ? ("sent" as const) : ("accepted" as const),
+      providerMessageId: withProviderId ? `${prefix}-${i}` : null,
+    })),
+  );
+  return ids.map((id, i) => ({ id, wamid: `${prefix}-${i}` }));
 }
 
 /** The send worker learns the provider ids of messages created without one (see `outbound`). */

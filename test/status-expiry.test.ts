@@ -4,28 +4,17 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "kysely";
-import { buildWebhook, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
+import { buildWebhook, type WebhookAccount, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
 import { deleteExpiredStatusEvents, STATUS_EVENT_RETENTION_MS } from "../src/outbound/status.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { call, createTenantWithApp, createTestEnv, signedWebhook, type TestEnv } from "./support.ts";
+import { createShop } from "./fixtures.ts";
+import { createTestEnv, postWebhook, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
-const account = {
-  wabaId: "209000000000066",
-  phoneNumberId: "109000000000066",
-  displayPhoneNumber: "15550100066",
-};
+let account: WebhookAccount;
 
 beforeAll(async () => {
   env = await createTestEnv();
-  const { tenant } = await createTenantWithApp(env.deps);
-  await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: tenant.id,
-    phoneNumber: "+15550100066",
-    providerPhoneNumberId: account.phoneNumberId,
-    wabaId: account.wabaId,
-    accessToken: "sim-token",
-  });
+  ({ account } = await createShop(env, "Acme"));
 });
 afterAll(() => env.close());
 
@@ -34,12 +23,7 @@ async function unknownStatus(id: string): Promise<void> {
   const webhook = buildWebhook(account, {
     statuses: [{ id, status: "delivered", timestamp: webhookTimestamp(), recipient_id: "4915100000666" }],
   });
-  const response = await call(
-    env.app,
-    "POST",
-    "/webhooks/whatsapp",
-    signedWebhook(webhook, env.config.whatsappAppSecret),
-  );
+  const response = await postWebhook(env, webhook);
   expect(response.status).toBe(200);
 }
 

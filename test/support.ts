@@ -1,4 +1,4 @@
-import { afterAll, beforeAll } from "bun:test";
+import { afterAll, beforeAll, expect } from "bun:test";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,7 +11,8 @@ import { type Config, loadConfig } from "../src/config.ts";
 import { dropDatabase, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { buildDeps, closeDeps } from "../src/deps.ts";
-import type { Scope } from "../src/http/request-state.ts";
+import { API_ERRORS, type ApiErrorCode } from "../src/http/errors.ts";
+import { ALL_SCOPES, type Scope } from "../src/http/request-state.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { createLogger } from "../src/logger.ts";
 import { deliverBatch, type SendDeps, SendNotYetPossible } from "../src/outbound/send.ts";
@@ -174,6 +175,16 @@ export function signedRawWebhook(raw: string, appSecret: string): CallOptions {
   };
 }
 
+/**
+ * POST /webhooks/whatsapp through `app` as the provider sends it, signed with the app secret: `body`
+ * is the webhook (built with src/channel/webhook-payloads.ts), or its JSON text written by hand.
+ */
+export function postWebhook(env: TestEnv, body: unknown, app: App = env.app): Promise<CallResult> {
+  const secret = env.config.whatsappAppSecret;
+  const options = typeof body === "string" ? signedRawWebhook(body, secret) : signedWebhook(body, secret);
+  return call(app, "POST", "/webhooks/whatsapp", options);
+}
+
 /** One HTTP request through the real app (routing, hooks, validation), as a client sees it. */
 export async function call(
   app: App,
@@ -223,17 +234,78 @@ export async function createTenantWithApp(
   return { tenant, application, clientId: application.clientId, clientSecret };
 }
 
+/** POST /v2/oauth/token with the client-credentials grant (JSON), as a client asks for a token. */
+export function requestToken(
+  app: App,
+  clientId: string,
+  clientSecret: string,
+  scope?: string,
+): Promise<CallResult> {
+  return call(app, "POST", "/v2/oauth/token", {
+    body: { grant_type: "client_credentials", client_id: clientId, client_secret: clientSecret, scope },
+  });
+}
+
+/** An access token of the application (the one way tests get one; the SDK's own is its own test). */
 export async function getToken(
   app: App,
   clientId: string,
   clientSecret: string,
   scope?: string,
 ): Promise<string> {
-  const result = await call(app, "POST", "/v2/oauth/token", {
-    body: { grant_type: "client_credentials", client_id: clientId, client_secret: clientSecret, scope },
-  });
+  const result = await requestToken(app, clientId, clientSecret, scope);
   if (result.status !== 200) throw new Error(`token request failed: ${result.status} ${result.text}`);
   return result.body.access_token;
+}
+
+const REQUEST_ID = /^req_[0-9A-Za-z]{22}$/;
+
+/**
+ * SPEC §7's error envelope, whole: the status, the `type` the error catalogue (src/http/errors.ts,
+ * which /docs and the OpenAPI document read too) gives the code, the parameter, the request id of
+ * the `Request-Id` header and the code's documentation link; `messaging_state` only on
+ * messaging_window_closed.
+ */
+export function expectApiError(result: CallResult, status: number, code: ApiErrorCode, param: string | null) {
+  const requestId = result.headers.get("request-id");
+  expect(requestId).toMatch(REQUEST_ID);
+  expect({ status: result.status, body: result.body }).toEqual({
+    status,
+    body: {
+      error: {
+        type: API_ERRORS[code].type,
+        code,
+        message: expect.any(String),
+        param,
+        request_id: requestId,
+        doc_url: `http://localhost/v2/docs#${code}`,
+        ...(code === "messaging_window_closed" && { messaging_state: expect.any(Object) }),
+      },
+    },
+  });
+}
+
+/**
+ * Each request needs `scope`: without a token it is 401 unauthorized, with the token of an
+ * application that has only the other scope 403 insufficient_scope.
+ */
+export async function expectScopeRequired(
+  env: TestEnv,
+  scope: Scope,
+  requests: [method: string, path: string][],
+) {
+  const creds = await createTenantWithApp(env.deps, { scopes: ALL_SCOPES.filter((s) => s !== scope) });
+  const token = await getToken(env.app, creds.clientId, creds.clientSecret);
+  for (const [method, path] of requests) {
+    expectApiError(await call(env.app, method, path), 401, "unauthorized", null);
+    expectApiError(await call(env.app, method, path, { token }), 403, "insufficient_scope", null);
+  }
+}
+
+/** A dependency out of reach: 503 service_unavailable with a Retry-After. */
+export function expectUnavailable(result: CallResult) {
+  expectApiError(result, 503, "service_unavailable", null);
+  expect(Number(result.headers.get("retry-after"))).toBeGreaterThan(0);
 }
 
 /** A TCP port nothing listens on now (for a process the test starts). */

@@ -7,27 +7,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { buildWebhook, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
 import { finalizePendingInbound } from "../src/inbound/finalize.ts";
-import { insertSender } from "../src/senders/repository.ts";
-import { syncSenderTemplates } from "../src/senders/template-sync.ts";
-import {
-  call,
-  createTenantWithApp,
-  createTestEnv,
-  eventually,
-  getToken,
-  signedRawWebhook,
-  type TestEnv,
-} from "./support.ts";
+import { createShop, type Shop } from "./fixtures.ts";
+import { call, createTestEnv, eventually, postWebhook, type TestEnv } from "./support.ts";
 
 let env: TestEnv;
-let token: string;
-let tenantId: string;
-const PHONE_NUMBER_ID = "109000000000077";
-const account = {
-  wabaId: "209000000000077",
-  phoneNumberId: PHONE_NUMBER_ID,
-  displayPhoneNumber: "15550100077",
-};
+let shop: Shop;
 
 /**
  * Lone surrogates as JSON escapes: high, low, a reversed pair, high at the end of a string. Written
@@ -42,23 +26,13 @@ const LONE = {
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true });
-  const created = await createTenantWithApp(env.deps);
-  tenantId = created.tenant.id;
-  token = await getToken(env.app, created.clientId, created.clientSecret);
-  const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId,
-    phoneNumber: "+15550100077",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: account.wabaId,
-    accessToken: "sim-token",
-  });
-  await syncSenderTemplates(env.deps, sender);
+  shop = await createShop(env, "Acme", { templates: true });
 });
 afterAll(() => env.close());
 
 function sendRaw(json: string) {
   return call(env.app, "POST", "/v2/messages", {
-    token,
+    token: shop.token,
     rawBody: json,
     headers: { "content-type": "application/json" },
   });
@@ -68,7 +42,7 @@ async function outboundCount(): Promise<number> {
   const row = await env.deps.db
     .selectFrom("messages")
     .select((eb) => eb.fn.countAll<string>().as("n"))
-    .where("tenant_id", "=", tenantId)
+    .where("tenant_id", "=", shop.tenantId)
     .where("direction", "=", "outbound")
     .executeTakeFirstOrThrow();
   return Number(row.n);
@@ -146,7 +120,7 @@ describe("lone surrogates from an integrator: 400 naming the field", () => {
 describe("lone surrogates from the provider: taken, with U+FFFD in their place", () => {
   test("a customer's message is stored, its text and profile name made whole", async () => {
     const body = JSON.stringify(
-      buildWebhook(account, {
+      buildWebhook(shop.account, {
         contacts: [{ profile: { name: "Ana SURROGATE" }, wa_id: "4915100000777" }],
         messages: [
           {
@@ -159,12 +133,7 @@ describe("lone surrogates from the provider: taken, with U+FFFD in their place",
         ],
       }),
     ).replaceAll("SURROGATE", "\\ud83d");
-    const response = await call(
-      env.app,
-      "POST",
-      "/webhooks/whatsapp",
-      signedRawWebhook(body, env.config.whatsappAppSecret),
-    );
+    const response = await postWebhook(env, body);
     expect(response.status).toBe(200);
     await eventually(async () => {
       await finalizePendingInbound(env.deps.db, env.clock).catch(() => undefined);
@@ -183,7 +152,7 @@ describe("multipart fields (POST /media): refused before anything is uploaded", 
     const row = await env.deps.db
       .selectFrom("media")
       .select((eb) => eb.fn.countAll<string>().as("n"))
-      .where("tenant_id", "=", tenantId)
+      .where("tenant_id", "=", shop.tenantId)
       .executeTakeFirstOrThrow();
     return Number(row.n);
   }
@@ -193,13 +162,13 @@ describe("multipart fields (POST /media): refused before anything is uploaded", 
     const withField = new FormData();
     withField.append("file", pdf, "invoice.pdf");
     withField.append("filename", "in\u0000voice.pdf");
-    const field = await call(env.app, "POST", "/v2/media", { rawBody: withField, token });
+    const field = await call(env.app, "POST", "/v2/media", { rawBody: withField, token: shop.token });
     expect(field.status).toBe(400);
     expect(field.body.error).toMatchObject({ code: "parameter_invalid", param: "filename" });
 
     const withName = new FormData();
     withName.append("file", pdf, "in\u0000voice.pdf");
-    const name = await call(env.app, "POST", "/v2/media", { rawBody: withName, token });
+    const name = await call(env.app, "POST", "/v2/media", { rawBody: withName, token: shop.token });
     expect(name.status).toBe(400);
     expect(name.body.error).toMatchObject({ code: "parameter_invalid", param: "file" });
     expect(await mediaRows()).toBe(0);

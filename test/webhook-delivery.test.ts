@@ -5,18 +5,21 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Webhook } from "standardwebhooks";
-import { buildWebhook, type InboundMessage, webhookTimestamp } from "../src/channel/webhook-payloads.ts";
+import {
+  buildWebhook,
+  type InboundMessage,
+  type WebhookAccount,
+  webhookTimestamp,
+} from "../src/channel/webhook-payloads.ts";
 import { sequenceFeed } from "../src/feed/sequencer.ts";
 import { finalizePendingInbound } from "../src/inbound/finalize.ts";
 import { nudgeEndpointsOf } from "../src/push/service.ts";
-import { insertSender } from "../src/senders/repository.ts";
+import { createShop } from "./fixtures.ts";
 import {
   call,
-  createTenantWithApp,
   createTestEnv,
   eventually,
-  getToken,
-  signedWebhook,
+  postWebhook,
   spawnWorker,
   type TestEnv,
   type WorkerProcess,
@@ -68,26 +71,13 @@ function startReceiver() {
 
 let env: TestEnv;
 let token: string;
+let account: WebhookAccount;
 let worker: WorkerProcess;
-const PHONE_NUMBER_ID = "109000000000077";
-const account = {
-  wabaId: "209000000000077",
-  phoneNumberId: PHONE_NUMBER_ID,
-  displayPhoneNumber: "15550100077",
-};
 let sequence = 0;
 
 beforeAll(async () => {
   env = await createTestEnv();
-  const created = await createTenantWithApp(env.deps);
-  token = await getToken(env.app, created.clientId, created.clientSecret);
-  await insertSender(env.deps.db, env.config.providerTokenKey, {
-    tenantId: created.tenant.id,
-    phoneNumber: "+15550100077",
-    providerPhoneNumberId: PHONE_NUMBER_ID,
-    wabaId: account.wabaId,
-    accessToken: "sim-token",
-  });
+  ({ token, account } = await createShop(env, "Acme"));
   worker = spawnWorker(env, "webhook", { WEBHOOK_RETRY_BASE_MS: "100", SWEEP_INTERVAL_MS: "200" });
 });
 afterAll(async () => {
@@ -110,17 +100,12 @@ async function customersWrite(phones: string[], count: number): Promise<void> {
       });
     }
   }
-  const response = await call(
-    env.app,
-    "POST",
-    "/webhooks/whatsapp",
-    signedWebhook(
-      buildWebhook(account, {
-        contacts: phones.map((phone) => ({ profile: { name: "C" }, wa_id: phone.slice(1) })),
-        messages,
-      }),
-      env.config.whatsappAppSecret,
-    ),
+  const response = await postWebhook(
+    env,
+    buildWebhook(account, {
+      contacts: phones.map((phone) => ({ profile: { name: "C" }, wa_id: phone.slice(1) })),
+      messages,
+    }),
   );
   expect(response.status).toBe(200);
   await finalizePendingInbound(env.deps.db, env.clock);

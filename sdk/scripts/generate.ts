@@ -48,7 +48,7 @@ export async function serverOpenApiDocument(): Promise<Record<string, unknown>> 
  * openapi-typescript, loaded so that it prints through TypeScript 5: it needs the TypeScript
  * compiler API, which TypeScript 7 (the project's tsc, a native binary) no longer ships;
  * `typescript5` (an npm alias of TypeScript 5) stands in for it, for openapi-typescript only.
- * The type test (test/openapi-types.test.ts) loads it the same way.
+ * The type test (sdk/test/openapi-types.test.ts) loads it the same way.
  */
 export async function loadOpenApiTypescript() {
   const typescript5 = Bun.resolveSync("typescript5", import.meta.dir);

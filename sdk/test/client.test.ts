@@ -2,8 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { syncSenderTemplates } from "../../src/senders/template-sync.ts";
-import { postInbound, type ReadingTenant, readingTenant, receive } from "../../test/reading-support.ts";
+import { createShop, customerWrites, freshPhone, receive, type Shop } from "../../test/fixtures.ts";
 import {
   call,
   createTestEnv,
@@ -30,7 +29,6 @@ import {
 let env: TestEnv;
 let workers: WorkerProcess[] = [];
 let tenantCounter = 0;
-let phoneCounter = 0;
 
 beforeAll(async () => {
   env = await createTestEnv({ simulator: true });
@@ -53,7 +51,7 @@ interface Attempt {
 }
 
 /** A client of `tenant` whose every HTTP attempt is recorded. */
-function sdkFor(tenant: ReadingTenant, options: Partial<MessagingClientOptions> = {}) {
+function sdkFor(tenant: Shop, options: Partial<MessagingClientOptions> = {}) {
   const attempts: Attempt[] = [];
   const client = new MessagingClient({
     baseUrl: `${env.apiUrl}/v2`,
@@ -92,14 +90,8 @@ async function run(cmd: string[], extraEnv: Record<string, string> = {}) {
   return { out, err, code };
 }
 
-async function shop(options: Parameters<typeof readingTenant>[2] = {}): Promise<ReadingTenant> {
-  const tenant = await readingTenant(env, `SDK shop ${++tenantCounter}`, options);
-  await syncSenderTemplates(env.deps, tenant.sender);
-  return tenant;
-}
-
-function freshPhone(): string {
-  return `+4915300${String(++phoneCounter).padStart(5, "0")}`;
+function shop(options: Parameters<typeof createShop>[2] = {}): Promise<Shop> {
+  return createShop(env, `SDK shop ${++tenantCounter}`, { ...options, templates: true });
 }
 
 const orderShipped = (to: string, order: string) => ({
@@ -262,14 +254,14 @@ describe("retries", () => {
 const serverNow = () => Math.floor(env.clock.now().getTime() / 1000);
 
 /** A shop whose sender hands the provider thousands of messages a second: big batches drain at once. */
-async function fastShop(): Promise<ReadingTenant> {
+async function fastShop(): Promise<Shop> {
   const tenant = await shop();
   await env.deps.db.updateTable("senders").set({ mps: 5000 }).where("id", "=", tenant.sender.id).execute();
   return tenant;
 }
 
 /** What the simulator received from the tenant's sender, by our message id. */
-async function sentByMessage(tenant: ReadingTenant): Promise<Map<string, number>> {
+async function sentByMessage(tenant: Shop): Promise<Map<string, number>> {
   const response = await fetch(`${env.simulatorUrl}/_sim/sent?phone_number_id=${tenant.phoneNumberId}`);
   const { data } = (await response.json()) as { data: { payload: { biz_opaque_callback_data?: string } }[] };
   const counts = new Map<string, number>();
@@ -280,7 +272,7 @@ async function sentByMessage(tenant: ReadingTenant): Promise<Map<string, number>
   return counts;
 }
 
-async function storedOutbound(tenant: ReadingTenant) {
+async function storedOutbound(tenant: Shop) {
   return env.deps.db
     .selectFrom("messages")
     .select(["id", "seq", "client_reference", "contact_id"])
@@ -514,7 +506,7 @@ describe("feed", () => {
     const phone = freshPhone();
     const inbound = async (from: number, to: number) => {
       for (let i = from; i < to; i++)
-        await postInbound(env, tenant, { from: phone, type: "text", text: `f${i}` });
+        await customerWrites(env, tenant.phoneNumberId, { from: phone, type: "text", text: `f${i}` });
     };
     const consume = async (stopAfter: (taken: FeedMessage[]) => boolean) => {
       const taken: FeedMessage[] = [];
@@ -577,7 +569,8 @@ describe("events", () => {
     const tenant = await shop();
     const { client } = sdkFor(tenant);
     const phone = freshPhone();
-    for (let i = 0; i < 3; i++) await postInbound(env, tenant, { from: phone, type: "text", text: `e${i}` });
+    for (let i = 0; i < 3; i++)
+      await customerWrites(env, tenant.phoneNumberId, { from: phone, type: "text", text: `e${i}` });
     const stop = new AbortController();
     const deadline = setTimeout(() => stop.abort(), 20_000);
     const cursors: string[] = [];
@@ -744,7 +737,7 @@ test("the generated types match the server's schemas", async () => {
 
 describe("examples", () => {
   const examples = join(import.meta.dir, "../examples");
-  const credentials = (tenant: ReadingTenant) => ({
+  const credentials = (tenant: Shop) => ({
     MESSAGING_BASE_URL: `${env.apiUrl}/v2`,
     MESSAGING_CLIENT_ID: tenant.clientId,
     MESSAGING_CLIENT_SECRET: tenant.clientSecret,
@@ -806,7 +799,11 @@ describe("examples", () => {
       env: { ...process.env, ...credentials(tenant), FEED_CURSOR_FILE: cursorFile },
     });
     try {
-      await postInbound(env, tenant, { from: freshPhone(), type: "text", text: "Where is my parcel?" });
+      await customerWrites(env, tenant.phoneNumberId, {
+        from: freshPhone(),
+        type: "text",
+        text: "Where is my parcel?",
+      });
       const reader = consumer.stdout.getReader();
       let printed = "";
       const deadline = Date.now() + 20_000;
@@ -842,7 +839,11 @@ describe("examples", () => {
     await client.webhookEndpoints.update(endpoint.id, { status: "disabled" });
     await writeFile(cursorFile, endpoint.delivery.cursor);
     const phone = freshPhone();
-    await postInbound(env, tenant, { from: phone, type: "text", text: "While you were away" });
+    await customerWrites(env, tenant.phoneNumberId, {
+      from: phone,
+      type: "text",
+      text: "While you were away",
+    });
     const [away] = await eventually(async () => {
       const page = await call(env.app, "GET", `/v2/events?since=${endpoint.delivery.cursor}`, {
         token: tenant.token,
@@ -902,7 +903,7 @@ describe("examples", () => {
       // catch-up is pushed too, and dropped as a repeat; a new one is handled once.
       await client.webhookEndpoints.update(endpoint.id, { url, status: "enabled" });
       await eventually(async () => printed.includes(`${away!.id} repeated (push), ignored`), 20_000);
-      await postInbound(env, tenant, { from: phone, type: "text", text: "Back again" });
+      await customerWrites(env, tenant.phoneNumberId, { from: phone, type: "text", text: "Back again" });
       await eventually(async () => printed.includes("Back again (push)"), 20_000);
       const state = await eventually(async () => {
         const current = await client.webhookEndpoints.get(endpoint.id);

@@ -1,14 +1,15 @@
 import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { loadOpenApiTypescript } from "../sdk/scripts/generate.ts";
-import { servedOpenApiDocument } from "./support.ts";
+import { servedOpenApiDocument } from "../../test/support.ts";
+import { loadOpenApiTypescript } from "../scripts/generate.ts";
 
 /**
- * A client generated from the served document (openapi-typescript, as integrators generate one)
- * refuses a send request with both or neither of `template`/`body`, or both of `to`/`contact`, at
- * compile time: the probe's `@ts-expect-error` lines must each be an error, or tsc fails.
+ * A client generated from the served document with openapi-typescript (loaded as the SDK's own
+ * generator loads it, sdk/scripts/generate.ts; integrators generate theirs the same way) refuses a
+ * send request with both or neither of `template`/`body`, or both of `to`/`contact`, at compile
+ * time: the probe's `@ts-expect-error` lines must each be an error, or tsc fails.
  */
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "..", "..");
 
 const openApiDocument = servedOpenApiDocument();
 
