@@ -12,7 +12,6 @@ import { ApiError } from "../http/errors.ts";
 import { isId } from "../ids.ts";
 import { listActiveSenders, type SenderRow } from "../senders/repository.ts";
 import { listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
-import type { NewConversationView } from "./conversation-reply.ts";
 
 export {
   type InboundMediaSource,
@@ -240,6 +239,14 @@ export function replyTemplates(db: Db, tenantId: string, state: ConversationStat
   return state.mode === "text" || state.mode === "template"
     ? senderTemplates(db, tenantId, state.sender)
     : Promise.resolve([]);
+}
+
+/** What the new-conversation page shows: the active numbers, the one chosen, its templates. */
+export interface NewConversationView {
+  csrf: string;
+  senders: SenderRow[];
+  sender: SenderRow | undefined;
+  templates: TemplateRow[];
 }
 
 /** The new-conversation page's numbers and templates (`?sender=` picks one of several). */

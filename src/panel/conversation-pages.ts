@@ -2,7 +2,7 @@ import type { ProviderError } from "../channel/provider.ts";
 import type { ContactRow } from "../contacts/repository.ts";
 import type { Db } from "../db/connect.ts";
 import type { TemplateRow } from "../templates/repository.ts";
-import type { ConversationState, ListNarrowing } from "./conversation-data.ts";
+import type { ConversationState, ListNarrowing, NewConversationView } from "./conversation-data.ts";
 import { listRegion, renderSidebar } from "./conversation-list.ts";
 import { listPath, listTitle, renderListToolbar } from "./conversation-list-view.ts";
 import { CONVERSATIONS_PATH, contactLabel, conversationPath, localTime } from "./conversation-markup.ts";
@@ -10,7 +10,6 @@ import { renderMessageDetailsBody } from "./conversation-message-view.ts";
 import type { MessageDetails, ThreadPage } from "./conversation-messages.ts";
 import {
   NEW_CONVERSATION_PATH,
-  type NewConversationView,
   type ReplyFocus,
   type ReplyValues,
   type ReplyView,

@@ -1,10 +1,9 @@
 import { ApiError } from "../http/errors.ts";
 import { randomBase62 } from "../ids.ts";
 import type { TemplateRequest } from "../messages/template-binding.ts";
-import type { SenderRow } from "../senders/repository.ts";
 import type { TemplateRow } from "../templates/repository.ts";
-import type { ConversationState } from "./conversation-data.ts";
-import { CONVERSATIONS_PATH, conversationPath } from "./conversation-views.ts";
+import type { ConversationState, NewConversationView } from "./conversation-data.ts";
+import { CONVERSATIONS_PATH, conversationPath } from "./conversation-markup.ts";
 import { type Html, html } from "./html.ts";
 import { csrfInput, relativeTime } from "./layout.ts";
 import {
@@ -275,13 +274,6 @@ ${renderReplyTemplates(view, values, options.autofocus === "template")}
 }
 
 /** What the new-conversation page shows: the tenant's active numbers, the chosen one's templates. */
-export interface NewConversationView {
-  csrf: string;
-  senders: SenderRow[];
-  sender: SenderRow | undefined;
-  templates: TemplateRow[];
-}
-
 export const NEW_CONVERSATION_PATH = `${CONVERSATIONS_PATH}/new`;
 
 /**
