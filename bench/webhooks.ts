@@ -21,7 +21,7 @@ import { randomBase62 } from "../src/ids.ts";
 import { createWebhookEndpoint, replayWebhookEndpoint } from "../src/push/service.ts";
 import { createQueues } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
-import { deleteRedisPrefix } from "../test/support.ts";
+import { deleteRedisPrefix } from "../test/support/index.ts";
 import { cpuSeconds } from "./lib/proc.ts";
 import { profilerFlags } from "./lib/profile.ts";
 import { waitForQuietMachine } from "./lib/quiet.ts";

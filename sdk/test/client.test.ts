@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createShop, customerWrites, freshPhone, receive, type Shop } from "../../test/fixtures.ts";
+import { createShop, customerWrites, freshPhone, receive, type Shop } from "../../test/support/fixtures.ts";
 import {
   call,
   createTestEnv,
@@ -11,8 +11,8 @@ import {
   spawnWorker,
   type TestEnv,
   type WorkerProcess,
-} from "../../test/support.ts";
-import { startTcpProxy } from "../../test/tcp-proxy.ts";
+} from "../../test/support/index.ts";
+import { startTcpProxy } from "../../test/support/tcp-proxy.ts";
 import { buildForNode } from "../scripts/build.ts";
 import {
   ApiError,
@@ -106,6 +106,16 @@ describe("tokens", () => {
     expect(lists.every((senders) => senders.length === 1 && senders.data[0]?.object === "sender")).toBe(true);
     expect(count("POST", "/oauth/token")).toBe(1);
     expect(count("GET", "/senders")).toBe(20);
+  });
+
+  test("accessToken() is the token the next call sends, from the same one token request", async () => {
+    const { client, count } = sdkFor(await shop());
+    const token = await client.accessToken();
+    const direct = await fetch(`${env.apiUrl}/v2/senders`, { headers: { authorization: `Bearer ${token}` } });
+    expect(direct.status).toBe(200);
+    await client.senders.list();
+    expect(await client.accessToken()).toBe(token);
+    expect(count("POST", "/oauth/token")).toBe(1);
   });
 
   test("a token the server finds expired is renewed once, and the call goes through", async () => {

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { servedOpenApiDocument } from "../../test/support.ts";
+import { servedOpenApiDocument } from "../../test/support/index.ts";
 import { loadOpenApiTypescript } from "../scripts/generate.ts";
 
 /**

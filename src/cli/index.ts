@@ -29,7 +29,7 @@ export const COMMANDS: CliCommands = {
   ...FEED_COMMANDS,
 };
 
-/** Each command's one-line usage (test/cli.test.ts reads it), from the table: every command has one. */
+/** Each command's one-line usage (test/cli/cli.test.ts reads it), from the table: every command has one. */
 export const USAGE: Record<string, string> = Object.fromEntries(
   Object.entries(COMMANDS).map(([name, command]) => [name, command.usage]),
 );

@@ -123,7 +123,7 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
               "application/json": {
                 examples: {
                   // Sent as it is, against the sandbox's own order_shipped (body {{1}}, {{2}}; no
-                  // buttons), it is accepted: 201 (test/openapi-example.test.ts).
+                  // buttons), it is accepted: 201 (test/docs/openapi-example.test.ts).
                   template: {
                     summary: "An approved template",
                     value: {

@@ -1,0 +1,231 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { setSenderActive } from "../../src/senders/repository.ts";
+import { createShop, receive, type Shop } from "../support/fixtures.ts";
+import {
+  call,
+  createTestEnv,
+  expectApiError,
+  expectScopeRequired,
+  getToken,
+  type TestEnv,
+} from "../support/index.ts";
+import { epoch, flipCase, insertContact } from "../support/reading.ts";
+
+let env: TestEnv;
+let shop: Shop;
+let other: Shop;
+const HOUR = 3600;
+const DAY = 24 * HOUR;
+
+beforeAll(async () => {
+  env = await createTestEnv({ simulator: true, limits: { token: 1000 } });
+  shop = await createShop(env, "Shop");
+  other = await createShop(env, "Other shop");
+});
+afterAll(() => env.close());
+
+const now = () => epoch(env.clock.now());
+const iso = (seconds: number) => new Date(seconds * 1000).toISOString().replace(".000Z", "Z");
+const getContact = (id: string, token = shop.token) => call(env.app, "GET", `/v2/contacts/${id}`, { token });
+const findByPhone = (phone: string, token = shop.token) =>
+  call(env.app, "GET", `/v2/contacts?phone=${encodeURIComponent(phone)}`, { token });
+
+describe("GET /contacts/{contact_id}", () => {
+  test("a contact who wrote an hour ago: every field, window open", async () => {
+    const wroteAt = now() - HOUR;
+    const { contactId } = await receive(env, shop, {
+      from: "4915100000001",
+      type: "text",
+      text: "hello",
+      name: "Ana Pérez",
+      timestamp: wroteAt,
+    });
+    const result = await getContact(contactId);
+    expect(result.status).toBe(200);
+    expect(result.headers.get("request-id")).toMatch(/^req_/);
+    expect(result.body).toEqual({
+      object: "contact",
+      id: contactId,
+      name: "Ana Pérez",
+      phone: "+4915100000001",
+      channel: "whatsapp",
+      messaging: {
+        sendable: true,
+        within_window: true,
+        window_expires_at: iso(wroteAt + DAY),
+        requires_template: false,
+        opted_out: false,
+      },
+    });
+  });
+
+  test("the window closes by time alone: open until 24 h after the last inbound, closed from then on", async () => {
+    const wroteAt = now() - 10;
+    const { contactId } = await receive(env, shop, {
+      from: "4915100000002",
+      type: "text",
+      text: "hi",
+      timestamp: wroteAt,
+    });
+    const start = env.clock.now();
+    try {
+      // Tokens expire by the same clock: take one at each moment.
+      env.clock.set(new Date((wroteAt + DAY - 1) * 1000));
+      let token = await getToken(env.app, shop.clientId, shop.clientSecret);
+      expect((await getContact(contactId, token)).body.messaging).toEqual({
+        sendable: true,
+        within_window: true,
+        window_expires_at: iso(wroteAt + DAY),
+        requires_template: false,
+        opted_out: false,
+      });
+      env.clock.set(new Date((wroteAt + DAY) * 1000));
+      token = await getToken(env.app, shop.clientId, shop.clientSecret);
+      expect((await getContact(contactId, token)).body.messaging).toEqual({
+        sendable: false,
+        within_window: false,
+        window_expires_at: null,
+        requires_template: true,
+        opted_out: false,
+      });
+    } finally {
+      env.clock.set(start);
+    }
+  });
+
+  test("a customer whose last message is 25 hours old: window closed", async () => {
+    const { contactId } = await receive(env, shop, {
+      from: "4915100000003",
+      type: "text",
+      text: "old",
+      timestamp: now() - 25 * HOUR,
+    });
+    const result = await getContact(contactId);
+    expect(result.body.messaging).toEqual({
+      sendable: false,
+      within_window: false,
+      window_expires_at: null,
+      requires_template: true,
+      opted_out: false,
+    });
+  });
+
+  test("a newer message reopens the window from its own timestamp", async () => {
+    const from = "4915100000004";
+    await receive(env, shop, { from, type: "text", text: "old", timestamp: now() - 30 * HOUR });
+    const recent = now() - 60;
+    const { contactId } = await receive(env, shop, { from, type: "image", timestamp: recent });
+    expect((await getContact(contactId)).body.messaging.window_expires_at).toBe(iso(recent + DAY));
+  });
+
+  test("a contact who never wrote (created by a send): no name, window closed", async () => {
+    const contact = await insertContact(env, shop, "+4915100000005");
+    expect((await getContact(contact.id)).body).toEqual({
+      object: "contact",
+      id: contact.id,
+      name: null,
+      phone: "+4915100000005",
+      channel: "whatsapp",
+      messaging: {
+        sendable: false,
+        within_window: false,
+        window_expires_at: null,
+        requires_template: true,
+        opted_out: false,
+      },
+    });
+  });
+
+  test("no active sender: inside the window but not sendable", async () => {
+    const lonely = await createShop(env, "No sender left");
+    const wroteAt = now() - 60;
+    const { contactId } = await receive(env, lonely, {
+      from: "4915100000006",
+      type: "text",
+      text: "x",
+      timestamp: wroteAt,
+    });
+    await setSenderActive(env.deps.db, lonely.sender.id, false);
+    const result = await getContact(contactId, lonely.token);
+    expect(result.body.messaging).toEqual({
+      sendable: false,
+      within_window: true,
+      window_expires_at: iso(wroteAt + DAY),
+      requires_template: true,
+      opted_out: false,
+    });
+  });
+
+  test("unknown id, id in another letter case, and another tenant's contact are 404", async () => {
+    const { contactId } = await receive(env, shop, { from: "4915100000007", type: "text", text: "x" });
+    expectApiError(await getContact("ctc_doesNotExist0000000000"), 404, "resource_missing", "contact_id");
+    expectApiError(await getContact(flipCase(contactId)), 404, "resource_missing", "contact_id");
+    expectApiError(await getContact(contactId, other.token), 404, "resource_missing", "contact_id");
+  });
+
+  test("a malformed id is 400", async () => {
+    expectApiError(await getContact("msg_abc"), 400, "parameter_invalid", "contact_id");
+    expectApiError(await getContact("ctc_a-b"), 400, "parameter_invalid", "contact_id");
+  });
+});
+
+describe("GET /contacts?phone=", () => {
+  let contactId: string;
+
+  beforeAll(async () => {
+    ({ contactId } = await receive(env, shop, {
+      from: "4915123450000",
+      type: "text",
+      text: "by phone",
+      name: "Bo",
+      timestamp: now() - 120,
+    }));
+  });
+
+  test("returns the single Contact (not a list), whatever way the number is written", async () => {
+    for (const phone of ["+4915123450000", "4915123450000", "+49 151 23450000", "+49 (151) 234-50000"]) {
+      const result = await findByPhone(phone);
+      expect(result.status).toBe(200);
+      expect(result.body).toEqual({
+        object: "contact",
+        id: contactId,
+        name: "Bo",
+        phone: "+4915123450000",
+        channel: "whatsapp",
+        messaging: {
+          sendable: true,
+          within_window: true,
+          window_expires_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
+          requires_template: false,
+          opted_out: false,
+        },
+      });
+    }
+  });
+
+  test("missing phone is 400 parameter_missing; a malformed one 400 parameter_invalid", async () => {
+    expectApiError(
+      await call(env.app, "GET", "/v2/contacts", { token: shop.token }),
+      400,
+      "parameter_missing",
+      "phone",
+    );
+    for (const phone of ["", "abc", "+12", "not-a-phone-number"]) {
+      expectApiError(await findByPhone(phone), 400, "parameter_invalid", "phone");
+    }
+  });
+
+  test("an unknown number, and another tenant's contact, are 404", async () => {
+    expectApiError(await findByPhone("+4915199999999"), 404, "resource_missing", "phone");
+    expectApiError(await findByPhone("+4915123450000", other.token), 404, "resource_missing", "phone");
+  });
+});
+
+describe("access", () => {
+  test("both need a token with messaging:read", async () => {
+    await expectScopeRequired(env, "messaging:read", [
+      ["GET", "/v2/contacts/ctc_abc"],
+      ["GET", "/v2/contacts?phone=%2B4915123450000"],
+    ]);
+  });
+});
