@@ -1,9 +1,8 @@
-import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { readWith } from "../db/read-replica.ts";
-import { POLICIES, routePolicy } from "../http/route-policy.ts";
+import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
-import { scopeGuard } from "../http/scope.ts";
+import { apiRoutes } from "../http/scope.ts";
 import type { OptOutChange } from "./opt-out.ts";
 import { presentContact } from "./presenter.ts";
 import { ContactIdParams, ContactPhoneQuery, ContactSchema } from "./schemas.ts";
@@ -31,9 +30,7 @@ const OPT_OUT_ROUTES: Record<
 };
 
 export function contactRoutes(deps: AppDeps) {
-  return new Elysia()
-    .use(routePolicy)
-    .use(scopeGuard)
+  return apiRoutes()
     .get(
       "/contacts/:contact_id",
       async ({ auth, params }) => {

@@ -1,46 +1,42 @@
-import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { readWith } from "../db/read-replica.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/paths.ts";
-import { POLICIES, routePolicy } from "../http/route-policy.ts";
+import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
-import { scopeGuard } from "../http/scope.ts";
+import { apiRoutes } from "../http/scope.ts";
 import { presentConversation } from "./presenter.ts";
 import { CONVERSATIONS_LIMIT, ConversationList, ConversationsQuery } from "./schemas.ts";
 import { listConversations } from "./service.ts";
 
 export function conversationRoutes(deps: AppDeps) {
-  return new Elysia()
-    .use(routePolicy)
-    .use(scopeGuard)
-    .get(
-      "/conversations",
-      async ({ auth, query, request }) => {
-        const page = await readWith(deps, auth, (db) =>
-          listConversations(db, auth.tenantId, {
-            order: query.order ?? "desc",
-            limit: query.limit ?? CONVERSATIONS_LIMIT.default,
-            before: query.before,
-          }),
-        );
-        return listEnvelope(pathOf(request.url), page.rows.map(presentConversation), page.hasMore);
+  return apiRoutes().get(
+    "/conversations",
+    async ({ auth, query, request }) => {
+      const page = await readWith(deps, auth, (db) =>
+        listConversations(db, auth.tenantId, {
+          order: query.order ?? "desc",
+          limit: query.limit ?? CONVERSATIONS_LIMIT.default,
+          before: query.before,
+        }),
+      );
+      return listEnvelope(pathOf(request.url), page.rows.map(presentConversation), page.hasMore);
+    },
+    {
+      policy: POLICIES.apiRead,
+      scope: "messaging:read",
+      query: ConversationsQuery,
+      response: {
+        200: ConversationList,
+        ...standardErrors("parameter_invalid", "parameter_unknown"),
       },
-      {
-        policy: POLICIES.apiRead,
-        scope: "messaging:read",
-        query: ConversationsQuery,
-        response: {
-          200: ConversationList,
-          ...standardErrors("parameter_invalid", "parameter_unknown"),
-        },
-        detail: {
-          operationId: "listConversations",
-          summary: "List conversations",
-          description:
-            "One entry per contact, with its last message and unread count, newest first by default. To page, pass the last item's `last_message.created` as `before`: only conversations whose last message is older are listed. A page may hold fewer than `limit` items so that no second is split across pages.",
-          tags: ["Conversations"],
-        },
+      detail: {
+        operationId: "listConversations",
+        summary: "List conversations",
+        description:
+          "One entry per contact, with its last message and unread count, newest first by default. To page, pass the last item's `last_message.created` as `before`: only conversations whose last message is older are listed. A page may hold fewer than `limit` items so that no second is split across pages.",
+        tags: ["Conversations"],
       },
-    );
+    },
+  );
 }

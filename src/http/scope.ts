@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import { authorize, type Scope, throwBodyProblem } from "./request-state.ts";
+import { routePolicy } from "./route-policy.ts";
 
 /**
  * `{ scope: "messaging:read" }` on a route: 401/403 before the body is validated (transform runs
@@ -27,4 +28,9 @@ export const scopeGuard = new Elysia({ name: "scope-guard" }).macro({
 /** The scope a route needs, read back from its OpenAPI detail. */
 export function routeScope(route: { hooks?: { detail?: unknown } }): Scope | undefined {
   return (route.hooks?.detail as { "x-scope"?: Scope } | undefined)?.["x-scope"];
+}
+
+/** Where a feature's API route plugin starts: the route policy and scope macros its routes declare. */
+export function apiRoutes() {
+  return new Elysia().use(routePolicy).use(scopeGuard);
 }

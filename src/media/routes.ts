@@ -1,11 +1,9 @@
-import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { MEDIA_BODY_LIMIT, storableValue } from "../http/body.ts";
 import { ApiError } from "../http/errors.ts";
 import { authorize, type Scope } from "../http/request-state.ts";
-import { routePolicy } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
-import { scopeGuard } from "../http/scope.ts";
+import { apiRoutes } from "../http/scope.ts";
 import { presentMedia } from "./presenter.ts";
 import { MediaObject, UploadMediaBody } from "./schemas.ts";
 import { uploadMedia } from "./service.ts";
@@ -13,55 +11,52 @@ import { uploadMedia } from "./service.ts";
 const UPLOAD_SCOPE: Scope = "messaging:send";
 
 export function mediaRoutes(deps: AppDeps) {
-  return new Elysia()
-    .use(routePolicy)
-    .use(scopeGuard)
-    .post(
-      "/media",
-      async ({ auth, body, set }) => {
-        const media = await uploadMedia(deps, auth.tenantId, body);
-        set.status = 201;
-        return presentMedia(media);
+  return apiRoutes().post(
+    "/media",
+    async ({ auth, body, set }) => {
+      const media = await uploadMedia(deps, auth.tenantId, body);
+      set.status = 201;
+      return presentMedia(media);
+    },
+    {
+      policy: { limit: "send", body: "media" },
+      scope: UPLOAD_SCOPE,
+      // readUploadForm sees only multipart bodies (the pipeline's parser takes every other type) and
+      // always answers; the named parser after it is never reached and is what OpenAPI documents.
+      parse: [({ request }) => readUploadForm(request), "multipart/form-data"],
+      transform: ({ request }) => requireMultipart(request),
+      body: UploadMediaBody,
+      response: {
+        201: MediaObject,
+        ...standardErrors(
+          "parameter_missing",
+          "parameter_invalid",
+          "parameter_unknown",
+          "invalid_content_type",
+          "unsupported_media_type",
+          "file_too_large",
+          "resource_missing",
+        ),
       },
-      {
-        policy: { limit: "send", body: "media" },
-        scope: UPLOAD_SCOPE,
-        // readUploadForm sees only multipart bodies (the pipeline's parser takes every other type) and
-        // always answers; the named parser after it is never reached and is what OpenAPI documents.
-        parse: [({ request }) => readUploadForm(request), "multipart/form-data"],
-        transform: ({ request }) => requireMultipart(request),
-        body: UploadMediaBody,
-        response: {
-          201: MediaObject,
-          ...standardErrors(
-            "parameter_missing",
-            "parameter_invalid",
-            "parameter_unknown",
-            "invalid_content_type",
-            "unsupported_media_type",
-            "file_too_large",
-            "resource_missing",
-          ),
-        },
-        detail: {
-          operationId: "uploadMedia",
-          summary: "Upload a file",
-          description:
-            "Uploads a PDF, image (JPEG, PNG) or video (MP4, 3GPP) as multipart/form-data for one sender and returns a `med_` handle, usable as `template.header.media` for about 30 days (`expires_at`). The type is judged by the file's content. Limits: images 5 MB, video and documents 16 MB.",
-          tags: ["Media"],
-          requestBody: {
-            content: {
-              "multipart/form-data": {
-                encoding: {
-                  file: { contentType: "application/pdf, image/jpeg, image/png, video/mp4, video/3gpp" },
-                },
+      detail: {
+        operationId: "uploadMedia",
+        summary: "Upload a file",
+        description:
+          "Uploads a PDF, image (JPEG, PNG) or video (MP4, 3GPP) as multipart/form-data for one sender and returns a `med_` handle, usable as `template.header.media` for about 30 days (`expires_at`). The type is judged by the file's content. Limits: images 5 MB, video and documents 16 MB.",
+        tags: ["Media"],
+        requestBody: {
+          content: {
+            "multipart/form-data": {
+              encoding: {
+                file: { contentType: "application/pdf, image/jpeg, image/png, video/mp4, video/3gpp" },
               },
             },
           },
-          responses: { 201: { description: "Uploaded; the handle to send as `template.header.media`." } },
         },
+        responses: { 201: { description: "Uploaded; the handle to send as `template.header.media`." } },
       },
-    );
+    },
+  );
 }
 
 /**

@@ -1,12 +1,12 @@
-import { Elysia, t } from "elysia";
+import { t } from "elysia";
 import { sql } from "kysely";
 import type { AppDeps } from "../app-deps.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent } from "../db/unsent.ts";
 import { ApiError } from "../http/errors.ts";
-import { POLICIES, routePolicy } from "../http/route-policy.ts";
+import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
-import { scopeGuard } from "../http/scope.ts";
+import { apiRoutes } from "../http/scope.ts";
 import { nudgeSends } from "../queues/index.ts";
 import { findMessage } from "./lookup.ts";
 import { presentStoredMessage } from "./presenter.ts";
@@ -53,54 +53,51 @@ async function cancelMessage(
 }
 
 export function messageCancelRoutes(deps: AppDeps) {
-  return new Elysia()
-    .use(routePolicy)
-    .use(scopeGuard)
-    .post(
-      "/messages/:message_id/cancel",
-      async ({ auth, params }) => {
-        const id = params.message_id;
-        const { canceled, next } = await cancelMessage(deps.db, auth.tenantId, id, deps.clock.now());
-        if (next) {
-          // Best effort: the sweeper finds a held message nobody nudged.
-          await nudgeSends(deps.queues.send, [next], deps.config.workers.sendRetryBaseMs, {
-            jobId: () => `c-${next}-${id}`,
-          }).catch((error: Error) =>
-            deps.logger.warn({ message_id: next, err: error.message }, "successor of a cancel not nudged"),
-          );
-        }
-        // The primary: a replica may not have the cancel yet.
-        const row = await findMessage(deps.db, auth.tenantId, id);
-        if (!row) throw new ApiError("resource_missing", `No such message: ${id}.`, { param: "message_id" });
-        if (!canceled && row.status !== "canceled") {
-          throw new ApiError(
-            "message_not_cancelable",
-            row.direction === "inbound"
-              ? "This is a message you received; only your own sends can be canceled."
-              : row.status === "accepted"
-                ? "The message is accepted and a send worker has already taken it to hand to the provider, so it can no longer be canceled."
-                : `The message is ${row.status}: it was already handed to the provider (or failed), so it can no longer be canceled.`,
-            { param: "message_id" },
-          );
-        }
-        return presentStoredMessage(row);
+  return apiRoutes().post(
+    "/messages/:message_id/cancel",
+    async ({ auth, params }) => {
+      const id = params.message_id;
+      const { canceled, next } = await cancelMessage(deps.db, auth.tenantId, id, deps.clock.now());
+      if (next) {
+        // Best effort: the sweeper finds a held message nobody nudged.
+        await nudgeSends(deps.queues.send, [next], deps.config.workers.sendRetryBaseMs, {
+          jobId: () => `c-${next}-${id}`,
+        }).catch((error: Error) =>
+          deps.logger.warn({ message_id: next, err: error.message }, "successor of a cancel not nudged"),
+        );
+      }
+      // The primary: a replica may not have the cancel yet.
+      const row = await findMessage(deps.db, auth.tenantId, id);
+      if (!row) throw new ApiError("resource_missing", `No such message: ${id}.`, { param: "message_id" });
+      if (!canceled && row.status !== "canceled") {
+        throw new ApiError(
+          "message_not_cancelable",
+          row.direction === "inbound"
+            ? "This is a message you received; only your own sends can be canceled."
+            : row.status === "accepted"
+              ? "The message is accepted and a send worker has already taken it to hand to the provider, so it can no longer be canceled."
+              : `The message is ${row.status}: it was already handed to the provider (or failed), so it can no longer be canceled.`,
+          { param: "message_id" },
+        );
+      }
+      return presentStoredMessage(row);
+    },
+    {
+      // A cancel sends nothing: it spends the read limit, not the send limit sends need.
+      policy: POLICIES.apiRead,
+      scope: "messaging:send",
+      params: t.Object({ message_id: t.String({ maxLength: 100, description: "a `msg_` id" }) }),
+      response: {
+        200: MessageSchema,
+        ...standardErrors("parameter_invalid", "resource_missing", "message_not_cancelable"),
       },
-      {
-        // A cancel sends nothing: it spends the read limit, not the send limit sends need.
-        policy: POLICIES.apiRead,
-        scope: "messaging:send",
-        params: t.Object({ message_id: t.String({ maxLength: 100, description: "a `msg_` id" }) }),
-        response: {
-          200: MessageSchema,
-          ...standardErrors("parameter_invalid", "resource_missing", "message_not_cancelable"),
-        },
-        detail: {
-          operationId: "cancelMessage",
-          summary: "Cancel a message",
-          description:
-            "Cancels a message that was not yet handed to the provider: one `scheduled` for later, or `accepted` and still waiting (behind others, or for a retry). 200 with the message in status `canceled`; the provider never receives it, whatever the timing. `canceled` is final, and canceling it again answers 200 again. A message already handed over (or failed) → 409 `message_not_cancelable`, its status in the error's message. The daily quota unit it spent is not given back.",
-          tags: ["Messages"],
-        },
+      detail: {
+        operationId: "cancelMessage",
+        summary: "Cancel a message",
+        description:
+          "Cancels a message that was not yet handed to the provider: one `scheduled` for later, or `accepted` and still waiting (behind others, or for a retry). 200 with the message in status `canceled`; the provider never receives it, whatever the timing. `canceled` is final, and canceling it again answers 200 again. A message already handed over (or failed) → 409 `message_not_cancelable`, its status in the error's message. The daily quota unit it spent is not given back.",
+        tags: ["Messages"],
       },
-    );
+    },
+  );
 }

@@ -1,10 +1,9 @@
-import { Elysia, type Static, t } from "elysia";
+import { type Static, t } from "elysia";
 import { ApiError, apiErrorBody } from "../http/errors.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import { requestState } from "../http/request-state.ts";
-import { routePolicy } from "../http/route-policy.ts";
 import { ErrorResponse, listOf, standardErrors } from "../http/schemas.ts";
-import { scopeGuard } from "../http/scope.ts";
+import { apiRoutes } from "../http/scope.ts";
 import { admitSendRequest, type OutboundSending } from "./admission.ts";
 import {
   BATCH_MAX_ITEMS,
@@ -54,9 +53,7 @@ function presentBatchResult(
 }
 
 export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
-  return new Elysia()
-    .use(routePolicy)
-    .use(scopeGuard)
+  return apiRoutes()
     .post(
       "/messages",
       async ({ auth, body, request, set }) => {

@@ -1,11 +1,10 @@
-import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { createEventCursorCodec } from "../events/cursor.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/paths.ts";
-import { POLICIES, routePolicy } from "../http/route-policy.ts";
+import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
-import { scopeGuard } from "../http/scope.ts";
+import { apiRoutes } from "../http/scope.ts";
 import {
   CreateEndpointBody,
   DeletedEndpointSchema,
@@ -33,9 +32,7 @@ const BODY_ERRORS = ["parameter_invalid", "parameter_unknown", "parameter_missin
 /** /webhook_endpoints (DESIGN §12): where the event log is pushed, and how far delivery has come. */
 export function webhookEndpointRoutes(deps: AppDeps) {
   const endpoints: EndpointDeps = { ...deps, cursors: createEventCursorCodec(deps.config) };
-  return new Elysia()
-    .use(routePolicy)
-    .use(scopeGuard)
+  return apiRoutes()
     .post(
       "/webhook_endpoints",
       async ({ auth, body, set }) => {

@@ -1,10 +1,9 @@
-import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/paths.ts";
-import { POLICIES, routePolicy } from "../http/route-policy.ts";
+import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
-import { scopeGuard } from "../http/scope.ts";
+import { apiRoutes } from "../http/scope.ts";
 import { presentTemplate } from "../templates/presenter.ts";
 import { presentSender } from "./presenter.ts";
 import { dailyQuotaToday } from "./quota.ts";
@@ -13,9 +12,7 @@ import { SenderIdParams, SenderList, TemplateList } from "./schemas.ts";
 import { listTemplatesOfSender } from "./service.ts";
 
 export function senderRoutes(deps: AppDeps) {
-  return new Elysia()
-    .use(routePolicy)
-    .use(scopeGuard)
+  return apiRoutes()
     .get(
       "/senders",
       async ({ auth, request }) => {
