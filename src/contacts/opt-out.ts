@@ -1,3 +1,4 @@
+import { type RawBuilder, sql } from "kysely";
 import type { ProviderErrorCode } from "../channel/failure-codes.ts";
 
 /**
@@ -53,3 +54,20 @@ export function optOutKeyword(text: string | null | undefined): OptOutChange | u
  * contact opted out (the claim), which changes nothing more: the contact is already opted out.
  */
 export const OPTED_OUT_FAILURE = "recipient_opted_out" satisfies ProviderErrorCode;
+
+/**
+ * The CTEs `opting_out, opted_out` of a statement that fails sends: the contacts `contactIds` names
+ * (a SELECT of the contact ids of messages failed with OPTED_OUT_FAILURE) are opted out from `now`;
+ * an earlier opt-out is kept. Locked in id order, the one order of every contact writer.
+ */
+export function optOutContactsCtes(contactIds: RawBuilder<unknown>, now: Date): RawBuilder<unknown> {
+  return sql`opting_out AS (
+      SELECT c.id FROM contacts c
+      WHERE c.id IN (${contactIds}) AND c.opted_out_at IS NULL
+      ORDER BY c.id
+      FOR UPDATE
+    ), opted_out AS (
+      UPDATE contacts c SET opted_out_at = ${now}
+      FROM opting_out o WHERE c.id = o.id AND c.opted_out_at IS NULL
+    )`;
+}

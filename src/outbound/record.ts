@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
-import { OPTED_OUT_FAILURE } from "../contacts/opt-out.ts";
+import { OPTED_OUT_FAILURE, optOutContactsCtes } from "../contacts/opt-out.ts";
 import type { Db } from "../db/connect.ts";
 import type { MessageFailure } from "../db/schema.ts";
 
@@ -92,19 +92,14 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
       FROM recorded
       WHERE moved
       ORDER BY seq
-    ), opting_out AS (
-      -- The provider refused the send because the customer opted out (131050, DESIGN §13): so is
-      -- the contact, from now; an earlier opt-out is kept. Locked in id order.
-      SELECT c.id FROM contacts c
-      WHERE c.id IN (SELECT contact_id FROM recorded
-                     WHERE moved AND status = 'failed' AND failure->>'code' = ${OPTED_OUT_FAILURE})
-        AND c.opted_out_at IS NULL
-      ORDER BY c.id
-      FOR UPDATE
-    ), opted_out AS (
-      UPDATE contacts c SET opted_out_at = ${now}
-      FROM opting_out o WHERE c.id = o.id AND c.opted_out_at IS NULL
-    )
+    ),
+    -- The provider refused the send because the customer opted out (131050, DESIGN §13): so is
+    -- the contact, from now.
+    ${optOutContactsCtes(
+      sql`SELECT contact_id FROM recorded
+          WHERE moved AND status = 'failed' AND failure->>'code' = ${OPTED_OUT_FAILURE}`,
+      now,
+    )}
     SELECT id, pid, statuses_waiting FROM recorded`.execute(db);
   return {
     ids: new Set(rows.map((r) => r.id)),

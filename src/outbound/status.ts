@@ -1,7 +1,7 @@
 import { sql } from "kysely";
 import { statusFailure } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
-import { OPTED_OUT_FAILURE } from "../contacts/opt-out.ts";
+import { OPTED_OUT_FAILURE, optOutContactsCtes } from "../contacts/opt-out.ts";
 import { deleteInBatches } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent } from "../db/unsent.ts";
@@ -91,20 +91,14 @@ export function statusStatementHead(events: readonly StatusEventInput[], now: Da
              'message.' || s.reached, g.id, s.reached, s.failure
       FROM grouped g, LATERAL message_status_steps(g.status, g.statuses, g.failures) s
       ORDER BY g.seq, s.step
-    ), opting_out AS (
-      -- A message the batch failed because the customer opted out (131050, DESIGN §13): so is its
-      -- contact, from now; an earlier opt-out is kept. Locked in id order, after the messages.
-      SELECT c.id FROM contacts c
-      WHERE c.id IN (SELECT contact_id FROM folded
-                     WHERE status = 'failed' AND was IS DISTINCT FROM 'failed'
-                       AND failure->>'code' = ${OPTED_OUT_FAILURE})
-        AND c.opted_out_at IS NULL
-      ORDER BY c.id
-      FOR UPDATE
-    ), opted_out AS (
-      UPDATE contacts c SET opted_out_at = ${now}
-      FROM opting_out o WHERE c.id = o.id AND c.opted_out_at IS NULL
-    )`;
+    ),
+    -- A message the batch failed because the customer opted out (131050, DESIGN §13): so is its
+    -- contact, from now; locked after the messages.
+    ${optOutContactsCtes(
+      sql`SELECT contact_id FROM folded
+          WHERE status = 'failed' AND was IS DISTINCT FROM 'failed' AND failure->>'code' = ${OPTED_OUT_FAILURE}`,
+      now,
+    )}`;
 }
 
 /**
