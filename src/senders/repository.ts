@@ -9,21 +9,20 @@ import { newId } from "../ids.ts";
 
 export type SenderRow = Selectable<SendersTable>;
 
+export interface NewSender {
+  tenantId: string;
+  /** E.164. */
+  phoneNumber: string;
+  providerPhoneNumberId: string;
+  wabaId: string;
+  accessToken: string;
+  name?: string | null;
+  /** Messages per second (the send workers' pace for this number); default 80. */
+  mps?: number;
+}
+
 /** `tokenKey`: PROVIDER_TOKEN_KEY; the access token is stored sealed with it, bound to the row's id. */
-export async function insertSender(
-  db: Db,
-  tokenKey: Buffer,
-  input: {
-    tenantId: string;
-    phoneNumber: string;
-    providerPhoneNumberId: string;
-    wabaId: string;
-    accessToken: string;
-    name?: string | null;
-    /** Messages per second the send workers may hand to the provider (default 80). */
-    mps?: number;
-  },
-): Promise<SenderRow> {
+export async function insertSender(db: Db, tokenKey: Buffer, input: NewSender): Promise<SenderRow> {
   const id = newId("snd");
   return db
     .insertInto("senders")

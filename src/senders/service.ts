@@ -3,7 +3,8 @@ import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import { countApprovedTemplates, listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
 import { announceDirectoryChange, type DirectoryVersionDeps } from "./directory-version.ts";
-import { findSender, insertSender, type SenderRow, setSenderActive } from "./repository.ts";
+import { findSender, insertSender, type NewSender, type SenderRow, setSenderActive } from "./repository.ts";
+
 import { syncSenderTemplates, type TemplateSyncDeps } from "./template-sync.ts";
 
 /** GET /senders/{sender_id}/templates: unknown or another tenant's sender -> 404 (ids are case-sensitive). */
@@ -35,18 +36,6 @@ export async function trySyncSenderTemplates(
     if (error instanceof ProviderError) return { ok: false, reason: error.message };
     throw error;
   }
-}
-
-export interface NewSender {
-  tenantId: string;
-  /** E.164. */
-  phoneNumber: string;
-  providerPhoneNumberId: string;
-  wabaId: string;
-  accessToken: string;
-  name?: string | null;
-  /** Messages per second (the send workers' pace for this number); default 80. */
-  mps?: number;
 }
 
 /** Creates a sender and tries to sync its templates; the sender exists whatever the provider says. */

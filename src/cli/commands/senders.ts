@@ -5,11 +5,11 @@ import { presentSenderForOperator } from "../../senders/presenter.ts";
 import {
   findSenderById,
   findSenderByProviderPhoneNumberId,
+  type NewSender,
   sealPlaintextAccessTokens,
 } from "../../senders/repository.ts";
 import {
   approvedTemplateCount,
-  type NewSender,
   registerSender,
   setSenderActivity,
   trySyncSenderTemplates,
