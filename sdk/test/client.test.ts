@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { EVENT_TYPES } from "../../src/events/schemas.ts";
 import { createShop, customerWrites, freshPhone, receive, type Shop } from "../../test/support/fixtures.ts";
 import {
   call,
@@ -618,14 +619,7 @@ describe("webhook endpoints", () => {
     expect(created).toMatchObject({
       object: "webhook_endpoint",
       url: "https://hooks.example.com/orders",
-      events: [
-        "message.received",
-        "message.sent",
-        "message.delivered",
-        "message.read",
-        "message.failed",
-        "message.canceled",
-      ],
+      events: [...EVENT_TYPES],
       description: "orders",
       status: "enabled",
       disabled_reason: null,

@@ -63,6 +63,11 @@ afterEach(() => {
   for (const server of servers.splice(0)) server.stop(true);
 });
 
+/** A client with the real fetch, against a server of `serve`. */
+function clientAt(origin: string) {
+  return new MessagingClient({ baseUrl: `${origin}/v2`, clientId: "cid_test", clientSecret: SECRET });
+}
+
 /** A server on a free port; every request it gets is recorded. */
 function serve(handler: (url: URL) => Response) {
   const calls: { method: string; path: string; body: string }[] = [];
@@ -124,11 +129,7 @@ describe("credentials never follow a redirect", () => {
         ? new Response(null, { status: 307, headers: { location: `${elsewhere.origin}/steal` } })
         : list(),
     );
-    const client = new MessagingClient({
-      baseUrl: `${api.origin}/v2`,
-      clientId: "cid_test",
-      clientSecret: SECRET,
-    });
+    const client = clientAt(api.origin);
 
     const error = await client.senders.list().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ApiError);
@@ -147,11 +148,7 @@ describe("credentials never follow a redirect", () => {
         ? tokenAnswer()
         : new Response(null, { status: 302, headers: { location: `${elsewhere.origin}/v2/senders` } }),
     );
-    const client = new MessagingClient({
-      baseUrl: `${api.origin}/v2`,
-      clientId: "cid_test",
-      clientSecret: SECRET,
-    });
+    const client = clientAt(api.origin);
 
     const error = await client.senders.list().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ApiError);

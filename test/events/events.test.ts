@@ -3,40 +3,23 @@
  * a message (the message writer, the send record, the status statement), numbered after commit by the
  * feed's sequencer, and read with GET /v2/events from an `evc_` cursor.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { buildWebhook, type WebhookAccount, webhookTimestamp } from "../../src/channel/webhook-payloads.ts";
+import { describe, expect, test } from "bun:test";
+import { buildWebhook, webhookTimestamp } from "../../src/channel/webhook-payloads.ts";
 import { deleteExpiredEvents, EVENT_RETENTION_MS } from "../../src/events/repository.ts";
 import { sequenceFeed } from "../../src/feed/sequencer.ts";
 import { finalizePendingInbound } from "../../src/inbound/finalize.ts";
-import { createShop, ORDER_SHIPPED, postMessage } from "../support/fixtures.ts";
-import {
-  type CallResult,
-  call,
-  createTestEnv,
-  deliverOne,
-  postWebhook,
-  type TestEnv,
-} from "../support/index.ts";
+import { ORDER_SHIPPED, postMessage } from "../support/fixtures.ts";
+import { type CallResult, call, deliverOne, postWebhook } from "../support/index.ts";
+import { useWorld } from "../support/world.ts";
 
-let env: TestEnv;
-let token: string;
-let otherToken: string;
-let tenantId: string;
-let account: WebhookAccount;
-
-beforeAll(async () => {
-  // The simulator's own statuses never come within a test: the test posts them.
-  env = await createTestEnv({ simulator: true, statusDelayMs: 600_000 });
-  ({ tenantId, token, account } = await createShop(env, "Acme", { templates: true }));
-  otherToken = (await createShop(env, "Other")).token;
-});
-afterAll(() => env.close());
+// The simulator's own statuses never come within a test: the test posts them.
+const world = useWorld({ env: { simulator: true, statusDelayMs: 600_000 }, shop: { templates: true } });
 
 async function sendOne(to: string): Promise<{ id: string; providerId: string }> {
-  const accepted = await postMessage(env.app, token, { to, template: ORDER_SHIPPED });
+  const accepted = await postMessage(world.env.app, world.shop.token, { to, template: ORDER_SHIPPED });
   expect(accepted.status).toBe(201);
-  await deliverOne(env.deps, accepted.body.id);
-  const row = await env.deps.db
+  await deliverOne(world.env.deps, accepted.body.id);
+  const row = await world.env.deps.db
     .selectFrom("messages")
     .select("provider_message_id")
     .where("id", "=", accepted.body.id)
@@ -47,8 +30,8 @@ async function sendOne(to: string): Promise<{ id: string; providerId: string }> 
 function statuses(providerId: string, list: ("sent" | "delivered" | "read")[]) {
   const at = Number(webhookTimestamp());
   return postWebhook(
-    env,
-    buildWebhook(account, {
+    world.env,
+    buildWebhook(world.shop.account, {
       statuses: list.map((status, i) => ({
         id: providerId,
         status,
@@ -61,8 +44,8 @@ function statuses(providerId: string, list: ("sent" | "delivered" | "read")[]) {
 
 /** Every event of the tenant from the start, the sequencer having run first. */
 async function allEvents(query = ""): Promise<CallResult> {
-  await sequenceFeed(env.deps.db);
-  return call(env.app, "GET", `/v2/events${query}`, { token });
+  await sequenceFeed(world.env.deps.db);
+  return call(world.env.app, "GET", `/v2/events${query}`, { token: world.shop.token });
 }
 
 const eventsOf = (page: CallResult, messageId: string) =>
@@ -116,8 +99,8 @@ describe("the event log", () => {
 
   test("a customer's message: message.received; a system notice: nothing", async () => {
     const response = await postWebhook(
-      env,
-      buildWebhook(account, {
+      world.env,
+      buildWebhook(world.shop.account, {
         contacts: [{ profile: { name: "Ana" }, wa_id: "4915100000553" }],
         messages: [
           {
@@ -138,7 +121,7 @@ describe("the event log", () => {
       }),
     );
     expect(response.status).toBe(200);
-    await finalizePendingInbound(env.deps.db, env.clock);
+    await finalizePendingInbound(world.env.deps.db, world.env.clock);
     const page = await allEvents("?types=message.received");
     expect(page.body.data).toHaveLength(1);
     expect(page.body.data[0]).toMatchObject({
@@ -148,12 +131,12 @@ describe("the event log", () => {
   });
 
   test("a send that fails for good: message.failed with the failure", async () => {
-    const accepted = await call(env.app, "POST", "/v2/messages", {
-      token,
+    const accepted = await call(world.env.app, "POST", "/v2/messages", {
+      token: world.shop.token,
       // A sandbox recipient the simulator fails with Graph error 190 (provider_auth_failed).
       body: { to: "+15550001006", template: ORDER_SHIPPED },
     });
-    expect(await deliverOne(env.deps, accepted.body.id)).toBe("failed");
+    expect(await deliverOne(world.env.deps, accepted.body.id)).toBe("failed");
     const events = (await allEvents("?types=message.failed")).body.data;
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({
@@ -169,12 +152,14 @@ describe("GET /events", () => {
     const seen: string[] = [];
     let cursor: string | undefined;
     for (;;) {
-      const page = await call(env.app, "GET", `/v2/events?limit=2${cursor ? `&since=${cursor}` : ""}`, {
-        token,
+      const page = await call(world.env.app, "GET", `/v2/events?limit=2${cursor ? `&since=${cursor}` : ""}`, {
+        token: world.shop.token,
       });
       seen.push(...page.body.data.map((e: { id: string }) => e.id));
       if (!page.body.has_more) {
-        const empty = await call(env.app, "GET", `/v2/events?since=${page.body.next_cursor}`, { token });
+        const empty = await call(world.env.app, "GET", `/v2/events?since=${page.body.next_cursor}`, {
+          token: world.shop.token,
+        });
         expect(empty.body.data).toEqual([]);
         expect(empty.body.next_cursor).toBe(page.body.next_cursor);
         break;
@@ -186,32 +171,37 @@ describe("GET /events", () => {
 
   test("a cursor that is garbage, a feed cursor or another tenant's: 400 param since; a bad type: 400 param types", async () => {
     const mine = (await allEvents()).body.next_cursor;
-    const feed = (await call(env.app, "GET", "/v2/messages", { token })).body.next_cursor;
+    const feed = (await call(world.env.app, "GET", "/v2/messages", { token: world.shop.token })).body
+      .next_cursor;
     for (const [since, who] of [
-      ["evc_nonsense", token],
-      [feed, token],
-      [mine, otherToken],
+      ["evc_nonsense", world.shop.token],
+      [feed, world.shop.token],
+      [mine, world.other.token],
     ] as const) {
-      const response = await call(env.app, "GET", `/v2/events?since=${since}`, { token: who });
+      const response = await call(world.env.app, "GET", `/v2/events?since=${since}`, { token: who });
       expect(response.status).toBe(400);
       expect(response.body.error).toMatchObject({ code: "parameter_invalid", param: "since" });
     }
-    const badType = await call(env.app, "GET", "/v2/events?types=message.sent,message.bounced", { token });
+    const badType = await call(world.env.app, "GET", "/v2/events?types=message.sent,message.bounced", {
+      token: world.shop.token,
+    });
     expect(badType.status).toBe(400);
     expect(badType.body.error).toMatchObject({ code: "parameter_invalid", param: "types" });
     // Another tenant sees none of these events.
-    expect((await call(env.app, "GET", "/v2/events", { token: otherToken })).body.data).toEqual([]);
+    expect((await call(world.env.app, "GET", "/v2/events", { token: world.other.token })).body.data).toEqual(
+      [],
+    );
   });
 
   test("events older than 30 days go", async () => {
     const before = (await allEvents("?limit=500")).body.data.length;
-    await env.deps.db
+    await world.env.deps.db
       .updateTable("events")
       .set({ created_at: new Date(Date.now() - EVENT_RETENTION_MS - 60_000) })
-      .where("tenant_id", "=", tenantId)
+      .where("tenant_id", "=", world.shop.tenantId)
       .where("type", "=", "message.received")
       .execute();
-    expect(await deleteExpiredEvents(env.deps.db, new Date())).toBe(1);
+    expect(await deleteExpiredEvents(world.env.deps.db, new Date())).toBe(1);
     expect((await allEvents("?limit=500")).body.data.length).toBe(before - 1);
   });
 });

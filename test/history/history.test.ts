@@ -91,6 +91,16 @@ describe("GET /contacts/{contact_id}/messages", () => {
       retrying: null,
       ...fields,
     });
+    /** Inbound media without a filename: the preview names the file the provider made up. */
+    const unnamedMedia = (id: string, type: string, text: string | null, created: number) =>
+      message({
+        id,
+        type,
+        preview: expect.stringMatching(new RegExp(`^\\[${type}: ${type}\\.[a-z0-9]+\\]$`)),
+        text,
+        media: { type, filename: null },
+        created,
+      });
     expected = [
       message({
         id: legacy,
@@ -102,30 +112,9 @@ describe("GET /contacts/{contact_id}/messages", () => {
         created: t0 - 60,
       }),
       message({ id: longId, type: "text", preview: LONG_TEXT, text: LONG_TEXT, created: t0 }),
-      message({
-        id: captioned,
-        type: "image",
-        preview: expect.stringMatching(/^\[image: image\.[a-z0-9]+\]$/),
-        text: "my parcel\nis damaged",
-        media: { type: "image", filename: null },
-        created: t0 + 1,
-      }),
-      message({
-        id: bareImage,
-        type: "image",
-        preview: expect.stringMatching(/^\[image: image\.[a-z0-9]+\]$/),
-        text: null,
-        media: { type: "image", filename: null },
-        created: t0 + 2,
-      }),
-      message({
-        id: video,
-        type: "video",
-        preview: expect.stringMatching(/^\[video: video\.[a-z0-9]+\]$/),
-        text: "unboxing",
-        media: { type: "video", filename: null },
-        created: t0 + 3,
-      }),
+      unnamedMedia(captioned, "image", "my parcel\nis damaged", t0 + 1),
+      unnamedMedia(bareImage, "image", null, t0 + 2),
+      unnamedMedia(video, "video", "unboxing", t0 + 3),
       message({
         id: document,
         type: "document",
@@ -134,14 +123,7 @@ describe("GET /contacts/{contact_id}/messages", () => {
         media: { type: "document", filename: "invoice-42.pdf" },
         created: t0 + 4,
       }),
-      message({
-        id: audio,
-        type: "audio",
-        preview: expect.stringMatching(/^\[audio: audio\.[a-z0-9]+\]$/),
-        text: null,
-        media: { type: "audio", filename: null },
-        created: t0 + 5,
-      }),
+      unnamedMedia(audio, "audio", null, t0 + 5),
       message({
         id: sentText,
         direction: "outbound",

@@ -2,27 +2,20 @@
  * Issue 23, first part (DESIGN §13): GET /v2/messages/{id}, and `client_reference` stored with a send
  * and echoed on the Message, history, the feed, a conversation's last message and the events.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { sequenceFeed } from "../../src/feed/sequencer.ts";
 import { finalizeInbound } from "../../src/inbound/finalize.ts";
-import type { SenderRow } from "../../src/senders/repository.ts";
-import { createShop, customerWrites, ORDER_SHIPPED, postMessage } from "../support/fixtures.ts";
-import { call, createTestEnv, deliverOne, type TestEnv } from "../support/index.ts";
+import { customerWrites, ORDER_SHIPPED, postMessage } from "../support/fixtures.ts";
+import { call, deliverOne } from "../support/index.ts";
+import { useWorld } from "../support/world.ts";
 
-let env: TestEnv;
-let token: string;
-let otherToken: string;
-let sender: SenderRow;
+// The simulator's own statuses never come within a test: the test posts them.
+const world = useWorld({ env: { simulator: true, statusDelayMs: 600_000 }, shop: { templates: true } });
 
-beforeAll(async () => {
-  env = await createTestEnv({ simulator: true, statusDelayMs: 600_000 });
-  ({ token, sender } = await createShop(env, "Acme", { templates: true }));
-  otherToken = (await createShop(env, "Other")).token;
-});
-afterAll(() => env.close());
-
-const send = (body: Record<string, unknown>, key?: string) => postMessage(env.app, token, body, { key });
-const get = (id: string, as = token) => call(env.app, "GET", `/v2/messages/${id}`, { token: as });
+const send = (body: Record<string, unknown>, key?: string) =>
+  postMessage(world.env.app, world.shop.token, body, { key });
+const get = (id: string, as = world.shop.token) =>
+  call(world.env.app, "GET", `/v2/messages/${id}`, { token: as });
 
 describe("client_reference", () => {
   test("stored and echoed by POST, a replay, GET, history, the feed, the conversation and the events", async () => {
@@ -54,20 +47,24 @@ describe("client_reference", () => {
     expect(reused.status).toBe(400);
     expect(reused.body.error.code).toBe("idempotency_key_reused");
 
-    expect(await deliverOne(env.deps, id)).toBe("sent");
-    await sequenceFeed(env.deps.db);
-    const history = await call(env.app, "GET", `/v2/contacts/${contactId}/messages`, { token });
+    expect(await deliverOne(world.env.deps, id)).toBe("sent");
+    await sequenceFeed(world.env.deps.db);
+    const history = await call(world.env.app, "GET", `/v2/contacts/${contactId}/messages`, {
+      token: world.shop.token,
+    });
     expect(history.body.data.find((m: { id: string }) => m.id === id).client_reference).toBe(
       "order A-1001/7",
     );
-    const feed = await call(env.app, "GET", "/v2/messages?limit=500", { token });
+    const feed = await call(world.env.app, "GET", "/v2/messages?limit=500", { token: world.shop.token });
     expect(feed.body.data.find((m: { id: string }) => m.id === id).client_reference).toBe("order A-1001/7");
-    const conversations = await call(env.app, "GET", "/v2/conversations", { token });
+    const conversations = await call(world.env.app, "GET", "/v2/conversations", { token: world.shop.token });
     const conversation = conversations.body.data.find(
       (c: { contact: { id: string } }) => c.contact.id === contactId,
     );
     expect(conversation.last_message.client_reference).toBe("order A-1001/7");
-    const events = await call(env.app, "GET", "/v2/events?types=message.sent", { token });
+    const events = await call(world.env.app, "GET", "/v2/events?types=message.sent", {
+      token: world.shop.token,
+    });
     const sent = events.body.data.find((e: { data: { id: string } }) => e.data.id === id);
     expect(sent.data.client_reference).toBe("order A-1001/7");
   });
@@ -94,7 +91,7 @@ describe("GET /v2/messages/{id}", () => {
     const fresh = await get(id);
     expect(fresh.status).toBe(200);
     expect(fresh.body).toEqual(accepted.body);
-    expect(await deliverOne(env.deps, id)).toBe("sent");
+    expect(await deliverOne(world.env.deps, id)).toBe("sent");
     const later = await get(id);
     expect(later.body).toEqual({ ...accepted.body, status: "sent" });
   });
@@ -102,7 +99,7 @@ describe("GET /v2/messages/{id}", () => {
   test("a failed send shows its failure", async () => {
     // A sandbox recipient the simulator fails with Graph error 190 (provider_auth_failed).
     const accepted = await send({ to: "+15550001006", template: ORDER_SHIPPED });
-    expect(await deliverOne(env.deps, accepted.body.id)).toBe("failed");
+    expect(await deliverOne(world.env.deps, accepted.body.id)).toBe("failed");
     const failed = await get(accepted.body.id);
     expect(failed.body).toMatchObject({
       status: "failed",
@@ -111,12 +108,12 @@ describe("GET /v2/messages/{id}", () => {
   });
 
   test("an inbound message too: direction inbound, no status, its text", async () => {
-    const providerId = await customerWrites(env, sender.provider_phone_number_id, {
+    const providerId = await customerWrites(world.env, world.shop.sender.provider_phone_number_id, {
       from: "4915100099004",
       type: "text",
       text: "hello?",
     });
-    const outcome = await finalizeInbound(env.deps.db, env.clock, providerId);
+    const outcome = await finalizeInbound(world.env.deps.db, world.env.clock, providerId);
     const found = await get(outcome?.messageId ?? "");
     expect(found.status).toBe(200);
     expect(found.body).toMatchObject({
@@ -124,7 +121,7 @@ describe("GET /v2/messages/{id}", () => {
       id: outcome?.messageId,
       direction: "inbound",
       status: null,
-      sender: sender.id,
+      sender: world.shop.sender.id,
       to: { object: "contact", phone: "+4915100099004" },
       content: { kind: "text", preview: "hello?" },
       client_reference: null,
@@ -135,7 +132,7 @@ describe("GET /v2/messages/{id}", () => {
   test("an unknown id, or another tenant's, is 404 resource_missing", async () => {
     const accepted = await send({ to: "+4915100099005", template: ORDER_SHIPPED });
     for (const response of [
-      await get(accepted.body.id, otherToken),
+      await get(accepted.body.id, world.other.token),
       await get("msg_doesnotexist"),
       await get("x"),
     ]) {

@@ -11,7 +11,6 @@ import {
 } from "../support/conversation-browser.ts";
 import { simulatorSends } from "../support/fixtures.ts";
 import { eventually, type TestEnv } from "../support/index.ts";
-import { insertOutbound } from "../support/reading.ts";
 
 /**
  * One conversation's page in a real headless Chromium, at 1280 and 390 px (issue 24): its sidebar
@@ -28,8 +27,6 @@ const GIA = "+4915112402414"; // likewise, and the draft is discarded
 
 let env: TestEnv;
 let world: ConversationWorld;
-let owner: ConversationWorld["owner"];
-let sender: ConversationWorld["sender"];
 let signedIn: SignedInPage;
 let page: Page;
 let hal = "";
@@ -62,21 +59,11 @@ beforeAll(async () => {
     phoneNumberId: PHONE_NUMBER_ID,
     wabaId: "477000000002402",
   });
-  ({ env, owner, sender } = world);
+  ({ env } = world);
 
   await inbound(HAL, "Can you fix my visor?", "Hal Hartley", Math.floor(Date.now() / 1000) - 600);
   hal = await contactIdOf(HAL);
-  await insertOutbound(
-    env,
-    { tenantId: owner.tenant.id, sender },
-    {
-      contactId: hal,
-      text: "Yes, bring it in.",
-      status: "failed",
-      failure: { code: "recipient_invalid", message: "The number is not on WhatsApp.", retryable: false },
-      createdAt: new Date(Date.now() - 60_000),
-    },
-  );
+  await world.failedReply(hal, "Yes, bring it in.");
   await inbound(IDA, "Do you sell kids' helmets?", "Ida Lupino");
   ida = await contactIdOf(IDA);
   // The conversation summary is written with the message; wait for it, as the list reads it.

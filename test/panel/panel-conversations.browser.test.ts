@@ -71,13 +71,7 @@ beforeAll(async () => {
   await inbound(BRUNO, "Do you repair e-bikes?", "Bruno Díaz", nowS - 2 * 86_400);
   bruno = await contactIdOf(BRUNO);
   const tenant = { tenantId: owner.tenant.id, sender };
-  await insertOutbound(env, tenant, {
-    contactId: bruno,
-    text: "Yes! Bring it by on Monday.",
-    status: "failed",
-    failure: { code: "recipient_invalid", message: "The number is not on WhatsApp.", retryable: false },
-    createdAt: new Date(Date.now() - 60_000),
-  });
+  await world.failedReply(bruno, "Yes! Bring it by on Monday.");
   // Chen's message waits for its third attempt (the provider throttled the first two).
   await inbound(CHEN, "Is my bike ready?", "Chen Wei");
   chen = await contactIdOf(CHEN);

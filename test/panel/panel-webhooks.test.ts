@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
 import { Webhook } from "standardwebhooks";
 import { createEventCursorCodec } from "../../src/events/cursor.ts";
-import { EventSchema } from "../../src/events/schemas.ts";
+import { EVENT_TYPES, EventSchema } from "../../src/events/schemas.ts";
 import { currentFeedEpoch } from "../../src/feed/repository.ts";
 import { ApiError } from "../../src/http/errors.ts";
 import { recentAttempts } from "../../src/push/attempt-log.ts";
@@ -168,14 +168,7 @@ describe("panel: webhooks list and create", () => {
 
   test("no type chosen: every type", async () => {
     const { row } = await createViaPanel({ url: `${receiver.url}/all` });
-    expect(row.events).toEqual([
-      "message.received",
-      "message.sent",
-      "message.delivered",
-      "message.read",
-      "message.failed",
-      "message.canceled",
-    ]);
+    expect(row.events).toEqual([...EVENT_TYPES]);
     expect(row.description).toBeNull();
   });
 

@@ -35,6 +35,7 @@ describe("webhook endpoints", () => {
       object: "webhook_endpoint",
       id: expect.stringMatching(/^we_/),
       url: URL,
+      // The wire contract, pinned on purpose (the other tests read src/events/schemas.ts EVENT_TYPES).
       events: [
         "message.received",
         "message.sent",

@@ -5,6 +5,7 @@ import { launchChromium, SCREENSHOT_DIR } from "./browser.ts";
 import { addSender, customerWrites } from "./fixtures.ts";
 import { createTestEnv, eventually, spawnWorker, type TestEnv, type WorkerProcess } from "./index.ts";
 import { createPanelUserWithTenant } from "./panel.ts";
+import { insertOutbound } from "./reading.ts";
 
 /**
  * What the Conversations browser tests share (test/panel/panel-conversations.browser.test.ts,
@@ -141,6 +142,19 @@ export async function conversationWorld(options: {
         timestamp,
       }),
     contactIdOf: (phone: string) => contactIdOf(env, owner.tenant.id, phone),
+    /** A reply to the contact that failed a minute ago: the number is not on WhatsApp. */
+    failedReply: (contactId: string, text: string) =>
+      insertOutbound(
+        env,
+        { tenantId: owner.tenant.id, sender },
+        {
+          contactId,
+          text,
+          status: "failed",
+          failure: { code: "recipient_invalid", message: "The number is not on WhatsApp.", retryable: false },
+          createdAt: new Date(Date.now() - 60_000),
+        },
+      ),
     /** Waits for the conversation's unread count, which the list reads, to be written. */
     unreadWritten: (contactId: string) =>
       eventually(async () => {
