@@ -11,7 +11,8 @@ import type {
   RequestState,
 } from "../http/request-state.ts";
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
-import type { RedisClient, RedisKeys } from "../redis/connect.ts";
+import { coalesced } from "../redis/coalesce.ts";
+import type { RedisClient, RedisKeys, ScriptCommands } from "../redis/connect.ts";
 import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
 import { acceptedOnDay, tenantDailyQuota } from "../senders/quota.ts";
 import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
@@ -73,6 +74,13 @@ function quotaExceeded(quota: number, now: Date, dayEnd: Date): ApiError {
  */
 export function createSendAdmission(deps: SendAdmissionDeps) {
   const tenantQuota = cachedTenantQuota(deps);
+  // The calls of a turn of the event loop share one write to Redis (src/redis/coalesce.ts).
+  type AdmissionArgs = Parameters<ScriptCommands["sendAdmission"]>;
+  const sendAdmission = coalesced<AdmissionArgs, Awaited<ReturnType<ScriptCommands["sendAdmission"]>>>(
+    deps.redis,
+    ([rateKey]) => rateKey,
+    (pipeline, args) => (pipeline as unknown as ScriptCommands).sendAdmission(...args),
+  );
 
   /**
    * Reserves a send: the rate limit, a unit of the daily quota and, with `idempotency` (the request's
@@ -94,24 +102,22 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
     const quota = await tenantQuota(auth.tenantId);
     const ttl = Math.ceil((day.end.getTime() - now.getTime()) / 1000) + 3600;
     const call = (seed: number) =>
-      deps.redis
-        .sendAdmission(
-          rateKey,
-          quotaKey,
-          versionKey,
-          // Without a key, any key of the tenant's slot stands in (the script leaves it alone).
-          idempotencyKey ?? rateKey,
-          auth.sendLimit,
-          quota,
-          ttl,
-          seed,
-          DIRECTORY_VERSION_TTL_SECONDS,
-          IN_FLIGHT_MS,
-          idempotency ? inFlightMarker(idempotency.token) : "",
-        )
-        .catch(() => {
-          throw serviceUnavailable();
-        });
+      sendAdmission(
+        rateKey,
+        quotaKey,
+        versionKey,
+        // Without a key, any key of the tenant's slot stands in (the script leaves it alone).
+        idempotencyKey ?? rateKey,
+        auth.sendLimit,
+        quota,
+        ttl,
+        seed,
+        DIRECTORY_VERSION_TTL_SECONDS,
+        IN_FLIGHT_MS,
+        idempotency ? inFlightMarker(idempotency.token) : "",
+      ).catch(() => {
+        throw serviceUnavailable();
+      });
 
     let reply = await call(-1);
     if (reply[0] === 3) reply = await call(await acceptedOnDay(deps.db, auth.tenantId, day));

@@ -196,23 +196,34 @@ describe("the Idempotency-Key claimed by the admission", () => {
 });
 
 describe("round trips", () => {
-  test("a keyed send: one admission call, one pipeline for the done marker, no other command of ours", async () => {
+  test("a keyed send: one admission call and the done marker, two pipelines, no other command of ours", async () => {
     const calls: string[] = [];
-    const redis = new Proxy(env.deps.redis, {
-      get(target, property, receiver) {
-        const value = Reflect.get(target, property, receiver);
-        if (typeof value !== "function" || typeof property !== "string") return value;
-        return (...args: unknown[]) => {
-          calls.push(property);
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-    }) as RedisClient;
+    const piped: string[][] = [];
+    const record = <T extends object>(target: T, into: string[]): T =>
+      new Proxy(target, {
+        get(object, property, receiver) {
+          const value = Reflect.get(object, property, receiver);
+          if (typeof value !== "function" || typeof property !== "string") return value;
+          return (...args: unknown[]) => {
+            into.push(property);
+            const result = (value as (...a: unknown[]) => unknown).apply(object, args);
+            if (property !== "pipeline") return result;
+            // The commands a pipeline carries: the admission is coalesced into one (src/redis/coalesce.ts).
+            const commands: string[] = [];
+            piped.push(commands);
+            return record(result as object, commands);
+          };
+        },
+      });
+    const redis = record(env.deps.redis, calls) as RedisClient;
     const app = createApp({ ...env.deps, redis });
     const sent = await send({ to: freshPhone(), template: ORDER_SHIPPED }, "trips-1", { app });
     expect(sent.status).toBe(201);
-    expect(calls.filter((name) => name !== "pipeline")).toEqual(["sendAdmission"]);
-    expect(calls.filter((name) => name === "pipeline")).toHaveLength(1);
+    expect(calls).toEqual(["pipeline", "pipeline"]);
+    expect(piped.map((commands) => commands.filter((name) => name !== "exec"))).toEqual([
+      ["sendAdmission"],
+      ["set"],
+    ]);
   });
 });
 
