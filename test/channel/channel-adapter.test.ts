@@ -1,6 +1,7 @@
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import {
   normalizeProviderError,
+  type OutboundPayload,
   type ProviderError,
   type SenderCredentials,
 } from "../../src/channel/provider.ts";
@@ -66,6 +67,27 @@ async function providerError(promise: Promise<unknown>): Promise<ProviderError> 
   throw new Error("expected a ProviderError");
 }
 
+type TemplateSend = Extract<OutboundPayload, { kind: "template" }>;
+
+/** A send of the template `name` in `language` to +1 415 555 0123. */
+const templateSend = (
+  name: string,
+  language: string,
+  components: TemplateSend["components"] = {},
+): TemplateSend => ({
+  kind: "template",
+  to: "+14155550123",
+  name,
+  language,
+  components,
+});
+
+/** A text "hi" to +1 415 555 0123. */
+const HI: OutboundPayload = { kind: "text", to: "+14155550123", body: "hi" };
+
+/** What a caller decides by: the error's code, whether to retry, the HTTP status and the Graph code. */
+const verdict = (error: ProviderError) => [error.code, error.retryable, error.httpStatus, error.providerCode];
+
 describe("sending", () => {
   test("text: the Graph body reaches the provider, and the wamid comes back", async () => {
     const body = "Your parcel is on its way.\nTrack it at https://example.com/t/1";
@@ -88,17 +110,14 @@ describe("sending", () => {
   });
 
   test("template with a text header, body values and a URL button", async () => {
-    await provider.sendMessage(creds, {
-      kind: "template",
-      to: "+14155550123",
-      name: "appointment_reminder",
-      language: "en",
-      components: {
+    await provider.sendMessage(
+      creds,
+      templateSend("appointment_reminder", "en", {
         header: { type: "text", text: "Ana" },
         body: ["May 4", "10:30"],
         buttons: [{ index: 0, text: "ABC123" }],
-      },
-    });
+      }),
+    );
 
     expect(await sentPayloads()).toEqual([
       {
@@ -126,13 +145,7 @@ describe("sending", () => {
   });
 
   test("template without values sends no components", async () => {
-    await provider.sendMessage(creds, {
-      kind: "template",
-      to: "+14155550123",
-      name: "welcome",
-      language: "en",
-      components: {},
-    });
+    await provider.sendMessage(creds, templateSend("welcome", "en"));
 
     expect(await sentPayloads()).toEqual([
       {
@@ -154,16 +167,13 @@ describe("sending", () => {
     });
     expect(providerMediaId).toMatch(/^\d{16}$/);
 
-    await provider.sendMessage(creds, {
-      kind: "template",
-      to: "+14155550123",
-      name: "invoice_ready",
-      language: "en",
-      components: {
+    await provider.sendMessage(
+      creds,
+      templateSend("invoice_ready", "en", {
         header: { type: "document", mediaId: providerMediaId, filename: "INV-2041.pdf" },
         body: ["INV-2041"],
-      },
-    });
+      }),
+    );
 
     const [payload] = (await sentPayloads()) as { template: { components: unknown } }[];
     expect(payload?.template.components).toEqual([
@@ -176,16 +186,13 @@ describe("sending", () => {
   });
 
   test("a video header by link", async () => {
-    await provider.sendMessage(creds, {
-      kind: "template",
-      to: "+14155550123",
-      name: "delivery_video",
-      language: "en",
-      components: {
+    await provider.sendMessage(
+      creds,
+      templateSend("delivery_video", "en", {
         header: { type: "video", link: "https://example.com/samples/packing.mp4" },
         body: ["A-1001"],
-      },
-    });
+      }),
+    );
 
     const [payload] = (await sentPayloads()) as { template: { components: unknown[] } }[];
     expect(payload?.template.components[0]).toEqual({
@@ -260,15 +267,7 @@ describe("templates", () => {
 
 describe("failures", () => {
   test("a template the provider does not have is not retryable", async () => {
-    const error = await providerError(
-      provider.sendMessage(creds, {
-        kind: "template",
-        to: "+14155550123",
-        name: "nope",
-        language: "en",
-        components: {},
-      }),
-    );
+    const error = await providerError(provider.sendMessage(creds, templateSend("nope", "en")));
 
     expect(error.name).toBe("ProviderError");
     expect(error.code).toBe("template_not_found");
@@ -280,13 +279,7 @@ describe("failures", () => {
 
   test("a template that is not approved is not found", async () => {
     const error = await providerError(
-      provider.sendMessage(creds, {
-        kind: "template",
-        to: "+14155550123",
-        name: "summer_sale",
-        language: "en",
-        components: { body: ["20%"] },
-      }),
+      provider.sendMessage(creds, templateSend("summer_sale", "en", { body: ["20%"] })),
     );
 
     expect([error.code, error.retryable]).toEqual(["template_not_found", false]);
@@ -294,13 +287,7 @@ describe("failures", () => {
 
   test("a wrong number of values is a template mismatch", async () => {
     const error = await providerError(
-      provider.sendMessage(creds, {
-        kind: "template",
-        to: "+14155550123",
-        name: "order_shipped",
-        language: "de",
-        components: { body: ["Ana"] },
-      }),
+      provider.sendMessage(creds, templateSend("order_shipped", "de", { body: ["Ana"] })),
     );
 
     expect(error.code).toBe("template_mismatch");
@@ -312,69 +299,40 @@ describe("failures", () => {
 
   test("throttling (130429) is retryable", async () => {
     await failNext(130429);
-    const error = await providerError(
-      provider.sendMessage(creds, { kind: "text", to: "+14155550123", body: "hi" }),
-    );
+    const error = await providerError(provider.sendMessage(creds, HI));
 
-    expect([error.code, error.retryable, error.httpStatus, error.providerCode]).toEqual([
-      "provider_rate_limited",
-      true,
-      429,
-      130429,
-    ]);
+    expect(verdict(error)).toEqual(["provider_rate_limited", true, 429, 130429]);
     // The failure was used up: the next send goes through.
-    await provider.sendMessage(creds, { kind: "text", to: "+14155550123", body: "hi" });
+    await provider.sendMessage(creds, HI);
     expect(await sentPayloads()).toHaveLength(1);
   });
 
   test("an undeliverable recipient (131026) is permanent", async () => {
     await failNext(131026);
-    const error = await providerError(
-      provider.sendMessage(creds, { kind: "text", to: "+14155550123", body: "hi" }),
-    );
+    const error = await providerError(provider.sendMessage(creds, HI));
 
-    expect([error.code, error.retryable, error.httpStatus, error.providerCode]).toEqual([
-      "recipient_invalid",
-      false,
-      400,
-      131026,
-    ]);
+    expect(verdict(error)).toEqual(["recipient_invalid", false, 400, 131026]);
   });
 
   test("a provider-side failure (131000) is retryable", async () => {
     await failNext(131000);
-    const error = await providerError(
-      provider.sendMessage(creds, { kind: "text", to: "+14155550123", body: "hi" }),
-    );
+    const error = await providerError(provider.sendMessage(creds, HI));
 
-    expect([error.code, error.retryable, error.httpStatus]).toEqual(["provider_unavailable", true, 500]);
+    expect(verdict(error)).toEqual(["provider_unavailable", true, 500, 131000]);
   });
 
   test("a missing access token is an auth failure", async () => {
-    const error = await providerError(
-      provider.sendMessage({ ...creds, accessToken: "" }, { kind: "text", to: "+14155550123", body: "hi" }),
-    );
+    const error = await providerError(provider.sendMessage({ ...creds, accessToken: "" }, HI));
 
-    expect([error.code, error.retryable, error.httpStatus, error.providerCode]).toEqual([
-      "provider_auth_failed",
-      false,
-      401,
-      190,
-    ]);
+    expect(verdict(error)).toEqual(["provider_auth_failed", false, 401, 190]);
   });
 
   test("a provider that does not answer in time is retryable", async () => {
     const slow = createWhatsAppProvider({ baseUrl: `http://127.0.0.1:${silentServer.port}`, timeoutMs: 100 });
     const started = performance.now();
-    const error = await providerError(
-      slow.sendMessage(creds, { kind: "text", to: "+14155550123", body: "hi" }),
-    );
+    const error = await providerError(slow.sendMessage(creds, HI));
 
-    expect([error.code, error.retryable, error.httpStatus]).toEqual([
-      "provider_unavailable",
-      true,
-      undefined,
-    ]);
+    expect(verdict(error)).toEqual(["provider_unavailable", true, undefined, undefined]);
     expect(error.message).toContain("100 ms");
     expect(performance.now() - started).toBeLessThan(2_000);
   });

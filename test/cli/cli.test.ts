@@ -25,6 +25,16 @@ async function cli(...args: string[]) {
   return { code, stdout: stdout.trim(), stderr: stderr.trim() };
 }
 
+/** Runs `use` on a connection of the test's own to the CLI's database, closed after. */
+async function withDb<T>(use: (db: ReturnType<typeof createDb>) => Promise<T>): Promise<T> {
+  const db = createDb(DATABASE_URL);
+  try {
+    return await use(db);
+  } finally {
+    await db.destroy();
+  }
+}
+
 beforeAll(() => ensureDatabase(DATABASE_URL));
 afterAll(() => dropDatabase(DATABASE_URL));
 
@@ -92,17 +102,14 @@ describe("operator CLI", () => {
     expect(overlapped.previous_secret_valid_until).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + 7200);
     const listed = JSON.parse((await cli("app", "list", "--tenant", tenant.id)).stdout);
     expect(listed.data[0].previous_secret_valid_until).toBe(overlapped.previous_secret_valid_until);
-    const db = createDb(DATABASE_URL);
-    try {
+    await withDb(async (db) => {
       expect(await authenticateClient(db, app.client_id, app.client_secret)).toBeUndefined();
       expect(await authenticateClient(db, app.client_id, rotated.client_secret)).toBeDefined();
       expect(await authenticateClient(db, app.client_id, overlapped.client_secret)).toBeDefined();
       const later = new Date((overlapped.previous_secret_valid_until + 1) * 1000);
       expect(await authenticateClient(db, app.client_id, rotated.client_secret, later)).toBeUndefined();
       expect(await authenticateClient(db, app.client_id, overlapped.client_secret, later)).toBeDefined();
-    } finally {
-      await db.destroy();
-    }
+    });
     const tooLong = await cli("app", "rotate-secret", "--client-id", app.client_id, "--overlap", "31d");
     expect(tooLong.code).toBe(1);
     expect(JSON.parse(tooLong.stderr).error.code).toBe("invalid_flag");
@@ -227,18 +234,12 @@ describe("operator CLI", () => {
 });
 
 describe("user create", () => {
+  const createUser = (tenant: string, email: string, password: string) =>
+    cli("user", "create", "--tenant", tenant, "--email", email, "--password", password);
+
   test("makes a panel user with an argon2id hash; refuses a taken email, a short password, an unknown tenant", async () => {
     const tenant = JSON.parse((await cli("tenant", "create", "--name", "Panel Shop")).stdout);
-    const created = await cli(
-      "user",
-      "create",
-      "--tenant",
-      tenant.id,
-      "--email",
-      "Owner@Example.com",
-      "--password",
-      "a long enough password",
-    );
+    const created = await createUser(tenant.id, "Owner@Example.com", "a long enough password");
     expect(created.code).toBe(0);
     const user = JSON.parse(created.stdout);
     expect(user).toEqual({
@@ -247,53 +248,23 @@ describe("user create", () => {
       tenant: tenant.id,
       email: "owner@example.com",
     });
-    const db = createDb(DATABASE_URL);
-    try {
-      const row = await db
+    const row = await withDb((db) =>
+      db
         .selectFrom("panel_users")
         .select("password_hash")
         .where("id", "=", user.id)
-        .executeTakeFirstOrThrow();
-      expect(row.password_hash).toStartWith("$argon2id$");
-      expect(row.password_hash).not.toContain("a long enough password");
-    } finally {
-      await db.destroy();
-    }
-
-    const taken = await cli(
-      "user",
-      "create",
-      "--tenant",
-      tenant.id,
-      "--email",
-      "owner@example.com",
-      "--password",
-      "another password",
+        .executeTakeFirstOrThrow(),
     );
+    expect(row.password_hash).toStartWith("$argon2id$");
+    expect(row.password_hash).not.toContain("a long enough password");
+
+    const taken = await createUser(tenant.id, "owner@example.com", "another password");
     expect(taken.code).toBe(1);
     expect(JSON.parse(taken.stderr).error.message).toContain("exists already");
-    const short = await cli(
-      "user",
-      "create",
-      "--tenant",
-      tenant.id,
-      "--email",
-      "new@example.com",
-      "--password",
-      "short",
-    );
+    const short = await createUser(tenant.id, "new@example.com", "short");
     expect(short.code).toBe(1);
     expect(JSON.parse(short.stderr).error.message).toContain("--password");
-    const unknown = await cli(
-      "user",
-      "create",
-      "--tenant",
-      "ten_nope",
-      "--email",
-      "x@example.com",
-      "--password",
-      "long enough pw",
-    );
+    const unknown = await createUser("ten_nope", "x@example.com", "long enough pw");
     expect(unknown.code).toBe(1);
   });
 });

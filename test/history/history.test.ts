@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { MessageFailure } from "../../src/db/schema.ts";
 import { createShop, receive, type Shop } from "../support/fixtures.ts";
 import { call, createTestEnv, expectApiError, expectScopeRequired, type TestEnv } from "../support/index.ts";
 import { epoch, flipCase, insertContact, insertOutbound } from "../support/reading.ts";
@@ -22,6 +23,13 @@ const LONG_TEXT = Array.from({ length: 400 }, (_, i) => `line ${i}: ünïcödé 
   .concat("\r\n\r\n")
   .padEnd(10_000, "z")
   .slice(0, 10_000);
+
+/** How the failed template below failed, as stored and as the API shows it. */
+const RECIPIENT_INVALID: MessageFailure = {
+  code: "recipient_invalid",
+  message: "The number cannot receive messages.",
+  retryable: false,
+};
 
 describe("GET /contacts/{contact_id}/messages", () => {
   let contactId: string;
@@ -65,11 +73,7 @@ describe("GET /contacts/{contact_id}/messages", () => {
       type: "template",
       text: "Hi Ana, your order 7 has shipped.",
       status: "failed",
-      failure: {
-        code: "recipient_invalid",
-        message: "The number cannot receive messages.",
-        retryable: false,
-      },
+      failure: RECIPIENT_INVALID,
       createdAt: new Date((t0 + 9) * 1000),
     });
     const legacy = await insertOutbound(env, shop, {
@@ -101,16 +105,17 @@ describe("GET /contacts/{contact_id}/messages", () => {
         media: { type, filename: null },
         created,
       });
+    /** An outbound message: its preview is its text. */
+    const outbound = (
+      id: string | null,
+      type: string,
+      text: string,
+      status: string,
+      created: number,
+      fields: Record<string, unknown> = {},
+    ) => message({ id, direction: "outbound", type, preview: text, text, status, created, ...fields });
     expected = [
-      message({
-        id: legacy,
-        direction: "outbound",
-        type: "text",
-        preview: "Imported from the old system",
-        text: "Imported from the old system",
-        status: "read",
-        created: t0 - 60,
-      }),
+      outbound(legacy, "text", "Imported from the old system", "read", t0 - 60),
       message({ id: longId, type: "text", preview: LONG_TEXT, text: LONG_TEXT, created: t0 }),
       unnamedMedia(captioned, "image", "my parcel\nis damaged", t0 + 1),
       unnamedMedia(bareImage, "image", null, t0 + 2),
@@ -124,38 +129,12 @@ describe("GET /contacts/{contact_id}/messages", () => {
         created: t0 + 4,
       }),
       unnamedMedia(audio, "audio", null, t0 + 5),
-      message({
-        id: sentText,
-        direction: "outbound",
-        type: "text",
-        preview: "Thanks, we are on it.\nBest,\nShop",
-        text: "Thanks, we are on it.\nBest,\nShop",
-        status: "delivered",
-        created: t0 + 7,
-      }),
-      message({
-        id: template,
-        direction: "outbound",
-        type: "template",
-        preview: "Your invoice 42 is ready.",
-        text: "Your invoice 42 is ready.",
+      outbound(sentText, "text", "Thanks, we are on it.\nBest,\nShop", "delivered", t0 + 7),
+      outbound(template, "template", "Your invoice 42 is ready.", "sent", t0 + 8, {
         media: { type: "document", filename: "invoice-42.pdf" },
-        status: "sent",
-        created: t0 + 8,
       }),
-      message({
-        id: failed,
-        direction: "outbound",
-        type: "template",
-        preview: "Hi Ana, your order 7 has shipped.",
-        text: "Hi Ana, your order 7 has shipped.",
-        status: "failed",
-        failure: {
-          code: "recipient_invalid",
-          message: "The number cannot receive messages.",
-          retryable: false,
-        },
-        created: t0 + 9,
+      outbound(failed, "template", "Hi Ana, your order 7 has shipped.", "failed", t0 + 9, {
+        failure: RECIPIENT_INVALID,
       }),
     ];
   });

@@ -1,18 +1,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Worker } from "bullmq";
 import { createApp } from "../../src/app.ts";
 import { TOKEN_AUTH_FAILURES } from "../../src/oauth/routes.ts";
 import { OPS_AUTH_FAILURES } from "../../src/ops/guard.ts";
 import { failureDelayMs, SIGN_IN_LIMITS } from "../../src/panel/sign-in.ts";
-import { queuePrefix } from "../../src/queues/index.ts";
-import { createRedis } from "../../src/redis/connect.ts";
 import {
   call,
   createTenantWithApp,
   createTestEnv,
-  eventually,
   nextSecond,
   type TestEnv,
+  workJob,
 } from "../support/index.ts";
 import { createPanelUserWithTenant, PanelClient } from "../support/panel.ts";
 
@@ -220,18 +217,9 @@ describe("operator endpoints", () => {
   async function failedJob(jobId: string) {
     const queue = env.deps.queues.finalize;
     await queue.add("finalize", { providerMessageId: `wamid.${jobId}` }, { jobId });
-    const failing = new Worker(
-      "finalize",
-      async () => {
-        throw new Error("provider exploded");
-      },
-      {
-        connection: createRedis(env.config, { forQueues: true }),
-        prefix: queuePrefix(env.config.redisPrefix, "finalize"),
-      },
-    );
-    await eventually(async () => (await queue.getJobState(jobId)) === "failed");
-    await failing.close();
+    await workJob(env, "finalize", jobId, "failed", async () => {
+      throw new Error("provider exploded");
+    });
     return queue;
   }
 

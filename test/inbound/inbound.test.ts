@@ -1,12 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Worker } from "bullmq";
 import { signPayload } from "../../src/channel/signature.ts";
 import { buildWebhook } from "../../src/channel/webhook-payloads.ts";
 import { finalizeInbound } from "../../src/inbound/finalize.ts";
 import { sweep } from "../../src/maintenance/sweeper.ts";
 import { applyStatusEvents } from "../../src/outbound/status.ts";
-import { jobIdFor, queuePrefix } from "../../src/queues/index.ts";
-import { createRedis } from "../../src/redis/connect.ts";
+import { jobIdFor } from "../../src/queues/index.ts";
 import {
   createShop,
   customerWrites,
@@ -16,7 +14,14 @@ import {
   statusEventsOf,
   storeMessage,
 } from "../support/fixtures.ts";
-import { createTestEnv, deleteRedisPrefix, eventually, spawnWorker, type TestEnv } from "../support/index.ts";
+import {
+  createTestEnv,
+  deleteRedisPrefix,
+  eventually,
+  spawnWorker,
+  type TestEnv,
+  workJob,
+} from "../support/index.ts";
 
 let env: TestEnv;
 let shop: Shop;
@@ -361,12 +366,7 @@ describe("workers and the sweeper (real processes)", () => {
     const queue = env.deps.queues.finalize;
     const jobId = jobIdFor("in", id);
     await queue.add("sweep", { providerMessageId: id }, { jobId });
-    const idle = new Worker("finalize", async () => {}, {
-      connection: createRedis(env.config, { forQueues: true }),
-      prefix: queuePrefix(env.config.redisPrefix, "finalize"),
-    });
-    await eventually(async () => (await queue.getJobState(jobId)) === "completed");
-    await idle.close();
+    await workJob(env, "finalize", jobId, "completed");
 
     env.clock.advance(60);
     const swept = await sweep(env.deps, 10);

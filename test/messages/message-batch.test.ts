@@ -33,6 +33,14 @@ const countMessages = async (tenant = tenantId) =>
     ).n,
   );
 
+/** A single send of the order-shipped template under an Idempotency-Key. */
+const sendWithKey = (to: string, key: string) =>
+  postMessage(env.app, token, { to, template: ORDER_SHIPPED }, { key });
+
+/** Opts a contact out at `at`, or back in with null. */
+const setOptedOut = (contactId: string, at: Date | null) =>
+  env.deps.db.updateTable("contacts").set({ opted_out_at: at }).where("id", "=", contactId).execute();
+
 describe("POST /v2/messages/batch", () => {
   test("bad items among good ones: exactly the good ones accepted, each error with its item's param", async () => {
     const before = await countMessages();
@@ -86,12 +94,7 @@ describe("POST /v2/messages/batch", () => {
     expect(await countMessages()).toBe(before);
 
     // Shares the namespace of single sends' Idempotency-Key header.
-    const single = await postMessage(
-      env.app,
-      token,
-      { to: "+4915100124011", template: ORDER_SHIPPED },
-      { key: "batch-replay-1" },
-    );
+    const single = await sendWithKey("+4915100124011", "batch-replay-1");
     expect(single.status).toBe(200);
     expect(single.body.id).toBe(first.body.data[0].message.id);
 
@@ -174,18 +177,9 @@ describe("opt-out at acceptance", () => {
   test("a send to an opted-out contact is 409 recipient_opted_out, by phone, by contact and in a batch", async () => {
     const accepted = await postMessage(env.app, token, { to: "+4915100124401", template: ORDER_SHIPPED });
     const contactId: string = accepted.body.to.id;
-    await env.deps.db
-      .updateTable("contacts")
-      .set({ opted_out_at: new Date() })
-      .where("id", "=", contactId)
-      .execute();
+    await setOptedOut(contactId, new Date());
     const before = await countMessages();
-    const byPhone = await postMessage(
-      env.app,
-      token,
-      { to: "+4915100124401", template: ORDER_SHIPPED },
-      { key: "opted-out-1" },
-    );
+    const byPhone = await sendWithKey("+4915100124401", "opted-out-1");
     expect(byPhone.status).toBe(409);
     expect(byPhone.body.error).toMatchObject({ code: "recipient_opted_out", param: "to" });
     const byContact = await postMessage(env.app, token, { contact: contactId, body: "hello" });
@@ -198,27 +192,14 @@ describe("opt-out at acceptance", () => {
     expect(inBatch.body.data.map((r: { status: number }) => r.status)).toEqual([409, 201]);
     expect(await countMessages()).toBe(before + 1);
     // The refused key was not kept: after opting in, the same key sends.
-    await env.deps.db
-      .updateTable("contacts")
-      .set({ opted_out_at: null })
-      .where("id", "=", contactId)
-      .execute();
-    const later = await postMessage(
-      env.app,
-      token,
-      { to: "+4915100124401", template: ORDER_SHIPPED },
-      { key: "opted-out-1" },
-    );
+    await setOptedOut(contactId, null);
+    const later = await sendWithKey("+4915100124401", "opted-out-1");
     expect(later.status).toBe(201);
   });
 
   test("accepted before the opt-out: fails at the claim with recipient_opted_out, nothing sent", async () => {
     const accepted = await postMessage(env.app, token, { to: "+4915100124403", template: ORDER_SHIPPED });
-    await env.deps.db
-      .updateTable("contacts")
-      .set({ opted_out_at: new Date() })
-      .where("id", "=", accepted.body.to.id)
-      .execute();
+    await setOptedOut(accepted.body.to.id, new Date());
     const report = await deliverBatch(env.deps, [accepted.body.id]);
     expect(report.outcomes.get(accepted.body.id)).toBe("failed");
     const found = await call(env.app, "GET", `/v2/messages/${accepted.body.id}`, { token });

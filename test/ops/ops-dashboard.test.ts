@@ -1,10 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Worker } from "bullmq";
 import { createApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
-import { queuePrefix } from "../../src/queues/index.ts";
-import { createRedis } from "../../src/redis/connect.ts";
-import { call, createTestEnv, eventually, type TestEnv } from "../support/index.ts";
+import { call, createTestEnv, type TestEnv, workJob } from "../support/index.ts";
 
 /** The operator endpoints' guard (src/ops/guard.ts) and the bull-board dashboard at /ops/queues. */
 
@@ -102,18 +99,9 @@ describe("with OPS_USER and OPS_PASSWORD set", () => {
   test("every queue with its counts; a failed job shows its reason and is retried from the dashboard", async () => {
     const queue = env.deps.queues.finalize;
     await queue.add("finalize", { providerMessageId: "wamid.dashboard-1" }, { jobId: "in-dashboard-1" });
-    const failing = new Worker(
-      "finalize",
-      async () => {
-        throw new Error("provider exploded");
-      },
-      {
-        connection: createRedis(env.config, { forQueues: true }),
-        prefix: queuePrefix(env.config.redisPrefix, "finalize"),
-      },
-    );
-    await eventually(async () => (await queue.getJobState("in-dashboard-1")) === "failed");
-    await failing.close();
+    await workJob(env, "finalize", "in-dashboard-1", "failed", async () => {
+      throw new Error("provider exploded");
+    });
 
     const list = await call(
       env.app,
@@ -154,12 +142,7 @@ describe("with OPS_USER and OPS_PASSWORD set", () => {
   test("completed jobs are kept for the history (the last thousand, an hour)", async () => {
     const queue = env.deps.queues.status;
     await queue.add("drain", { nudgedAt: Date.now() }, { jobId: "dashboard-done-1" });
-    const idle = new Worker("status", async () => {}, {
-      connection: createRedis(env.config, { forQueues: true }),
-      prefix: queuePrefix(env.config.redisPrefix, "status"),
-    });
-    await eventually(async () => (await queue.getJobState("dashboard-done-1")) === "completed");
-    await idle.close();
+    await workJob(env, "status", "dashboard-done-1", "completed");
     const list = await call(
       env.app,
       "GET",

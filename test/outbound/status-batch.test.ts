@@ -162,6 +162,16 @@ function eventsFor(messages: { wamid: string }[]) {
   return { first, late, expected };
 }
 
+/**
+ * The oldest events (`late`) arrive once the first ones are applied: they settle at once and move no
+ * message backwards.
+ */
+async function postLateEvents(prefix: string, late: readonly StatusEvent[], expected: Map<string, string>) {
+  await postStatuses(shuffled(late, 11), 50);
+  await expectStatuses(prefix, expected);
+  expect(await unappliedOf(prefix)).toBe(0);
+}
+
 describe("status events in batches", () => {
   test("statuses of 500 known messages are applied by the webhook store itself, out of order, never backwards", async () => {
     const messages = await outbound("wamid.ingest", 500);
@@ -173,9 +183,7 @@ describe("status events in batches", () => {
     expect(await statusNudges()).toBe(nudgesBefore);
     await expectStatuses("wamid.ingest", expected);
     // The oldest events arrive last: nothing moves backwards.
-    await postStatuses(shuffled(late, 11), 50);
-    await expectStatuses("wamid.ingest", expected);
-    expect(await unappliedOf("wamid.ingest")).toBe(0);
+    await postLateEvents("wamid.ingest", late, expected);
   });
 
   test("status events for 500 messages are applied in one drain, out of order, never backwards", async () => {
@@ -194,9 +202,7 @@ describe("status events in batches", () => {
     await expectStatuses("wamid.bulk", expected);
 
     // The oldest events arrive last, once the messages are known: settled, nothing moves backwards.
-    await postStatuses(shuffled(late, 11), 50);
-    await expectStatuses("wamid.bulk", expected);
-    expect(await unappliedOf("wamid.bulk")).toBe(0);
+    await postLateEvents("wamid.bulk", late, expected);
   });
 
   test("50 concurrent webhooks are committed in far fewer than 50 transactions, with one nudge", async () => {

@@ -7,7 +7,7 @@ import {
 } from "../../src/applications/service.ts";
 import { validateNewApplication } from "../../src/panel/applications.ts";
 import { call, createTestEnv, getToken, requestToken, type TestEnv } from "../support/index.ts";
-import { type PanelClient, type PanelResponse, signedInClient } from "../support/panel.ts";
+import { type PanelClient, type PanelResponse, postRefused, signedInClient } from "../support/panel.ts";
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -38,18 +38,38 @@ async function createViaPanel(client: PanelClient, name: string, scopes: string[
 const tokenRequest = (clientId: string, clientSecret: string, scope?: string) =>
   requestToken(env.app, clientId, clientSecret, scope);
 
+/** The page shows each of `parts`. */
+function expectShows(page: PanelResponse, parts: string[]) {
+  for (const part of parts) expect(page.text).toContain(part);
+}
+
+/** The names of a tenant's applications, as stored. */
+const applicationNames = async (tenantId: string) =>
+  (
+    await env.deps.db.selectFrom("applications").select("name").where("tenant_id", "=", tenantId).execute()
+  ).map((row) => row.name);
+
+/** The token endpoint refuses this secret: 401 invalid_client. */
+async function expectSecretRefused(clientId: string, clientSecret: string) {
+  const refused = await tokenRequest(clientId, clientSecret);
+  expect(refused.status).toBe(401);
+  expect(refused.body.error).toBe("invalid_client");
+}
+
 describe("panel: applications list and create", () => {
   test("an empty tenant sees an explanation and the form, with labels and hints", async () => {
     const { client } = await signedInClient(env.app, env.deps);
     const page = await client.get("/panel/applications");
     expect(page.status).toBe(200);
-    expect(page.text).toContain("No applications yet");
-    expect(page.text).toContain('<label for="app-name">Name</label>');
-    expect(page.text).toContain("<legend>Scopes</legend>");
-    expect(page.text).toContain('value="messaging:send"');
-    expect(page.text).toContain('value="messaging:read"');
-    expect(page.text).toContain('aria-describedby="app-name-hint"');
-    expect(page.text).toContain('aria-current="page">Applications</a>');
+    expectShows(page, [
+      "No applications yet",
+      '<label for="app-name">Name</label>',
+      "<legend>Scopes</legend>",
+      'value="messaging:send"',
+      'value="messaging:read"',
+      'aria-describedby="app-name-hint"',
+      'aria-current="page">Applications</a>',
+    ]);
   });
 
   test("create shows the secret once; it works at the token endpoint; the list never shows it", async () => {
@@ -62,12 +82,14 @@ describe("panel: applications list and create", () => {
     expect(clientSecret).toMatch(/^csec_/);
     expect(page.headers.get("cache-control")).toBe("no-store");
     expect(page.headers.get("location")).toBeNull();
-    expect(page.text).toContain("will\n  not be shown again");
-    expect(page.text).toContain('class="secret"');
-    expect(page.text).toContain('data-copy="#client-secret"');
-    expect(page.text).toContain('data-copy="#client-id"');
-    expect(page.text).toContain("“Shop backend” is ready");
-    expect(page.text).toContain('href="/panel/applications"');
+    expectShows(page, [
+      "will\n  not be shown again",
+      'class="secret"',
+      'data-copy="#client-secret"',
+      'data-copy="#client-id"',
+      "“Shop backend” is ready",
+      'href="/panel/applications"',
+    ]);
 
     const stored = await findApplicationByClientId(env.deps.db, clientId);
     expect(stored?.name).toBe("Shop backend");
@@ -105,40 +127,39 @@ describe("panel: applications list and create", () => {
 
   test("validation errors re-render the form with 400 and create nothing", async () => {
     const { client, tenant } = await signedInClient(env.app, env.deps);
-    const count = async () =>
-      (
-        await env.deps.db
-          .selectFrom("applications")
-          .select("client_id")
-          .where("tenant_id", "=", tenant.id)
-          .execute()
-      ).length;
+    const count = async () => (await applicationNames(tenant.id)).length;
 
-    const noName = await client.post("/panel/applications", { name: "   ", scopes: "messaging:send" });
-    expect(noName.status).toBe(400);
+    const noName = await postRefused(
+      client,
+      "/panel/applications",
+      { name: "   ", scopes: "messaging:send" },
+      "Enter a name for the application.",
+    );
     expect(noName.text).toContain('role="alert"');
-    expect(noName.text).toContain("Enter a name for the application.");
     expect(noName.text).toContain('aria-describedby="app-name-hint app-name-error" aria-invalid="true"');
     expect(noName.text).toContain('id="app-name-error"');
     // The user's choice is kept.
     expect(noName.text).toContain('value="messaging:send" checked');
     expect(noName.text).not.toContain('value="messaging:read" checked');
 
-    const noScope = await client.post("/panel/applications", { name: "Kept name" });
-    expect(noScope.status).toBe(400);
-    expect(noScope.text).toContain("Choose at least one scope.");
+    const noScope = await postRefused(
+      client,
+      "/panel/applications",
+      { name: "Kept name" },
+      "Choose at least one scope.",
+    );
     expect(noScope.text).toContain('value="Kept name"');
     expect(noScope.text).toContain('id="app-scopes-error"');
     expect(noScope.text).toMatch(
       /value="messaging:send" aria-describedby="scope-hint-0 app-scopes-error" aria-invalid="true"/,
     );
 
-    const tooLong = await client.post("/panel/applications", {
-      name: "x".repeat(101),
-      scopes: "messaging:read",
-    });
-    expect(tooLong.status).toBe(400);
-    expect(tooLong.text).toContain("at most 100 characters");
+    await postRefused(
+      client,
+      "/panel/applications",
+      { name: "x".repeat(101), scopes: "messaging:read" },
+      "at most 100 characters",
+    );
 
     const unknownScope = await client.post("/panel/applications", { name: "Sneaky", scopes: "admin" });
     expect(unknownScope.status).toBe(400);
@@ -170,30 +191,17 @@ describe("panel: applications list and create", () => {
   test("posting the same form twice (reload, double click) creates one application", async () => {
     const { client, tenant } = await signedInClient(env.app, env.deps);
     const form = await client.get("/panel/applications");
-    const formId = formIdOf(form);
-    const first = await client.post("/panel/applications", {
-      name: "Once",
-      scopes: "messaging:send",
-      form_id: formId,
-    });
+    const once = { name: "Once", scopes: "messaging:send", form_id: formIdOf(form) };
+    const first = await client.post("/panel/applications", once);
     expect(first.status).toBe(201);
     const { clientId, clientSecret } = secretsOf(first);
-    const again = await client.post("/panel/applications", {
-      name: "Once",
-      scopes: "messaging:send",
-      form_id: formId,
-    });
+    const again = await client.post("/panel/applications", once);
     expect(again.status).toBe(409);
     expect(again.text).toContain("This form was already sent");
     expect(again.text).toContain(clientId);
     expect(again.text).not.toContain(clientSecret);
     expect(again.text).toContain(`/panel/applications/${clientId}/rotate-secret`);
-    const rows = await env.deps.db
-      .selectFrom("applications")
-      .select("name")
-      .where("tenant_id", "=", tenant.id)
-      .execute();
-    expect(rows).toEqual([{ name: "Once" }]);
+    expect(await applicationNames(tenant.id)).toEqual(["Once"]);
   });
 
   test("a hostile name is escaped everywhere it is shown", async () => {
@@ -240,9 +248,7 @@ describe("panel: rotate and revoke", () => {
     expect(rotated.text).toContain("The old secret stopped working just now");
     expect(rotated.text).toContain("up to 1 h");
 
-    const refused = await tokenRequest(clientId, oldSecret);
-    expect(refused.status).toBe(401);
-    expect(refused.body.error).toBe("invalid_client");
+    await expectSecretRefused(clientId, oldSecret);
     expect((await tokenRequest(clientId, newSecret)).status).toBe(200);
     // A token issued before the rotation still works until it expires.
     expect((await call(env.app, "GET", "/v2/senders", { token: oldToken })).status).toBe(200);
@@ -296,21 +302,21 @@ describe("panel: rotate and revoke", () => {
 
     const confirm = await client.get(`/panel/applications/${clientId}/revoke`);
     expect(confirm.status).toBe(200);
-    expect(confirm.text).toContain("Revoke “Leaving”?");
-    expect(confirm.text).toContain("Revoking is permanent.");
-    expect(confirm.text).toContain("can no longer get access tokens");
-    expect(confirm.text).toContain("keep working until they expire, up to 1 h");
-    expect(confirm.text).toContain("its last token expires");
-    expect(confirm.text).toContain(`<form method="post" action="/panel/applications/${clientId}/revoke"`);
+    expectShows(confirm, [
+      "Revoke “Leaving”?",
+      "Revoking is permanent.",
+      "can no longer get access tokens",
+      "keep working until they expire, up to 1 h",
+      "its last token expires",
+      `<form method="post" action="/panel/applications/${clientId}/revoke"`,
+    ]);
     // Looking is not revoking.
     expect((await tokenRequest(clientId, clientSecret)).status).toBe(200);
 
     const revoked = await client.post(`/panel/applications/${clientId}/revoke`);
     expect(revoked.status).toBe(303);
     expect(revoked.headers.get("location")).toBe(`/panel/applications?revoked=${clientId}`);
-    const refused = await tokenRequest(clientId, clientSecret);
-    expect(refused.status).toBe(401);
-    expect(refused.body.error).toBe("invalid_client");
+    await expectSecretRefused(clientId, clientSecret);
 
     const after = await client.get(revoked.headers.get("location")!);
     expect(after.text).toContain('<p class="notice" role="status"><strong>“Leaving” is revoked.</strong>');
@@ -374,12 +380,7 @@ describe("panel: applications are guarded", () => {
     expect(after?.revokedAt).toBeNull();
     expect(after?.secretDigest).toEqual(before!.secretDigest);
     expect((await tokenRequest(clientId, clientSecret)).status).toBe(200);
-    const names = await env.deps.db
-      .selectFrom("applications")
-      .select("name")
-      .where("tenant_id", "=", tenant.id)
-      .execute();
-    expect(names).toEqual([{ name: "Guarded" }]);
+    expect(await applicationNames(tenant.id)).toEqual(["Guarded"]);
   });
 
   test("another tenant's user: 404 on every application URL, and never sees them listed", async () => {

@@ -99,6 +99,17 @@ async function unread(contactId: string) {
     .executeTakeFirstOrThrow();
 }
 
+/** How many outbound messages the contact has. */
+const outboundCount = async (contactId: string) => (await outboundMessages(env.deps.db, contactId)).length;
+
+/** A text reply to the contact, posted with the key of the reply form on `view`. */
+const postText = (contactId: string, body: string, view: PanelResponse) =>
+  client.post(`/panel/conversations/${contactId}/messages`, {
+    kind: "text",
+    body,
+    idempotency_key: idempotencyKey(view),
+  });
+
 async function sentToSimulator(messageId: string): Promise<number> {
   return (await sentTo(env, PHONE_NUMBER_ID, messageId)).length;
 }
@@ -176,7 +187,7 @@ describe("the conversation list and view", () => {
     expect(same.text).toBe("");
 
     env.clock.advance(60);
-    await customerWrites({ text: "Hello again", timestamp: nowSeconds() });
+    await customerWrites({ text: "Hello again" });
     expect((await unread(contactId)).unread).toBe(1);
 
     const changed = await client.get(poll, HX);
@@ -203,12 +214,7 @@ describe("the conversation list and view", () => {
     expect((await client.get(poll, HX)).status).toBe(204);
 
     env.clock.advance(60);
-    const bo = await customerWrites({
-      from: "4915166000002",
-      text: "Bo here",
-      name: "Bo",
-      timestamp: nowSeconds(),
-    });
+    const bo = await customerWrites({ from: "4915166000002", text: "Bo here", name: "Bo" });
     const changed = await client.get(poll, HX);
     expect(changed.status).toBe(200);
     // The list page's tab title first (the unread count, issue 24), then the list.
@@ -228,12 +234,7 @@ describe("the conversation list and view", () => {
 
   test("media placeholders with captions, statuses as text, failure reasons", async () => {
     env.clock.advance(60);
-    await customerWrites({
-      type: "document",
-      filename: "invoice.pdf",
-      caption: "see attached",
-      timestamp: nowSeconds(),
-    });
+    await customerWrites({ type: "document", filename: "invoice.pdf", caption: "see attached" });
     const tenant = { tenantId: account.tenant.id, sender };
     await insertOutbound(env, tenant, {
       contactId,
@@ -267,7 +268,6 @@ describe("the conversation list and view", () => {
       from: "4915166000003",
       text: '<img src=x onerror="alert(1)"><script>alert(2)</script>',
       name: "<b>Eve</b>",
-      timestamp: nowSeconds(),
     });
     const list = await client.get("/panel/conversations");
     const view = await client.get(`/panel/conversations/${evil.contactId}`);
@@ -320,12 +320,7 @@ describe("replying inside the window", () => {
 
   beforeAll(async () => {
     env.clock.advance(60);
-    ({ contactId } = await customerWrites({
-      from: "4915166000010",
-      text: "Can you help?",
-      name: "Cleo",
-      timestamp: nowSeconds(),
-    }));
+    ({ contactId } = await customerWrites({ from: "4915166000010", text: "Can you help?", name: "Cleo" }));
   });
 
   test("a reply is sent once through the API's path even when the same form is posted twice", async () => {
@@ -407,34 +402,30 @@ describe("replying inside the window", () => {
     const key = idempotencyKey(view);
     const path = `/panel/conversations/${contactId}/messages`;
     expect((await client.post(path, { kind: "text", body: "First", idempotency_key: key })).status).toBe(303);
-    const before = (await outboundMessages(env.deps.db, contactId)).length;
+    const before = await outboundCount(contactId);
     const reused = await client.post(path, { kind: "text", body: "Second", idempotency_key: key });
     expect(reused.status).toBe(400);
     expect(reused.text).toContain('role="alert">This form was already used to send a message');
     expect(reused.text).toContain(">Second</textarea>");
     expect(idempotencyKey(reused)).not.toBe(key);
-    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
+    expect(await outboundCount(contactId)).toBe(before);
   });
 
   test("a blank message is refused in the form, nothing is sent", async () => {
     const view = await client.get(`/panel/conversations/${contactId}`);
-    const before = (await outboundMessages(env.deps.db, contactId)).length;
-    const blank = await client.post(`/panel/conversations/${contactId}/messages`, {
-      kind: "text",
-      body: "   ",
-      idempotency_key: idempotencyKey(view),
-    });
+    const before = await outboundCount(contactId);
+    const blank = await postText(contactId, "   ", view);
     expect(blank.status).toBe(400);
     expect(blank.text).toContain(
       '<p class="error" id="reply-error" role="alert">Write a message before sending.</p>',
     );
     expect(blank.text).toMatch(/<textarea id="reply-body"[^>]* aria-invalid="true">/);
-    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
+    expect(await outboundCount(contactId)).toBe(before);
   });
 
   test("a post without the CSRF token is refused and sends nothing", async () => {
     const view = await client.get(`/panel/conversations/${contactId}`);
-    const before = (await outboundMessages(env.deps.db, contactId)).length;
+    const before = await outboundCount(contactId);
     const forged = await client.request("POST", `/panel/conversations/${contactId}/messages`, {
       form: { kind: "text", body: "forged", idempotency_key: idempotencyKey(view) },
     });
@@ -444,7 +435,7 @@ describe("replying inside the window", () => {
       headers: HX,
     });
     expect(wrong.status).toBe(403);
-    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
+    expect(await outboundCount(contactId)).toBe(before);
   });
 
   test("another tenant's user sees none of it: an empty list, and 404 by URL", async () => {
@@ -466,14 +457,14 @@ describe("replying inside the window", () => {
     const fragment = await other.client.get(`/panel/conversations/${contactId}/thread?v=x&mode=text`, HX);
     expect(fragment.status).toBe(404);
     expect(fragment.text).not.toContain("Cleo");
-    const before = (await outboundMessages(env.deps.db, contactId)).length;
+    const before = await outboundCount(contactId);
     const post = await other.client.post(`/panel/conversations/${contactId}/messages`, {
       kind: "text",
       body: "hijack",
       idempotency_key: "panel-AAAAAAAAAAAAAAAAAAAAAA",
     });
     expect(post.status).toBe(404);
-    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
+    expect(await outboundCount(contactId)).toBe(before);
     // A row of this tenant's list is not a way in either.
     const listFragment = await other.client.get(`/panel/conversations/list?current=${contactId}`, HX);
     expect(listFragment.status).toBe(200);
@@ -498,12 +489,7 @@ describe("a closed window", () => {
 
   beforeAll(async () => {
     env.clock.advance(60);
-    ({ contactId } = await customerWrites({
-      from: "4915166000020",
-      text: "Thanks!",
-      name: "Dev",
-      timestamp: nowSeconds(),
-    }));
+    ({ contactId } = await customerWrites({ from: "4915166000020", text: "Thanks!", name: "Dev" }));
     env.clock.advance(25 * 3600);
     // The session (12 h) ended meanwhile: sign in again.
     await client.signIn(account.email, account.password);
@@ -575,12 +561,8 @@ describe("a closed window", () => {
     const quotaKey = env.deps.keys.dailyQuota(account.tenant.id, "whatsapp", day);
     const quotaBefore = await env.deps.redis.get(quotaKey);
     await nextSecond();
-    const before = (await outboundMessages(env.deps.db, contactId)).length;
-    const refused = await client.post(`/panel/conversations/${contactId}/messages`, {
-      kind: "text",
-      body: "Are you still there?",
-      idempotency_key: idempotencyKey(view),
-    });
+    const before = await outboundCount(contactId);
+    const refused = await postText(contactId, "Are you still there?", view);
     expect(refused.status).toBe(409);
     expect(refused.text).toContain(
       '<p class="error" id="reply-error" role="alert">Free text can only be sent within 24 hours of the customer&#39;s last message; send an approved template.</p>',
@@ -594,7 +576,7 @@ describe("a closed window", () => {
       '<blockquote id="reply-draft-text" class="reply-draft-text">Are you still there?</blockquote>',
     );
     expect(refused.text).toContain("It cannot be sent as free text until Dev writes again");
-    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
+    expect(await outboundCount(contactId)).toBe(before);
 
     const htmx = await client.request("POST", `/panel/conversations/${contactId}/messages`, {
       form: { _csrf: client.csrf, kind: "text", body: "Hello?", idempotency_key: idempotencyKey(view) },
@@ -618,7 +600,7 @@ describe("a closed window", () => {
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(limited.text).toContain('role="alert">Too many messages at once: at most 3 per second.');
 
-    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
+    expect(await outboundCount(contactId)).toBe(before);
     // A refused send gives its reserved unit of the daily quota back.
     expect(Number((await env.deps.redis.get(quotaKey)) ?? 0)).toBe(Number(quotaBefore ?? 0));
   });
@@ -628,37 +610,28 @@ describe("a closed window", () => {
     const id = await templateId("order_shipped", "en");
     const page = await client.get(`/panel/conversations/${contactId}?template=${id}`);
     const key = idempotencyKey(page);
+    /** order_shipped to Dev, for the order number given. */
+    const sendForOrder = (order: string) =>
+      client.post(`/panel/conversations/${contactId}/messages`, {
+        kind: "template",
+        template: id,
+        "body.1": "Dev",
+        "body.2": order,
+        idempotency_key: key,
+      });
 
-    const missing = await client.post(`/panel/conversations/${contactId}/messages`, {
-      kind: "template",
-      template: id,
-      "body.1": "Dev",
-      "body.2": "",
-      idempotency_key: key,
-    });
+    const missing = await sendForOrder("");
     expect(missing.status).toBe(400);
     expect(missing.text).toContain('role="alert">Fill in every variable of the template.</p>');
     expect(missing.text).toMatch(/name="body\.2" value=""[^>]* aria-invalid="true"/);
     expect(missing.text).toContain('name="body.1" value="Dev"');
 
-    const invalid = await client.post(`/panel/conversations/${contactId}/messages`, {
-      kind: "template",
-      template: id,
-      "body.1": "Dev",
-      "body.2": "A-1\nB-2",
-      idempotency_key: key,
-    });
+    const invalid = await sendForOrder("A-1\nB-2");
     expect(invalid.status).toBe(400);
     expect(invalid.text).toContain("template.variables.body.2 may hold at most 1024 characters");
     expect(invalid.text).toMatch(/name="body\.2"[^>]* aria-invalid="true"/);
 
-    const ok = await client.post(`/panel/conversations/${contactId}/messages`, {
-      kind: "template",
-      template: id,
-      "body.1": "Dev",
-      "body.2": "A-1001",
-      idempotency_key: key,
-    });
+    const ok = await sendForOrder("A-1001");
     expect(ok.status).toBe(303);
     const sent = await outboundMessages(env.deps.db, contactId);
     expect(sent.at(-1)).toMatchObject({ type: "template", text: "Hi Dev, your order A-1001 has shipped." });
@@ -691,7 +664,7 @@ describe("a closed window", () => {
       "body.1": "INV-2041",
       idempotency_key: idempotencyKey(page),
     };
-    const before = (await outboundMessages(env.deps.db, contactId)).length;
+    const before = await outboundCount(contactId);
 
     const missing = await client.post(path, { ...form, header_link: " " });
     expect(missing.status).toBe(400);
@@ -709,7 +682,7 @@ describe("a closed window", () => {
       "The document link must not be a private, loopback or link-local address: give a public https link",
     );
     expect(local.text).toContain('name="header_link" value="https://127.0.0.1/invoice.pdf"');
-    expect(await outboundMessages(env.deps.db, contactId)).toHaveLength(before);
+    expect(await outboundCount(contactId)).toBe(before);
 
     const link = "https://files.example.com/invoices/INV-2041.pdf";
     const ok = await client.post(path, { ...form, header_link: link, header_filename: "Invoice 2041.pdf" });
@@ -730,11 +703,7 @@ describe("a closed window", () => {
 
   test("when the customer writes again, the poll brings back the free-text box", async () => {
     const poll = threadPoll(await client.get(`/panel/conversations/${contactId}`));
-    await customerWrites({
-      from: "4915166000020",
-      text: "Got it, one more question",
-      timestamp: nowSeconds(),
-    });
+    await customerWrites({ from: "4915166000020", text: "Got it, one more question" });
     const changed = await client.get(poll, HX);
     expect(changed.status).toBe(200);
     // Only the free-text part is replaced: the template part (what is typed in it) stays.
@@ -781,15 +750,9 @@ describe("finding conversations, message details, retries, starting one (issue 2
       from: "4915166000032",
       text: "Is it in stock?",
       name: "Zoë Quinn",
-      timestamp: nowSeconds(),
     }));
     env.clock.advance(1);
-    ({ contactId: xia } = await customerWrites({
-      from: "4915166000033",
-      text: "Hello",
-      name: "Xia",
-      timestamp: nowSeconds(),
-    }));
+    ({ contactId: xia } = await customerWrites({ from: "4915166000033", text: "Hello", name: "Xia" }));
     retryId =
       (await insertOutbound(env, tenant, {
         contactId: xia,
@@ -848,7 +811,7 @@ describe("finding conversations, message details, retries, starting one (issue 2
     const poll = listPoll(failed);
     expect((await client.get(poll, HX)).status).toBe(204);
     env.clock.advance(1);
-    await customerWrites({ from: "4915166000031", text: "Still nothing?", timestamp: nowSeconds() });
+    await customerWrites({ from: "4915166000031", text: "Still nothing?" });
     const changed = await client.get(poll, HX);
     expect(changed.status).toBe(200);
     // Yannick's last message is now his own: no longer failed, so no longer listed.
@@ -971,7 +934,7 @@ describe("finding conversations, message details, retries, starting one (issue 2
 
     const poll = listPoll(page);
     env.clock.advance(1);
-    await customerWrites({ from: "4915166000032", text: "Hello?", timestamp: nowSeconds() });
+    await customerWrites({ from: "4915166000032", text: "Hello?" });
     const changed = await client.get(poll, HX);
     expect(changed.status).toBe(200);
     expect(changed.text).toStartWith(`<title>(${count + 1}) Conversations · Messaging panel</title>`);

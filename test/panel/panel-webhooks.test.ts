@@ -16,7 +16,7 @@ import { ENDPOINTS_PER_TENANT } from "../../src/push/schemas.ts";
 import { createWebhookEndpoint, type EndpointDeps } from "../../src/push/service.ts";
 import { sendTestEvent } from "../../src/push/test-event.ts";
 import { createTestEnv, type TestEnv } from "../support/index.ts";
-import { type PanelClient, type PanelResponse, signedInClient } from "../support/panel.ts";
+import { type PanelClient, type PanelResponse, postRefused, signedInClient } from "../support/panel.ts";
 
 interface Received {
   body: string;
@@ -175,32 +175,21 @@ describe("panel: webhooks list and create", () => {
   test("a bad URL, an unknown type or a long description: the form again with the reason, nothing made", async () => {
     const before = await countEndpoints();
     await client.get("/panel/webhooks");
-    const notUrl = await client.post("/panel/webhooks", { url: "not a url", description: "kept" });
-    expect(notUrl.status).toBe(400);
+    const refused = (form: Record<string, string | string[]>, reason: string) =>
+      postRefused(client, "/panel/webhooks", form, reason);
+    const notUrl = await refused({ url: "not a url", description: "kept" }, "The URL is not a URL.");
     expect(notUrl.text).toContain("The endpoint was not created.");
-    expect(notUrl.text).toContain("The URL is not a URL.");
     expect(notUrl.text).toContain('value="kept"');
     expect(notUrl.text).toContain('aria-invalid="true" autofocus');
 
-    const ftp = await client.post("/panel/webhooks", { url: "ftp://example.com/hooks" });
-    expect(ftp.status).toBe(400);
-    expect(ftp.text).toContain("The URL must be an https URL.");
-
-    const credentials = await client.post("/panel/webhooks", { url: "https://user:pw@example.com/" });
-    expect(credentials.status).toBe(400);
-    expect(credentials.text).toContain("The URL must not carry credentials.");
-
-    const empty = await client.post("/panel/webhooks", { url: "   " });
-    expect(empty.status).toBe(400);
-    expect(empty.text).toContain("Enter the URL events are posted to.");
-
-    const type = await client.post("/panel/webhooks", { url: receiver.url, events: ["message.eaten"] });
-    expect(type.status).toBe(400);
-    expect(type.text).toContain("Choose only the event types listed.");
-
-    const long = await client.post("/panel/webhooks", { url: receiver.url, description: "x".repeat(501) });
-    expect(long.status).toBe(400);
-    expect(long.text).toContain("at most 500 characters");
+    const refusals: [Record<string, string | string[]>, string][] = [
+      [{ url: "ftp://example.com/hooks" }, "The URL must be an https URL."],
+      [{ url: "https://user:pw@example.com/" }, "The URL must not carry credentials."],
+      [{ url: "   " }, "Enter the URL events are posted to."],
+      [{ url: receiver.url, events: ["message.eaten"] }, "Choose only the event types listed."],
+      [{ url: receiver.url, description: "x".repeat(501) }, "at most 500 characters"],
+    ];
+    for (const [form, reason] of refusals) await refused(form, reason);
 
     expect(await countEndpoints()).toBe(before);
   });

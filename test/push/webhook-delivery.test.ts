@@ -114,14 +114,31 @@ async function customersWrite(phones: string[], count: number): Promise<void> {
   await nudgeEndpointsOf(env.deps, tick.eventTenants);
 }
 
-async function createEndpoint(url: string, body: Record<string, unknown> = {}) {
-  const response = await call(env.app, "POST", "/v2/webhook_endpoints", { token, body: { url, ...body } });
+/** An endpoint for message.received events, posting to `url`. */
+async function createEndpoint(url: string) {
+  const response = await call(env.app, "POST", "/v2/webhook_endpoints", {
+    token,
+    body: { url, events: ["message.received"] },
+  });
   expect(response.status).toBe(201);
   return structuredClone(response.body) as { id: string; secret: string; delivery: { cursor: string } };
 }
 
 const endpointState = async (id: string) =>
   (await call(env.app, "GET", `/v2/webhook_endpoints/${id}`, { token })).body;
+
+/** The endpoint's state (GET /webhook_endpoints/{id}) once `reached` holds of it. */
+const endpointOnce = (id: string, reached: (state: Awaited<ReturnType<typeof endpointState>>) => boolean) =>
+  eventually(async () => {
+    const state = await endpointState(id);
+    return reached(state) && state;
+  });
+
+/** The end of a test: its receiver stopped, its endpoint deleted (the next tests' events are not for it). */
+async function retire(receiver: ReturnType<typeof startReceiver>, endpointId: string) {
+  await receiver.stop();
+  await call(env.app, "DELETE", `/v2/webhook_endpoints/${endpointId}`, { token });
+}
 
 /** Every event id of the log after `since`, in log order. */
 async function eventIdsAfter(since: string, types = "message.received"): Promise<string[]> {
@@ -137,7 +154,7 @@ describe("webhook delivery", () => {
       await Bun.sleep(delivery.event.data.contact.phone.endsWith("1") ? 30 : Math.random() * 5);
       return new Response(null, { status: 204 });
     });
-    const endpoint = await createEndpoint(receiver.url, { events: ["message.received"] });
+    const endpoint = await createEndpoint(receiver.url);
     const phones = ["+4915100000701", "+4915100000702", "+4915100000703", "+4915100000704"];
     await customersWrite(phones, 6);
     const expected = await eventIdsAfter(endpoint.delivery.cursor);
@@ -168,13 +185,12 @@ describe("webhook delivery", () => {
     // ...and the contacts went in parallel: the slow one did not hold the others back.
     const slowLast = receiver.deliveries.map((d) => d.event.data.contact.phone).lastIndexOf(phones[0] ?? "");
     expect(slowLast).toBe(23);
-    const state = await eventually(async () => {
-      const s = await endpointState(endpoint.id);
-      return s.delivery.pending === 0 && s.delivery.last_success_at !== null && s;
-    });
+    const state = await endpointOnce(
+      endpoint.id,
+      (s) => s.delivery.pending === 0 && s.delivery.last_success_at !== null,
+    );
     expect(state.delivery.oldest_pending_age).toBe(null);
-    await receiver.stop();
-    await call(env.app, "DELETE", `/v2/webhook_endpoints/${endpoint.id}`, { token });
+    await retire(receiver, endpoint.id);
   }, 30_000);
 
   test("a failed post is retried with backoff, holding back that contact's next events only", async () => {
@@ -186,7 +202,7 @@ describe("webhook delivery", () => {
       }
       return new Response("ok");
     });
-    const endpoint = await createEndpoint(receiver.url, { events: ["message.received"] });
+    const endpoint = await createEndpoint(receiver.url);
     await customersWrite(["+4915100000711", "+4915100000712"], 3);
     await eventually(async () => receiver.deliveries.length >= 6, 15_000);
     // The other contact did not wait for the failing one.
@@ -196,27 +212,20 @@ describe("webhook delivery", () => {
     const ofFailing = receiver.deliveries.filter((d) => d.event.data.contact.phone === "+4915100000711");
     expect(ofFailing.map((d) => d.id)).toEqual(logOrder.filter((id) => ofFailing.some((d) => d.id === id)));
     expect(ofFailing).toHaveLength(3);
-    const state = await eventually(async () => {
-      const s = await endpointState(endpoint.id);
-      return s.delivery.pending === 0 && s;
-    });
+    const state = await endpointOnce(endpoint.id, (s) => s.delivery.pending === 0);
     expect(state.delivery.last_failure).toMatchObject({
       status_code: 500,
       error: expect.stringContaining("database busy"),
     });
-    await receiver.stop();
-    await call(env.app, "DELETE", `/v2/webhook_endpoints/${endpoint.id}`, { token });
+    await retire(receiver, endpoint.id);
   }, 30_000);
 
   test("a receiver down for a while, then back, gets every event, once acknowledged", async () => {
     const receiver = startReceiver();
-    const endpoint = await createEndpoint(receiver.url, { events: ["message.received"] });
+    const endpoint = await createEndpoint(receiver.url);
     await receiver.down();
     await customersWrite(["+4915100000721", "+4915100000722", "+4915100000723"], 4);
-    const down = await eventually(async () => {
-      const s = await endpointState(endpoint.id);
-      return s.delivery.last_failure !== null && s;
-    });
+    const down = await endpointOnce(endpoint.id, (s) => s.delivery.last_failure !== null);
     expect(down.delivery.last_failure.status_code).toBe(null);
     expect(down.delivery.pending).toBe(12);
     expect(down.delivery.oldest_pending_age).toBeGreaterThanOrEqual(0);
@@ -227,24 +236,17 @@ describe("webhook delivery", () => {
     expect(expected).toHaveLength(16);
     await eventually(async () => new Set(receiver.deliveries.map((d) => d.id)).size >= 16, 20_000);
     expect(new Set(receiver.deliveries.map((d) => d.id))).toEqual(new Set(expected));
-    const state = await eventually(async () => {
-      const s = await endpointState(endpoint.id);
-      return s.delivery.pending === 0 && s;
-    });
+    const state = await endpointOnce(endpoint.id, (s) => s.delivery.pending === 0);
     expect(state.status).toBe("enabled");
-    await receiver.stop();
-    await call(env.app, "DELETE", `/v2/webhook_endpoints/${endpoint.id}`, { token });
+    await retire(receiver, endpoint.id);
   }, 40_000);
 
   test("replay from a cursor re-delivers exactly the events after it, in order", async () => {
     const receiver = startReceiver();
-    const endpoint = await createEndpoint(receiver.url, { events: ["message.received"] });
+    const endpoint = await createEndpoint(receiver.url);
     await customersWrite(["+4915100000731"], 3);
     await eventually(async () => receiver.deliveries.length >= 3);
-    const middle = await eventually(async () => {
-      const s = await endpointState(endpoint.id);
-      return s.delivery.pending === 0 && s.delivery.cursor;
-    });
+    const middle: string = (await endpointOnce(endpoint.id, (s) => s.delivery.pending === 0)).delivery.cursor;
     await customersWrite(["+4915100000731", "+4915100000732"], 2);
     await eventually(async () => receiver.deliveries.length >= 7);
     const after = await eventIdsAfter(middle);
@@ -260,13 +262,12 @@ describe("webhook delivery", () => {
     expect(receiver.deliveries.map((d) => d.id).sort()).toEqual([...after].sort());
     const ofFirst = receiver.deliveries.filter((d) => d.event.data.contact.phone === "+4915100000731");
     expect(ofFirst.map((d) => d.id)).toEqual(after.filter((id) => ofFirst.some((d) => d.id === id)));
-    await receiver.stop();
-    await call(env.app, "DELETE", `/v2/webhook_endpoints/${endpoint.id}`, { token });
+    await retire(receiver, endpoint.id);
   }, 30_000);
 
   test("after rotate_secret the old secrets sign too; a 410 disables the endpoint", async () => {
     const receiver = startReceiver();
-    const endpoint = await createEndpoint(receiver.url, { events: ["message.received"] });
+    const endpoint = await createEndpoint(receiver.url);
     const rotate = () =>
       call(env.app, "POST", `/v2/webhook_endpoints/${endpoint.id}/rotate_secret`, { token });
     // Rotated twice (a retry after a lost answer): the original secret still signs, and both new ones.
@@ -288,10 +289,7 @@ describe("webhook delivery", () => {
 
     receiver.answer(() => new Response("gone", { status: 410 }));
     await customersWrite(["+4915100000741"], 1);
-    const state = await eventually(async () => {
-      const s = await endpointState(endpoint.id);
-      return s.status === "disabled" && s;
-    });
+    const state = await endpointOnce(endpoint.id, (s) => s.status === "disabled");
     expect(state.disabled_reason).toBe("gone");
     expect(state.delivery.last_failure.status_code).toBe(410);
     // Enabled again, it resumes from its cursor: the event the 410 refused comes now.

@@ -135,61 +135,34 @@ describe("GET /senders", () => {
   });
 });
 
+/** An approved template with only body variables and no buttons. */
+const bodyOnly = (name: string, language: string, body: string[], preview: string, format: string) => ({
+  name,
+  language,
+  category: "utility",
+  variables: { body, header: [], buttons: [] },
+  preview,
+  header: { format },
+  buttons: [],
+});
+
+const APPOINTMENT_REMINDER = {
+  name: "appointment_reminder",
+  language: "en",
+  category: "utility",
+  variables: { body: ["1", "2"], header: ["1"], buttons: ["0"] },
+  preview: "See you on {{1}} at {{2}}.",
+  header: { format: "text" },
+  buttons: [{ type: "url", text: "Manage appointment", url: "https://example.com/a/{{1}}" }],
+};
+
 const APPROVED_TEMPLATES = [
-  {
-    name: "appointment_reminder",
-    language: "en",
-    category: "utility",
-    variables: { body: ["1", "2"], header: ["1"], buttons: ["0"] },
-    preview: "See you on {{1}} at {{2}}.",
-    header: { format: "text" },
-    buttons: [{ type: "url", text: "Manage appointment", url: "https://example.com/a/{{1}}" }],
-  },
-  {
-    name: "delivery_video",
-    language: "en",
-    category: "utility",
-    variables: { body: ["1"], header: [], buttons: [] },
-    preview: "Watch how we packed order {{1}}.",
-    header: { format: "video" },
-    buttons: [],
-  },
-  {
-    name: "invoice_ready",
-    language: "en",
-    category: "utility",
-    variables: { body: ["1"], header: [], buttons: [] },
-    preview: "Your invoice {{1}} is ready.",
-    header: { format: "document" },
-    buttons: [],
-  },
-  {
-    name: "order_shipped",
-    language: "de",
-    category: "utility",
-    variables: { body: ["1", "2"], header: [], buttons: [] },
-    preview: "Hallo {{1}}, deine Bestellung {{2}} wurde versandt.",
-    header: { format: "none" },
-    buttons: [],
-  },
-  {
-    name: "order_shipped",
-    language: "en",
-    category: "utility",
-    variables: { body: ["1", "2"], header: [], buttons: [] },
-    preview: "Hi {{1}}, your order {{2}} has shipped.",
-    header: { format: "none" },
-    buttons: [],
-  },
-  {
-    name: "welcome",
-    language: "en",
-    category: "marketing",
-    variables: { body: [], header: [], buttons: [] },
-    preview: "Welcome to our service!",
-    header: { format: "none" },
-    buttons: [],
-  },
+  APPOINTMENT_REMINDER,
+  bodyOnly("delivery_video", "en", ["1"], "Watch how we packed order {{1}}.", "video"),
+  bodyOnly("invoice_ready", "en", ["1"], "Your invoice {{1}} is ready.", "document"),
+  bodyOnly("order_shipped", "de", ["1", "2"], "Hallo {{1}}, deine Bestellung {{2}} wurde versandt.", "none"),
+  bodyOnly("order_shipped", "en", ["1", "2"], "Hi {{1}}, your order {{2}} has shipped.", "none"),
+  { ...bodyOnly("welcome", "en", [], "Welcome to our service!", "none"), category: "marketing" },
 ];
 
 describe("GET /senders/{sender_id}/templates", () => {
@@ -284,34 +257,44 @@ describe("operator CLI: senders and templates", () => {
     const { code, out } = await runCli(args, { ...cliEnv(), ...overrides });
     return { code, body: JSON.parse(out) };
   }
+  /** `sender create` connecting one number of a tenant, by its provider ids. */
+  const createArgs = (tenant: string, phone: string, phoneNumberId: string, wabaId: string) => [
+    "sender",
+    "create",
+    "--tenant",
+    tenant,
+    "--phone",
+    phone,
+    "--phone-number-id",
+    phoneNumberId,
+    "--waba-id",
+    wabaId,
+  ];
+  /** The sender `sender create` prints: active, at the default pace, and the given fields. */
+  const printedSender = (fields: Record<string, unknown>) => ({
+    object: "sender",
+    id: expect.stringMatching(/^snd_[0-9A-Za-z]{22}$/),
+    active: true,
+    mps: 80,
+    ...fields,
+  });
 
   test("sender create connects a number and syncs its templates; deactivate retires it", async () => {
     const created = await cli([
-      "sender",
-      "create",
-      "--tenant",
-      tenantId,
-      "--phone",
-      "1 555 010 0021",
-      "--phone-number-id",
-      "100000000000301",
-      "--waba-id",
-      "200000000000301",
+      ...createArgs(tenantId, "1 555 010 0021", "100000000000301", "200000000000301"),
       "--name",
       "Support",
     ]);
     expect(created.code).toBe(0);
-    expect(created.body).toEqual({
-      object: "sender",
-      id: expect.stringMatching(/^snd_[0-9A-Za-z]{22}$/),
-      tenant: tenantId,
-      phone_number: "+15550100021",
-      name: "Support",
-      provider_phone_number_id: "100000000000301",
-      active: true,
-      mps: 80,
-      templates_synced: 6,
-    });
+    expect(created.body).toEqual(
+      printedSender({
+        tenant: tenantId,
+        phone_number: "+15550100021",
+        name: "Support",
+        provider_phone_number_id: "100000000000301",
+        templates_synced: 6,
+      }),
+    );
     const stored = await env.deps.db
       .selectFrom("senders")
       .selectAll()
@@ -330,20 +313,11 @@ describe("operator CLI: senders and templates", () => {
   });
 
   test("sender create --mps sets the sender's pace; it must be a positive integer", async () => {
-    const base = [
-      "sender",
-      "create",
-      "--tenant",
-      tenantId,
-      "--phone",
-      "+15550100029",
-      "--waba-id",
-      "200000000000309",
-    ];
-    const refused = await cli([...base, "--phone-number-id", "100000000000309", "--mps", "0"]);
+    const base = createArgs(tenantId, "+15550100029", "100000000000309", "200000000000309");
+    const refused = await cli([...base, "--mps", "0"]);
     expect(refused.code).not.toBe(0);
     expect(refused.body.error.code).toBe("invalid_flag");
-    const created = await cli([...base, "--phone-number-id", "100000000000309", "--mps", "20"]);
+    const created = await cli([...base, "--mps", "20"]);
     expect(created.code).toBe(0);
     expect(created.body.mps).toBe(20);
     const stored = await env.deps.db
@@ -357,34 +331,23 @@ describe("operator CLI: senders and templates", () => {
   test("sender create with the provider unreachable still creates the sender, with a warning", async () => {
     const created = await cli(
       [
-        "sender",
-        "create",
-        "--tenant",
-        tenantId,
-        "--phone",
-        "+15550100022",
-        "--phone-number-id",
-        "100000000000302",
-        "--waba-id",
-        "200000000000302",
+        ...createArgs(tenantId, "+15550100022", "100000000000302", "200000000000302"),
         "--access-token",
         "real-token",
       ],
       { WHATSAPP_GRAPH_URL: "http://127.0.0.1:9" },
     );
     expect(created.code).toBe(0);
-    expect(created.body).toEqual({
-      object: "sender",
-      id: expect.stringMatching(/^snd_/),
-      tenant: tenantId,
-      phone_number: "+15550100022",
-      name: null,
-      provider_phone_number_id: "100000000000302",
-      active: true,
-      mps: 80,
-      templates_synced: null,
-      warning: expect.stringContaining("maintenance worker"),
-    });
+    expect(created.body).toEqual(
+      printedSender({
+        tenant: tenantId,
+        phone_number: "+15550100022",
+        name: null,
+        provider_phone_number_id: "100000000000302",
+        templates_synced: null,
+        warning: expect.stringContaining("maintenance worker"),
+      }),
+    );
 
     // The operator (or the maintenance loop) syncs once the provider answers.
     const synced = await cli(["templates", "sync", "--sender", created.body.id]);
@@ -403,13 +366,7 @@ describe("operator CLI: senders and templates", () => {
     expect(synced.body.data[0]).toEqual({
       object: "template",
       id: expect.stringMatching(/^tpl_/),
-      name: "appointment_reminder",
-      language: "en",
-      category: "utility",
-      variables: { body: ["1", "2"], header: ["1"], buttons: ["0"] },
-      preview: "See you on {{1}} at {{2}}.",
-      header: { format: "text" },
-      buttons: [{ type: "url", text: "Manage appointment", url: "https://example.com/a/{{1}}" }],
+      ...APPOINTMENT_REMINDER,
       status: "approved",
     });
     const unreachable = await cli(["templates", "sync", "--sender", created.body.id], {
@@ -420,26 +377,18 @@ describe("operator CLI: senders and templates", () => {
   });
 
   test("sender create refuses a bad phone, an unknown tenant and a number connected already", async () => {
-    const base = ["sender", "create", "--phone-number-id", "100000000000303", "--waba-id", "200000000000303"];
-    const badPhone = await cli([...base, "--tenant", tenantId, "--phone", "not a phone"]);
+    const badPhone = await cli(createArgs(tenantId, "not a phone", "100000000000303", "200000000000303"));
     expect(badPhone).toEqual({
       code: 1,
       body: { error: { code: "invalid_flag", message: expect.any(String) } },
     });
-    const noTenant = await cli([...base, "--tenant", "ten_missing", "--phone", "+15550100023"]);
+    const noTenant = await cli(
+      createArgs("ten_missing", "+15550100023", "100000000000303", "200000000000303"),
+    );
     expect(noTenant.body.error.code).toBe("tenant_not_found");
-    const duplicate = await cli([
-      "sender",
-      "create",
-      "--tenant",
-      tenantId,
-      "--phone",
-      "+15550100023",
-      "--phone-number-id",
-      sender.provider_phone_number_id,
-      "--waba-id",
-      "200000000000303",
-    ]);
+    const duplicate = await cli(
+      createArgs(tenantId, "+15550100023", sender.provider_phone_number_id, "200000000000303"),
+    );
     expect(duplicate.code).toBe(1);
     expect(duplicate.body.error).toEqual({
       code: "duplicate_sender",
@@ -454,16 +403,14 @@ describe("operator CLI: senders and templates", () => {
   test("seed connects one demo sender with its templates", async () => {
     const seeded = await cli(["seed"]);
     expect(seeded.code).toBe(0);
-    expect(seeded.body.sender).toEqual({
-      object: "sender",
-      id: expect.stringMatching(/^snd_/),
-      tenant: seeded.body.tenant.id,
-      phone_number: "+15550100001",
-      name: "Demo Shop",
-      provider_phone_number_id: "100000000000001",
-      active: true,
-      mps: 80,
-      templates_synced: 6,
-    });
+    expect(seeded.body.sender).toEqual(
+      printedSender({
+        tenant: seeded.body.tenant.id,
+        phone_number: "+15550100001",
+        name: "Demo Shop",
+        provider_phone_number_id: "100000000000001",
+        templates_synced: 6,
+      }),
+    );
   });
 });

@@ -670,6 +670,9 @@ describe("control API", () => {
     const webhook = received.at(-1);
     return { webhook, value: webhook?.body.entry[0]?.changes[0]?.value };
   }
+  /** The customer 14155550123 writes to the simulator's number: `/_sim/inbound` with these fields. */
+  const customerInbound = (fields: Record<string, unknown>) =>
+    post("/_sim/inbound", { phone_number_id: PHONE_NUMBER_ID, from: "14155550123", ...fields });
 
   test("inbound text: 10,000 characters with line breaks arrive byte for byte, signed", async () => {
     const line = "Ünïcödé ✓ – line of text\r\n";
@@ -703,12 +706,7 @@ describe("control API", () => {
 
   test("inbound image with caption, default name, id and timestamp", async () => {
     const before = Math.floor(Date.now() / 1000);
-    const response = await post("/_sim/inbound", {
-      phone_number_id: PHONE_NUMBER_ID,
-      from: "14155550123",
-      type: "image",
-      caption: "the damage",
-    });
+    const response = await customerInbound({ type: "image", caption: "the damage" });
 
     const { id } = (await response.json()) as { id: string };
     const { value } = lastMessageWebhook();
@@ -731,13 +729,7 @@ describe("control API", () => {
   });
 
   test("inbound document with filename, under the given wamid", async () => {
-    await post("/_sim/inbound", {
-      phone_number_id: PHONE_NUMBER_ID,
-      from: "14155550123",
-      type: "document",
-      filename: "receipt.pdf",
-      id: "wamid.custom-1",
-    });
+    await customerInbound({ type: "document", filename: "receipt.pdf", id: "wamid.custom-1" });
 
     expect(lastMessageWebhook().value?.messages).toEqual([
       {
@@ -756,13 +748,13 @@ describe("control API", () => {
   });
 
   test("inbound audio and video carry media", async () => {
-    await post("/_sim/inbound", { phone_number_id: PHONE_NUMBER_ID, from: "14155550123", type: "audio" });
+    await customerInbound({ type: "audio" });
     expect(lastMessageWebhook().value?.messages?.[0]).toMatchObject({
       type: "audio",
       audio: { mime_type: "audio/ogg; codecs=opus", voice: true },
     });
 
-    await post("/_sim/inbound", { phone_number_id: PHONE_NUMBER_ID, from: "14155550123", type: "video" });
+    await customerInbound({ type: "video" });
     expect(lastMessageWebhook().value?.messages?.[0]).toMatchObject({
       type: "video",
       video: { mime_type: "video/mp4" },
@@ -770,9 +762,7 @@ describe("control API", () => {
   });
 
   test("inbound system message, without contact profile", async () => {
-    await post("/_sim/inbound", {
-      phone_number_id: PHONE_NUMBER_ID,
-      from: "14155550123",
+    await customerInbound({
       type: "system",
       text: "Ana changed from +1 415-555-0123 to +1 415-555-0199",
       new_wa_id: "14155550199",
@@ -799,12 +789,7 @@ describe("control API", () => {
 
   test("inbound reports what the service answered, and when it could not be reached", async () => {
     answerStatuses.push(401);
-    const refused = await post("/_sim/inbound", {
-      phone_number_id: PHONE_NUMBER_ID,
-      from: "14155550123",
-      type: "text",
-      text: "hi",
-    });
+    const refused = await customerInbound({ type: "text", text: "hi" });
     expect(refused.status).toBe(200);
     expect(await refused.json()).toMatchObject({ webhook_status: 401 });
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect } from "bun:test";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Worker } from "bullmq";
 import { type App, createApp } from "../../src/app.ts";
 import type { AppDeps } from "../../src/app-deps.ts";
 import { createApplication } from "../../src/applications/service.ts";
@@ -16,8 +17,9 @@ import { ALL_SCOPES, type Scope } from "../../src/http/request-state.ts";
 import { randomBase62 } from "../../src/ids.ts";
 import { createLogger } from "../../src/logger.ts";
 import { deliverBatch, type SendDeps, SendNotYetPossible } from "../../src/outbound/send.ts";
+import { type QueueName, queuePrefix } from "../../src/queues/index.ts";
 import { deleteInstanceKeys } from "../../src/queues/instance-keys.ts";
-import type { RedisTarget } from "../../src/redis/connect.ts";
+import { createRedis, type RedisTarget } from "../../src/redis/connect.ts";
 import { insertTenant } from "../../src/tenants/repository.ts";
 
 const PG_BASE = process.env.TEST_DATABASE_BASE ?? "postgres://postgres@127.0.0.1:5432";
@@ -140,6 +142,27 @@ export async function eventually<T>(
     if (value !== undefined && value !== false) return value;
     if (Date.now() > deadline) throw new Error("condition not met in time");
     await Bun.sleep(25);
+  }
+}
+
+/**
+ * A stand-in worker of one of the env's queues runs `work` (a throw fails the job) until job `jobId`
+ * is `state`, then closes: a job as a worker process leaves it, without one.
+ */
+export async function workJob(
+  env: TestEnv,
+  queue: QueueName,
+  jobId: string,
+  state: "completed" | "failed",
+  work: () => Promise<void> = async () => {},
+): Promise<void> {
+  const connection = createRedis(env.config, { forQueues: true });
+  const worker = new Worker(queue, work, { connection, prefix: queuePrefix(env.config.redisPrefix, queue) });
+  try {
+    await eventually(async () => (await env.deps.queues[queue].getJobState(jobId)) === state);
+  } finally {
+    await worker.close();
+    connection.disconnect();
   }
 }
 

@@ -1,3 +1,4 @@
+import { expect } from "bun:test";
 import type { App } from "../../src/app.ts";
 import type { AppDeps } from "../../src/app-deps.ts";
 import { insertTenant } from "../../src/tenants/repository.ts";
@@ -85,4 +86,17 @@ export async function signedInClient(app: App, deps: AppDeps, options: { tenantN
   if (response.status !== 303) throw new Error(`sign-in failed: ${response.status}`);
   await client.get("/panel/conversations"); // picks up the session's CSRF token
   return { client, ...account };
+}
+
+/** A form post refused with 400 and `reason` on the form shown again; that page, for more checks. */
+export async function postRefused(
+  client: PanelClient,
+  path: string,
+  form: Record<string, string | string[]>,
+  reason: string,
+): Promise<PanelResponse> {
+  const page = await client.post(path, form);
+  expect(page.status).toBe(400);
+  expect(page.text).toContain(reason);
+  return page;
 }
