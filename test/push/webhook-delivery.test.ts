@@ -112,6 +112,14 @@ async function customersWrite(phones: string[], count: number): Promise<void> {
   // Numbered now, so the test can read them, and the endpoints nudged, as the worker's sequencer does.
   const tick = await sequenceFeed(env.deps.db);
   await nudgeEndpointsOf(env.deps, tick.eventTenants);
+  // The worker's own sequencer may have taken some of them (SKIP LOCKED) and not committed yet.
+  await eventually(async () => {
+    const row = await env.deps.db
+      .selectFrom("event_pending")
+      .select((eb) => eb.fn.countAll<string>().as("n"))
+      .executeTakeFirstOrThrow();
+    return Number(row.n) === 0;
+  });
 }
 
 /** An endpoint for message.received events, posting to `url`. */
