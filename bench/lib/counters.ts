@@ -1,7 +1,8 @@
 /**
  * Server-side counters over a measured window, per accepted send: Postgres transactions, rows and
  * WAL (pg_stat_database, pg_stat_wal), reads per table and per index (pg_stat_user_tables,
- * pg_stat_user_indexes), Redis commands by name (INFO commandstats).
+ * pg_stat_user_indexes), Redis commands by name (INFO commandstats), and, on a server that loads
+ * pg_stat_statements (bench/stats-postgres.ts), the time each statement of the database took.
  */
 import { sql } from "kysely";
 import type { Db } from "../../src/db/connect.ts";
@@ -42,6 +43,7 @@ export async function readCounters(db: Db, redis: RedisClient) {
   const indexes = await sql<{ indexrelname: string; idx_tup_read: number }>`
     SELECT indexrelname, idx_tup_read::float8 AS idx_tup_read FROM pg_stat_user_indexes`.execute(db);
   const perIndex = Object.fromEntries(indexes.rows.map((i) => [i.indexrelname, i.idx_tup_read]));
+  const statements = await readStatements(db);
   const commands: Record<string, number> = {};
   for (const line of (await redis.info("commandstats")).split("\n")) {
     const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
@@ -52,7 +54,32 @@ export async function readCounters(db: Db, redis: RedisClient) {
     tables: perTable,
     indexes: perIndex,
     redis: commands,
+    statements: statements.counts,
+    statementTexts: statements.texts,
   };
+}
+
+/**
+ * Execution time, calls and WAL of each statement of this database, by query id (`<id>.ms`,
+ * `<id>.calls`, `<id>.wal_bytes`), with the statements' opening words: nothing when the server does
+ * not load pg_stat_statements (the shared server does not; bench/stats-postgres.ts starts one that does).
+ */
+async function readStatements(db: Db) {
+  const counts: Record<string, number> = {};
+  const texts: Record<string, string> = {};
+  const rows = await sql<{ id: string; ms: number; calls: number; wal_bytes: number; text: string }>`
+    SELECT queryid::text AS id, total_exec_time::float8 AS ms, calls::float8 AS calls,
+      wal_bytes::float8 AS wal_bytes, left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 90) AS text
+    FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`
+    .execute(db)
+    .catch(() => ({ rows: [] }));
+  for (const row of rows.rows) {
+    counts[`${row.id}.ms`] = row.ms;
+    counts[`${row.id}.calls`] = row.calls;
+    counts[`${row.id}.wal_bytes`] = row.wal_bytes;
+    texts[row.id] = row.text;
+  }
+  return { counts, texts };
 }
 
 export type Counters = Awaited<ReturnType<typeof readCounters>>;
@@ -70,6 +97,8 @@ export function counterDeltas(before: Counters, after: Counters) {
     tables: delta(before.tables, after.tables),
     indexes: delta(before.indexes, after.indexes),
     redis: delta(before.redis, after.redis),
+    statements: delta(before.statements, after.statements),
+    statementTexts: after.statementTexts,
   };
 }
 
@@ -98,7 +127,34 @@ export function describeCounters(d: CounterDeltas, accepted: number): string {
         .map(([name, n]) => `${name} ${per(n)}`)
         .join(", ") || "-"
     }`,
+    ...statementLines(d, accepted),
   ].join("\n    ");
+}
+
+/** The statements that took the most execution time, per accepted send (pg_stat_statements only). */
+function statementLines(d: CounterDeltas, accepted: number): string[] {
+  const ids = new Set(Object.keys(d.statements).map((key) => key.slice(0, key.lastIndexOf("."))));
+  const rows = [...ids]
+    .map((id) => ({
+      id,
+      ms: d.statements[`${id}.ms`] ?? 0,
+      calls: d.statements[`${id}.calls`] ?? 0,
+      wal: d.statements[`${id}.wal_bytes`] ?? 0,
+    }))
+    .filter((row) => row.calls > 0)
+    .sort((a, b) => b.ms - a.ms);
+  if (rows.length === 0) return [];
+  const total = rows.reduce((sum, row) => sum + row.ms, 0);
+  return [
+    `per accepted send, Postgres statements (pg_stat_statements): ${fmt((total * 1000) / accepted)} µs executing in all; the busiest:`,
+    ...rows
+      .slice(0, 10)
+      .map(
+        (row) =>
+          `  ${fmt((row.ms * 1000) / accepted).padStart(4)} µs, ${fmt(row.calls / accepted, 3)} calls, ` +
+          `${fmt(row.wal / accepted).padStart(5)} WAL bytes: ${d.statementTexts[row.id] ?? row.id}`,
+      ),
+  ];
 }
 
 function tableLine(tables: Record<string, number>, accepted: number): string {

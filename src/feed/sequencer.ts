@@ -124,12 +124,13 @@ async function numberFeed(
     // (which keeps its positions in order) instead of deadlocking.
     const result = await sql<{ taken: number; numbered: number; epoch: number; heads: [string, number][] }>`
       WITH taken AS (
-        -- The batch's ids as one array (read once), deleted by primary key. As an IN (subquery) the
-        -- planner may make it a semi-join that walks every pending row and reads the shard's
-        -- oldest rows again for each.
+        -- The batch's rows as one array of tuple ids (read once), deleted by a TID scan. As an
+        -- IN (subquery) the planner may make it a semi-join that walks every pending row; by
+        -- message_id = ANY it walked the whole (shard, queued_at, message_id) index, dead entries
+        -- included, for every batch. Pending rows are never updated, so their tuple ids hold.
         DELETE FROM feed_pending
-        WHERE message_id = ANY(ARRAY(
-          SELECT message_id FROM feed_pending WHERE shard = ${shard}::int
+        WHERE ctid = ANY(ARRAY(
+          SELECT ctid FROM feed_pending WHERE shard = ${shard}::int
           ORDER BY queued_at, message_id LIMIT ${batchSize}
         ))
         RETURNING message_id
@@ -157,9 +158,11 @@ async function numberFeed(
       )
       SELECT (SELECT count(*) FROM taken)::int AS taken, (SELECT count(*) FROM numbered)::int AS numbered,
              (SELECT epoch FROM feed_epoch) AS epoch,
-             (SELECT coalesce(json_agg(json_build_array(tenant_id, last_seq)), '[]') FROM heads) AS heads`.execute(
-      trx,
-    );
+             (SELECT coalesce(json_agg(json_build_array(tenant_id, last_seq)), '[]') FROM heads) AS heads,
+             -- For the event statement that follows (planned after this one ran): until a vacuum,
+             -- a minute at most, event_pending holds every row taken since, dead, and the planner
+             -- chose to sort a scan of all of them for each batch over walking (shard, id).
+             set_config('enable_seqscan', 'off', true) AS for_events`.execute(trx);
     const row = result.rows[0];
     const events = await numberEvents(trx, shard, batchSize);
     return {
@@ -189,9 +192,10 @@ async function numberEvents(
 ): Promise<{ numbered: number; tenants: string[] }> {
   const result = await sql<{ taken: number; tenants: string[] }>`
     WITH taken AS (
+      -- As the feed's: tuple ids, a TID scan.
       DELETE FROM event_pending
-      WHERE id = ANY(ARRAY(
-        SELECT id FROM event_pending WHERE shard = ${shard}::int ORDER BY id LIMIT ${batchSize}
+      WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM event_pending WHERE shard = ${shard}::int ORDER BY id LIMIT ${batchSize}
       ))
       RETURNING *
     ),

@@ -465,16 +465,45 @@ describe("worker processes", () => {
       );
     }
 
-    // Kill the first worker while its sequencer statement is running (before its commit).
+    // Kill the first worker while its sequencer statement is running (before its commit). The
+    // statement is held mid-way: a transaction of ours inserts tenant A's feed head first, so the
+    // worker's upsert of that head waits for it (a statement left to itself is over too soon to
+    // be caught reliably).
+    const blocker = createDb(env.config.databaseUrl, { max: 1 });
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let holding = () => {};
+    const held = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    const blocking = blocker
+      .transaction()
+      .execute(async (trx) => {
+        await sql`INSERT INTO feed_heads (tenant_id, last_seq) VALUES (${tenants[0]!.tenantId}, 0)`.execute(
+          trx,
+        );
+        holding();
+        await released;
+        throw new Error("rolled back on purpose");
+      })
+      .catch(() => {});
+    await held;
     const doomed = spawnWorker(env, "finalize");
     const caught = await eventually(async () => {
       const running = await sql<{ pid: number }>`
         SELECT pid FROM pg_stat_activity
         WHERE datname = current_database() AND application_name = 'messaging-finalize'
-          AND state = 'active' AND query LIKE '%feed_heads%'`.execute(db);
+          AND state = 'active' AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM feed_pending%'`.execute(
+        db,
+      );
       return running.rows[0];
     }, 15_000);
     await doomed.stop("SIGKILL");
+    release();
+    await blocking;
+    await blocker.destroy();
     // Its backend finds the client gone and rolls the tick back.
     await eventually(async () => {
       const alive = await sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${caught.pid}`.execute(db);
