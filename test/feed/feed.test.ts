@@ -491,19 +491,24 @@ describe("worker processes", () => {
       .catch(() => {});
     await held;
     const doomed = spawnWorker(env, "finalize");
-    const caught = await eventually(async () => {
-      const running = await sql<{ pid: number }>`
-        SELECT pid FROM pg_stat_activity
-        WHERE datname = current_database() AND application_name = 'messaging-finalize'
-          AND state = 'active' AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM feed_pending%'`.execute(
-        db,
-      );
-      return running.rows[0];
-    }, 15_000);
-    await doomed.stop("SIGKILL");
-    release();
-    await blocking;
-    await blocker.destroy();
+    let caught: { pid: number };
+    try {
+      caught = await eventually(async () => {
+        const running = await sql<{ pid: number }>`
+          SELECT pid FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = 'messaging-finalize'
+            AND state = 'active' AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM feed_pending%'`.execute(
+          db,
+        );
+        return running.rows[0];
+      }, 15_000);
+    } finally {
+      // Killed whether or not it was caught: a test that fails here leaves no worker behind.
+      await doomed.stop("SIGKILL");
+      release();
+      await blocking;
+      await blocker.destroy();
+    }
     // Its backend finds the client gone and rolls the tick back.
     await eventually(async () => {
       const alive = await sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${caught.pid}`.execute(db);
