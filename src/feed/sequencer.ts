@@ -192,7 +192,9 @@ async function numberEvents(
 ): Promise<{ numbered: number; tenants: string[] }> {
   const result = await sql<{ taken: number; tenants: string[] }>`
     WITH taken AS (
-      -- As the feed's: tuple ids, a TID scan.
+      -- As the feed's: tuple ids, a TID scan. Planned with enable_seqscan off, which the feed
+      -- statement (always just before, in this transaction) sets: off for the whole tick, the
+      -- feed's own selection became a bitmap scan and a sort of every pending row.
       DELETE FROM event_pending
       WHERE ctid = ANY(ARRAY(
         SELECT ctid FROM event_pending WHERE shard = ${shard}::int ORDER BY id LIMIT ${batchSize}

@@ -469,45 +469,32 @@ describe("worker processes", () => {
     // statement is held mid-way: a transaction of ours inserts tenant A's feed head first, so the
     // worker's upsert of that head waits for it (a statement left to itself is over too soon to
     // be caught reliably).
-    const blocker = createDb(env.config.databaseUrl, { max: 1 });
-    let release = () => {};
-    const released = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let holding = () => {};
-    const held = new Promise<void>((resolve) => {
-      holding = resolve;
-    });
-    const blocking = blocker
-      .transaction()
-      .execute(async (trx) => {
+    const holder = createDb(env.config.databaseUrl, { max: 1 });
+    let caught: { pid: number };
+    try {
+      caught = await holder.transaction().execute(async (trx) => {
+        // A head at 0 is no head: committed afterwards, it changes no position.
         await sql`INSERT INTO feed_heads (tenant_id, last_seq) VALUES (${tenants[0]!.tenantId}, 0)`.execute(
           trx,
         );
-        holding();
-        await released;
-        throw new Error("rolled back on purpose");
-      })
-      .catch(() => {});
-    await held;
-    const doomed = spawnWorker(env, "finalize");
-    let caught: { pid: number };
-    try {
-      caught = await eventually(async () => {
-        const running = await sql<{ pid: number }>`
-          SELECT pid FROM pg_stat_activity
-          WHERE datname = current_database() AND application_name = 'messaging-finalize'
-            AND state = 'active' AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM feed_pending%'`.execute(
-          db,
-        );
-        return running.rows[0];
-      }, 15_000);
+        const doomed = spawnWorker(env, "finalize");
+        try {
+          return await eventually(async () => {
+            const running = await sql<{ pid: number }>`
+              SELECT pid FROM pg_stat_activity
+              WHERE datname = current_database() AND application_name = 'messaging-finalize'
+                AND state = 'active' AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM feed_pending%'`.execute(
+              db,
+            );
+            return running.rows[0];
+          }, 15_000);
+        } finally {
+          // Killed whether or not it was caught: a test that fails here leaves no worker behind.
+          await doomed.stop("SIGKILL");
+        }
+      });
     } finally {
-      // Killed whether or not it was caught: a test that fails here leaves no worker behind.
-      await doomed.stop("SIGKILL");
-      release();
-      await blocking;
-      await blocker.destroy();
+      await holder.destroy();
     }
     // Its backend finds the client gone and rolls the tick back.
     await eventually(async () => {
