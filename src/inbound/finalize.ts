@@ -37,6 +37,7 @@ interface EventRow {
   tenant_id: string;
   sender_id: string;
   payload: Record<string, unknown>;
+  received_at: Date;
   finalized_at: Date | null;
   message_id: string | null;
 }
@@ -95,6 +96,17 @@ export async function finalizePendingInbound(
 }
 
 /**
+ * When the customer wrote, as history orders it. The provider's timestamp is whole seconds, and the
+ * message was written at or after it and at or before we received it: the latest instant both
+ * allow. A reply in the same second as the send it answers then sorts after that send (whose
+ * time has milliseconds), and `created` (whole seconds) stays the provider's.
+ */
+export function writtenAt(providerTime: Date, receivedAt: Date): Date {
+  const secondEnd = providerTime.getTime() + 999;
+  return new Date(Math.max(providerTime.getTime(), Math.min(receivedAt.getTime(), secondEnd)));
+}
+
+/**
  * The one implementation, for events the caller has locked and found unfinalized: the messages as
  * the channel reads them, written by the one message writer (contacts with their windows, messages,
  * conversation summaries, feed hand-off), then the events' finalized marks.
@@ -108,6 +120,7 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
   const batch = events.map((event, index): NewMessage => {
     const received = readInboundEvent(event.payload);
     const sentAt = received.sentAt ?? clock.now();
+    const createdAt = received.sentAt ? writtenAt(received.sentAt, event.received_at) : sentAt;
     const keyword = received.system || received.type !== "text" ? undefined : optOutKeyword(received.text);
     if (keyword) keywords.set(index, keyword);
     return {
@@ -130,7 +143,7 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
       applicationId: null,
       content: null,
       providerMessageId: event.provider_message_id,
-      createdAt: sentAt,
+      createdAt,
       visible: !received.system,
     };
   });

@@ -119,8 +119,10 @@ export function relativeTime(date: Date, now: Date): string {
   const span = Math.abs(seconds);
   let text: string;
   if (span < 45) return "just now";
-  if (span < 3600) text = `${Math.round(span / 60)} min`;
-  else if (span < 86_400) text = durationText(span);
+  // Whole minutes first, so 59 min 40 s reads "1 h", not "60 min".
+  const minutes = Math.round(span / 60);
+  if (minutes < 60) text = `${minutes} min`;
+  else if (span < 86_400) text = durationText(minutes * 60);
   else if (span < 7 * 86_400) text = `${Math.round(span / 86_400)} d`;
   else return date.toISOString().slice(0, 10);
   return seconds < 0 ? `${text} ago` : `in ${text}`;

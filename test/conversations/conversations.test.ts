@@ -52,8 +52,9 @@ describe("GET /conversations", () => {
       timestamp: t0 + 8,
     });
 
-    // Our failed message, then a customer message the provider stamped before it (arriving late):
-    // not unread, and not the last message.
+    // Our failed message, then a customer message the provider stamped a second before it (arriving
+    // late): not unread, and not the last message. (One stamped the same second sorts after ours:
+    // test/inbound/inbound.test.ts.)
     const di = "4915100010004";
     const diFirst = await inbound(di, t0 + 1, "Di");
     const failure = { code: "recipient_invalid", message: "Not on WhatsApp.", retryable: false } as const;
@@ -65,7 +66,7 @@ describe("GET /conversations", () => {
       failure,
       createdAt: at(t0 + 9, 500),
     });
-    await inbound(di, t0 + 9, "Di", "late");
+    await inbound(di, t0 + 8, "Di", "late");
 
     // System notices make no conversation.
     await receive(env, shop, {

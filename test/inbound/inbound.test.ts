@@ -173,7 +173,8 @@ describe("finalize", () => {
     expect(message.phone).toBe("+4915123456789");
     expect(message.name).toBe("Ana Pérez");
     expect(message.last_inbound_at?.getTime()).toBe(timestamp * 1000);
-    expect(message.created_at.getTime()).toBe(timestamp * 1000);
+    // Written within the provider's second (its timestamp is whole seconds): see writtenAt.
+    expect(Math.floor(message.created_at.getTime() / 1000)).toBe(timestamp);
     const pending = await env.deps.db
       .selectFrom("feed_pending")
       .selectAll()
@@ -186,6 +187,27 @@ describe("finalize", () => {
       .where("contact_id", "=", message.contact_id)
       .executeTakeFirstOrThrow();
     expect(conversation.unread).toBeGreaterThanOrEqual(1);
+  });
+
+  test("a reply in the same second as the send it answers comes after it", async () => {
+    const from = "4915100000003";
+    const first = await finalized(await inbound({ type: "text", text: "hello", from }));
+    // The send took place this second, after its first millisecond; the reply's timestamp is the
+    // same whole second, and it reaches us after the send.
+    const sentAt = new Date();
+    if (sentAt.getMilliseconds() === 0) sentAt.setMilliseconds(1);
+    await storeMessage(env.deps.db, {
+      tenantId,
+      senderId: shop.sender.id,
+      contactId: first.contact_id,
+      text: "Your order has shipped.",
+      createdAt: sentAt,
+    });
+    const reply = await finalized(
+      await inbound({ type: "text", text: "thanks!", from, timestamp: Math.floor(sentAt.getTime() / 1000) }),
+    );
+    expect(reply.created_at.getTime()).toBeGreaterThan(sentAt.getTime());
+    expect(Math.floor(reply.created_at.getTime() / 1000)).toBe(Math.floor(sentAt.getTime() / 1000));
   });
 
   test("the window never moves backwards when an older message arrives late", async () => {
