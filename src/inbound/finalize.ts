@@ -37,7 +37,6 @@ interface EventRow {
   tenant_id: string;
   sender_id: string;
   payload: Record<string, unknown>;
-  received_at: Date;
   finalized_at: Date | null;
   message_id: string | null;
 }
@@ -97,13 +96,12 @@ export async function finalizePendingInbound(
 
 /**
  * When the customer wrote, as history orders it. The provider's timestamp is whole seconds, and the
- * message was written at or after it and at or before we received it: the latest instant both
- * allow. A reply in the same second as the send it answers then sorts after that send (whose
+ * message was written at or after it and before we finalize it: the latest instant both allow. A reply in the same second as the send it answers then sorts after that send (whose
  * time has milliseconds), and `created` (whole seconds) stays the provider's.
  */
-export function writtenAt(providerTime: Date, receivedAt: Date): Date {
+export function writtenAt(providerTime: Date, now: Date): Date {
   const secondEnd = providerTime.getTime() + 999;
-  return new Date(Math.max(providerTime.getTime(), Math.min(receivedAt.getTime(), secondEnd)));
+  return new Date(Math.max(providerTime.getTime(), Math.min(now.getTime(), secondEnd)));
 }
 
 /**
@@ -116,13 +114,15 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
   if (events.length === 0) return [];
 
   // A customer's text that is an opt-out keyword (or START), by the message's index in the batch.
-  const keywords = new Map<number, OptOutChange>();
+  const keywords = new Map<number, { change: OptOutChange; at: Date }>();
+  const now = clock.now();
   const batch = events.map((event, index): NewMessage => {
     const received = readInboundEvent(event.payload);
-    const sentAt = received.sentAt ?? clock.now();
-    const createdAt = received.sentAt ? writtenAt(received.sentAt, event.received_at) : sentAt;
+    // The provider's time dates the window and an opt-out; history orders by createdAt.
+    const sentAt = received.sentAt ?? now;
+    const createdAt = received.sentAt ? writtenAt(received.sentAt, now) : sentAt;
     const keyword = received.system || received.type !== "text" ? undefined : optOutKeyword(received.text);
-    if (keyword) keywords.set(index, keyword);
+    if (keyword) keywords.set(index, { change: keyword, at: sentAt });
     return {
       id: newId("msg"),
       tenantId: event.tenant_id,
@@ -152,15 +152,11 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
   // One statement: the events' finalized marks, and the opt-outs the batch's keywords ask for
   // (DESIGN §13), the latest keyword of each contact winning (provider time, then batch order). The
   // contacts are locked already: the message writer upserted them in this transaction.
-  const changes = [...keywords].flatMap(([index, change]) => {
+  const changes = [...keywords].flatMap(([index, { change, at }]) => {
     const row = stored[index];
-    const message = batch[index];
     // Received messages are always written (only a send can be left out).
-    return typeof row === "object" && message
-      ? [{ contactId: row.contactId, change, at: message.createdAt }]
-      : [];
+    return typeof row === "object" ? [{ contactId: row.contactId, change, at }] : [];
   });
-  const now = clock.now();
   await sql`
     WITH finalized AS (
       UPDATE inbound_events AS e

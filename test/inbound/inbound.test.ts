@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { signPayload } from "../../src/channel/signature.ts";
 import { buildWebhook } from "../../src/channel/webhook-payloads.ts";
+import { HISTORY_COLUMNS } from "../../src/history/repository.ts";
 import { finalizeInbound } from "../../src/inbound/finalize.ts";
 import { sweep } from "../../src/maintenance/sweeper.ts";
 import { applyStatusEvents } from "../../src/outbound/status.ts";
@@ -136,19 +137,12 @@ describe("finalize", () => {
   async function finalized(providerMessageId: string) {
     const outcome = await finalizeInbound(env.deps.db, env.clock, providerMessageId);
     expect(outcome?.created).toBe(true);
+    // The message as the history presents it, with its contact.
     return env.deps.db
       .selectFrom("messages")
       .innerJoin("contacts", "contacts.id", "messages.contact_id")
       .select([
-        "messages.id",
-        "messages.type",
-        "messages.preview",
-        "messages.text",
-        "messages.media_type",
-        "messages.media_filename",
-        "messages.status",
-        "messages.direction",
-        "messages.created_at",
+        ...HISTORY_COLUMNS,
         "contacts.id as contact_id",
         "contacts.phone",
         "contacts.name",
@@ -192,10 +186,11 @@ describe("finalize", () => {
   test("a reply in the same second as the send it answers comes after it", async () => {
     const from = "4915100000003";
     const first = await finalized(await inbound({ type: "text", text: "hello", from }));
-    // The send took place this second, after its first millisecond; the reply's timestamp is the
-    // same whole second, and it reaches us after the send.
-    const sentAt = new Date();
-    if (sentAt.getMilliseconds() === 0) sentAt.setMilliseconds(1);
+    // The send took place 400 ms into a second; the reply's timestamp is that whole second, and it
+    // is finalized 50 ms after the send.
+    const second = Math.floor(env.clock.now().getTime() / 1000) + 1;
+    const sentAt = new Date(second * 1000 + 400);
+    env.clock.set(sentAt);
     await storeMessage(env.deps.db, {
       tenantId,
       senderId: shop.sender.id,
@@ -203,11 +198,11 @@ describe("finalize", () => {
       text: "Your order has shipped.",
       createdAt: sentAt,
     });
-    const reply = await finalized(
-      await inbound({ type: "text", text: "thanks!", from, timestamp: Math.floor(sentAt.getTime() / 1000) }),
-    );
+    const replyId = await inbound({ type: "text", text: "thanks!", from, timestamp: second });
+    env.clock.set(new Date(sentAt.getTime() + 50));
+    const reply = await finalized(replyId);
     expect(reply.created_at.getTime()).toBeGreaterThan(sentAt.getTime());
-    expect(Math.floor(reply.created_at.getTime() / 1000)).toBe(Math.floor(sentAt.getTime() / 1000));
+    expect(Math.floor(reply.created_at.getTime() / 1000)).toBe(second);
   });
 
   test("the window never moves backwards when an older message arrives late", async () => {
