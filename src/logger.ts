@@ -3,22 +3,63 @@ import pino from "pino";
 export type Logger = pino.Logger;
 
 /**
- * Redacted wherever they appear at the top level or one level down (pino's `*.x`). Secrets and
- * message bodies are never passed to the logger; this is the backstop. Deliberately not listed:
- * `path`, `route`, `message` (pino's own and our log texts), `err`.
+ * Censored wherever they appear at the top level or one level down. Secrets and message bodies are
+ * never passed to the logger; this is the backstop. Deliberately not listed: `path`, `route`,
+ * `message` (pino's own and our log texts), `err`.
  */
-const REDACT_PATHS = [
+const REDACTED_FIELDS = new Set([
   "client_secret",
   "access_token",
   "accessToken",
   "authorization",
   "password",
   "cookie",
+  "set-cookie",
   "token",
   // Message content: free text, template bodies and whole request bodies.
   "body",
   "text",
-].flatMap((field) => [field, `*.${field}`]);
+]);
+const CENSOR = "[redacted]";
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== "object" || value === null) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function censoredCopy(object: Record<string, unknown>): Record<string, unknown> {
+  const copy: Record<string, unknown> = {};
+  for (const key in object) copy[key] = REDACTED_FIELDS.has(key) ? CENSOR : object[key];
+  return copy;
+}
+
+function hasRedactedField(object: Record<string, unknown>): boolean {
+  for (const key in object) if (REDACTED_FIELDS.has(key)) return true;
+  return false;
+}
+
+/**
+ * The log object with the redacted fields censored at the top level and one level down, copied only
+ * where one is present (the logged objects are the caller's). Written here rather than pino's
+ * `redact` option: its wildcard paths (`*.token`) cost ~20 µs a line here, against ~5 µs for the
+ * whole line without them, and the api writes a line per request, four a delivered message.
+ */
+export function redactLogObject(object: Record<string, unknown>): Record<string, unknown> {
+  let result = object;
+  for (const key in object) {
+    const value = object[key];
+    const censored = REDACTED_FIELDS.has(key)
+      ? CENSOR
+      : isPlainObject(value) && hasRedactedField(value)
+        ? censoredCopy(value)
+        : value;
+    if (censored === value) continue;
+    if (result === object) result = { ...object };
+    result[key] = censored;
+  }
+  return result;
+}
 
 /**
  * JSON lines, one object per event, on stdout (or `destination`, e.g. a stream a test reads).
@@ -30,7 +71,7 @@ export function createLogger(level: string, name?: string, destination?: pino.De
     name,
     base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
-    redact: { paths: [...REDACT_PATHS, '*["set-cookie"]'], censor: "[redacted]" },
+    formatters: { log: redactLogObject },
   };
   return destination ? pino(options, destination) : pino(options);
 }
