@@ -24,12 +24,14 @@ import type { Subprocess } from "bun";
 import { sql } from "kysely";
 import { findPgTools, freePort, privatePostgres } from "../scripts/private-postgres.ts";
 import { type LocalCluster, startRedisCluster } from "../scripts/redis-cluster.ts";
+import { localRedisArgs } from "../scripts/services.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { createEventPartitions, dropExpiredEventPartitions } from "../src/events/partitions.ts";
 import { queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
+import { waitHttp } from "./lib/net.ts";
 import { createShop } from "./lib/shop.ts";
 import { accessToken } from "./lib/token.ts";
 
@@ -259,19 +261,7 @@ function reviveTheDead(): void {
 }
 
 function startRedis(): Child {
-  return spawnChild("redis", [
-    "redis-server",
-    "--port",
-    String(ports.redis),
-    "--bind",
-    "127.0.0.1",
-    "--save",
-    "",
-    "--appendonly",
-    "no",
-    "--dir",
-    RUN_DIR,
-  ]);
+  return spawnChild("redis", ["redis-server", ...localRedisArgs(ports.redis, RUN_DIR)]);
 }
 
 /** Where this run's Redis is: the one server, or the Cluster. */
@@ -284,14 +274,6 @@ async function waitRedis(): Promise<void> {
   } finally {
     probe.disconnect();
   }
-}
-
-async function waitHttp(url: string, what: string, timeoutMs = 30_000): Promise<void> {
-  await until(
-    `${what} answers ${url}`,
-    timeoutMs,
-    async () => (await fetch(url, { signal: AbortSignal.timeout(1000) })).ok,
-  );
 }
 
 let cleanupDone: Promise<void> | undefined;
@@ -706,6 +688,24 @@ function recoverMs(tally: Tally, faultEnd: number | undefined): number | undefin
   return first === undefined ? undefined : Math.max(0, first - faultEnd);
 }
 
+/** A row's figures that come from the load alone: its answers, and the processes that died meanwhile. */
+function loadFigures(tally: Tally, deathsBefore: number) {
+  return {
+    /** Distinct message ids the load was answered with (201, or 200 for a replay). */
+    accepted: new Set(tally.ids.values()).size,
+    statuses: tally.statuses,
+    unanswered: tally.gaveUp + tally.refused,
+    died: deaths.slice(deathsBefore).map((d) => d.name),
+  };
+}
+
+/** Repeats beyond the first, over the times each thing was seen. */
+function repeats(counts: Iterable<number>): number {
+  let extra = 0;
+  for (const count of counts) extra += Math.max(0, count - 1);
+  return extra;
+}
+
 async function measureOutbound(
   db: Db,
   scenario: ScenarioName,
@@ -721,24 +721,19 @@ async function measureOutbound(
   const sends = await providerSends(shop.phoneNumberId);
   const rowIds = new Set(rows.map((r) => r.id ?? ""));
   const acknowledged = new Set(tally.ids.values());
-  let duplicates = 0;
-  for (const count of sends.values()) duplicates += Math.max(0, count - 1);
   const lost =
     [...acknowledged].filter((id) => !rowIds.has(id)).length +
     rows.filter((r) => !sends.has(r.id ?? "")).length;
   return {
     scenario,
     n,
-    accepted: acknowledged.size,
+    ...loadFigures(tally, deathsBefore),
     rows: rows.length,
     sends: [...sends.values()].reduce((a, b) => a + b, 0),
-    duplicates,
+    duplicates: repeats(sends.values()),
     lost,
     notRead: rows.filter((r) => r.status !== "read").length,
-    statuses: tally.statuses,
-    unanswered: tally.gaveUp + tally.refused,
     stalled: tally.stalled,
-    died: deaths.slice(deathsBefore).map((d) => d.name),
     recoverMs: recoverMs(tally, faultEnd),
     settleMs,
     notes: [],
@@ -943,22 +938,17 @@ async function inboundScenario(db: Db, index: number): Promise<Row> {
   const perProviderId = new Map<string, number>();
   for (const m of messages)
     perProviderId.set(m.provider_message_id ?? "", (perProviderId.get(m.provider_message_id ?? "") ?? 0) + 1);
-  let duplicates = 0;
-  for (const count of perProviderId.values()) duplicates += Math.max(0, count - 1);
   const acknowledged = new Set(tally.ids.values());
   return {
     scenario: "inbound-finalize-kill",
     n,
-    accepted: acknowledged.size,
+    ...loadFigures(tally, deathsBefore),
     rows: messages.length,
     sends: undefined,
-    duplicates,
+    duplicates: repeats(perProviderId.values()),
     lost: [...acknowledged].filter((id) => !perProviderId.has(id)).length,
     notRead: (await pending()).n,
-    statuses: tally.statuses,
-    unanswered: tally.gaveUp + tally.refused,
     stalled: tally.stalled,
-    died: deaths.slice(deathsBefore).map((d) => d.name),
     recoverMs: recoverMs(tally, end),
     settleMs,
     notes: ["inbound: rows are messages, not-read are unfinalized events"],
@@ -1250,8 +1240,6 @@ async function scheduledScenario(db: Db, index: number): Promise<Row> {
   const isExpired = (r: (typeof rows)[number] | undefined) =>
     r?.status === "failed" && r.failure?.code === "expired";
 
-  let duplicates = 0;
-  for (const times of receipts.values()) duplicates += Math.max(0, times.length - 1);
   // No row, or never received though neither canceled with a 200 nor expired.
   const lost = [...acknowledged].filter(
     (id) => !byId.has(id) || (!receipts.has(id) && !canceled.has(id) && !isExpired(byId.get(id))),
@@ -1297,16 +1285,13 @@ async function scheduledScenario(db: Db, index: number): Promise<Row> {
   return {
     scenario: "scheduled-redis-kill",
     n,
-    accepted: acknowledged.size,
+    ...loadFigures(tally, deathsBefore),
     rows: rows.length,
     sends: [...receipts.values()].reduce((sum, times) => sum + times.length, 0),
-    duplicates,
+    duplicates: repeats([...receipts.values()].map((times) => times.length)),
     lost,
     notRead: rows.filter((r) => !FINAL_STATUSES.has(r.status ?? "")).length,
-    statuses: tally.statuses,
-    unanswered: tally.gaveUp + tally.refused,
     stalled: false,
-    died: deaths.slice(deathsBefore).map((d) => d.name),
     recoverMs: undefined,
     settleMs,
     notes,
@@ -1455,7 +1440,7 @@ async function main(): Promise<number> {
     for (const [index, scenario] of SCENARIOS.entries()) {
       if (!opts.only.includes(scenario)) continue;
       reviveTheDead();
-      await waitHttp(`${apiUrl}/readyz`, "api", 60_000);
+      await waitHttp(`${apiUrl}/readyz`, "api", { timeoutMs: 60_000 });
       say(`== ${scenario}`);
       let row: Row;
       switch (scenario) {

@@ -11,17 +11,24 @@ function isLocal(url: string) {
   return ["127.0.0.1", "localhost", "::1", "[::1]"].includes(new URL(url).hostname);
 }
 
-async function postgresAnswers(config: Config): Promise<boolean> {
-  const url = new URL(config.databaseUrl);
-  url.pathname = "/postgres";
-  const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 2000 });
+/** Whether `probe` completes without throwing. */
+async function succeeds(probe: () => Promise<unknown>): Promise<boolean> {
   try {
-    await client.connect();
-    await client.end();
+    await probe();
     return true;
   } catch {
     return false;
   }
+}
+
+async function postgresAnswers(config: Config): Promise<boolean> {
+  const url = new URL(config.databaseUrl);
+  url.pathname = "/postgres";
+  const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 2000 });
+  return succeeds(async () => {
+    await client.connect();
+    await client.end();
+  });
 }
 
 async function redisAnswers(config: Config): Promise<boolean> {
@@ -31,15 +38,12 @@ async function redisAnswers(config: Config): Promise<boolean> {
     retryStrategy: () => null,
   });
   redis.on("error", () => {});
-  try {
+  const answered = await succeeds(async () => {
     await redis.connect();
     await redis.ping();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    redis.disconnect();
-  }
+  });
+  redis.disconnect();
+  return answered;
 }
 
 export async function waitFor(check: () => Promise<boolean>, seconds: number): Promise<boolean> {

@@ -1,7 +1,7 @@
 import type { AppDeps } from "../app-deps.ts";
 import { readWith } from "../db/read-replica.ts";
 import { FEED_LIMIT } from "../feed/schemas.ts";
-import { listEnvelope } from "../http/lists.ts";
+import { cursorList } from "../http/lists.ts";
 import { pathOf } from "../http/paths.ts";
 import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
@@ -22,10 +22,7 @@ export function eventRoutes(deps: AppDeps) {
         limit: query.limit ?? FEED_LIMIT.default,
         types: query.types,
       });
-      return {
-        ...listEnvelope(pathOf(request.url), page.rows.map(presentEvent), page.hasMore),
-        next_cursor: page.nextCursor,
-      };
+      return cursorList(pathOf(request.url), page, presentEvent);
     },
     {
       policy: POLICIES.apiRead,

@@ -1,6 +1,6 @@
 import { t } from "elysia";
 import { FEED_LIMIT, FeedMessageSchema } from "../feed/schemas.ts";
-import { listOf } from "../http/schemas.ts";
+import { cursorListOf } from "../http/schemas.ts";
 import { queryInteger } from "../http/validation.ts";
 
 export const EVENT_TYPES = [
@@ -55,8 +55,4 @@ export const EventSchema = t.Object(
   },
 );
 
-export const EventList = listOf(EventSchema, "The next events of the log, in log order.", {
-  next_cursor: t.String({
-    description: "Pass as `since` in the next call; present on every page, even an empty one.",
-  }),
-});
+export const EventList = cursorListOf(EventSchema, "The next events of the log, in log order.");

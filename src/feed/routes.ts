@@ -1,6 +1,6 @@
 import type { AppDeps } from "../app-deps.ts";
 import { readWith } from "../db/read-replica.ts";
-import { listEnvelope } from "../http/lists.ts";
+import { cursorList } from "../http/lists.ts";
 import { pathOf } from "../http/paths.ts";
 import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
@@ -26,10 +26,7 @@ export function feedRoutes(deps: AppDeps) {
         query.limit ?? FEED_LIMIT.default,
         readHead,
       );
-      return {
-        ...listEnvelope(pathOf(request.url), page.rows.map(presentFeedMessage), page.hasMore),
-        next_cursor: page.nextCursor,
-      };
+      return cursorList(pathOf(request.url), page, presentFeedMessage);
     },
     {
       policy: POLICIES.apiRead,

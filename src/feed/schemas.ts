@@ -1,7 +1,7 @@
 import { t } from "elysia";
 import { ContactRefSchema } from "../contacts/schemas.ts";
 import { messageFields, storedMessageExample } from "../history/schemas.ts";
-import { listOf } from "../http/schemas.ts";
+import { cursorListOf } from "../http/schemas.ts";
 import { queryInteger } from "../http/validation.ts";
 
 export const FEED_LIMIT = { minimum: 1, maximum: 500, default: 100 };
@@ -34,8 +34,4 @@ export const FeedMessageSchema = t.Object(
   },
 );
 
-export const FeedList = listOf(FeedMessageSchema, "The next messages of the feed, in feed order.", {
-  next_cursor: t.String({
-    description: "Pass as `since` in the next call; present on every page, even an empty one.",
-  }),
-});
+export const FeedList = cursorListOf(FeedMessageSchema, "The next messages of the feed, in feed order.");

@@ -94,6 +94,20 @@ async function sequenceFeedShard(
   return { tick, shards };
 }
 
+/**
+ * The `heads` step of both numbering statements (the feed's, the event log's): each tenant's head
+ * moved past its rows of `fresh` (`tenant_count` each), upserted in tenant order (see numberFeed),
+ * the new heads returned. Positions are then `last_seq - tenant_count + n`.
+ */
+function raiseHeads(table: "feed_heads" | "event_heads") {
+  return sql.raw(`
+        INSERT INTO ${table} AS h (tenant_id, last_seq)
+        SELECT tenant_id, max(tenant_count) FROM fresh GROUP BY tenant_id ORDER BY tenant_id
+        ON CONFLICT (tenant_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
+        RETURNING tenant_id, last_seq
+      `);
+}
+
 async function numberFeed(
   db: Db,
   shard: number,
@@ -144,12 +158,7 @@ async function numberFeed(
         WHERE NOT is_system_message(m.type)
           AND NOT EXISTS (SELECT 1 FROM feed_entries e WHERE e.message_id = taken.message_id)
       ),
-      heads AS (
-        INSERT INTO feed_heads AS h (tenant_id, last_seq)
-        SELECT tenant_id, max(tenant_count) FROM fresh GROUP BY tenant_id ORDER BY tenant_id
-        ON CONFLICT (tenant_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
-        RETURNING tenant_id, last_seq
-      ),
+      heads AS (${raiseHeads("feed_heads")}),
       numbered AS (
         INSERT INTO feed_entries (tenant_id, seq, message_id)
         SELECT fresh.tenant_id, heads.last_seq - fresh.tenant_count + fresh.n, fresh.message_id
@@ -206,12 +215,7 @@ async function numberEvents(
              count(*) OVER (PARTITION BY t.tenant_id) AS tenant_count
       FROM taken t
     ),
-    heads AS (
-      INSERT INTO event_heads AS h (tenant_id, last_seq)
-      SELECT tenant_id, max(tenant_count) FROM fresh GROUP BY tenant_id ORDER BY tenant_id
-      ON CONFLICT (tenant_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
-      RETURNING tenant_id, last_seq
-    ),
+    heads AS (${raiseHeads("event_heads")}),
     numbered AS (
       INSERT INTO events (tenant_id, seq, id, type, message_id, status, failure, created_at)
       SELECT f.tenant_id, h.last_seq - f.tenant_count + f.n, 'evt_' || translate(gen_random_uuid()::text, '-', ''),

@@ -1,33 +1,35 @@
+import type { Selectable } from "kysely";
 import { epochSeconds } from "../clock.ts";
-import type { MessageFailure } from "../db/schema.ts";
+import type { MessagesTable } from "../db/schema.ts";
 
-/** The columns of a messages row that history, conversations and the feed show. */
-export interface HistoryMessageRow {
-  id: string | null;
-  direction: "inbound" | "outbound";
-  type: string;
-  preview: string;
-  text: string | null;
-  media_type: string | null;
-  media_filename: string | null;
-  status: string | null;
-  failure: MessageFailure | null;
-  client_reference: string | null;
-  created_at: Date;
-  /** The retry state (issue 24): attempts so far, when the next is due, why the last one failed. */
-  send_attempts: number;
-  send_not_before: Date | null;
-  last_error: MessageFailure | null;
-}
+/**
+ * The columns of a messages row that history, conversations and the feed show, with the retry state
+ * (issue 24): attempts so far (`send_attempts`), when the next is due (`send_not_before`), why the
+ * last one failed (`last_error`).
+ */
+export type HistoryMessageRow = Pick<
+  Selectable<MessagesTable>,
+  | "id"
+  | "direction"
+  | "type"
+  | "preview"
+  | "text"
+  | "media_type"
+  | "media_filename"
+  | "status"
+  | "failure"
+  | "client_reference"
+  | "created_at"
+  | "send_attempts"
+  | "send_not_before"
+  | "last_error"
+>;
 
 /** The columns a message's retry state is read from (a HistoryMessageRow has them). */
-export interface RetryStateRow {
-  direction: "inbound" | "outbound";
-  status: string | null;
-  send_attempts: number;
-  send_not_before: Date | null;
-  last_error: MessageFailure | null;
-}
+export type RetryStateRow = Pick<
+  HistoryMessageRow,
+  "direction" | "status" | "send_attempts" | "send_not_before" | "last_error"
+>;
 
 /**
  * `retrying` (issue 24): an `accepted` message whose last attempt failed and is to be tried again

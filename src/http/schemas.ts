@@ -61,6 +61,15 @@ export function listOf<T extends TSchema, E extends TProperties = Record<never, 
   );
 }
 
+/** A list read from a cursor (the feed, the event log): SPEC §2's envelope with `next_cursor`. */
+export function cursorListOf<T extends TSchema>(item: T, description: string) {
+  return listOf(item, description, {
+    next_cursor: t.String({
+      description: "Pass as `since` in the next call; present on every page, even an empty one.",
+    }),
+  });
+}
+
 /**
  * The OpenAPI form of an object whose fields come in exclusive pairs ("`to` or `contact`", "`template` or
  * `body`"): the same object (its own field schemas, title and examples), plus for each pair a `oneOf` of

@@ -11,7 +11,7 @@ import {
   utcTimeTag,
 } from "./applications-markup.ts";
 import { type Html, html } from "./html.ts";
-import { csrfInput, durationText, timeTag } from "./layout.ts";
+import { confirmForm, csrfInput, durationText, timeTag } from "./layout.ts";
 
 /**
  * The pages of one application's actions: its client secret, shown once (after create and rotate),
@@ -45,6 +45,16 @@ export const OVERLAP_CHOICES: { seconds: number; label: string; hint: string }[]
   },
 ];
 
+/** A page of one application's actions, under the breadcrumb back to the list. */
+function actionPage(frame: Frame, title: string, body: Html): Html {
+  return applicationsSection(
+    frame,
+    title,
+    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
+${body}`,
+  );
+}
+
 function credentialBlock(id: string, label: string, value: string): Html {
   return html`<div class="credential">
   <p class="credential-label" id="${id}-label">${label}</p>
@@ -75,11 +85,10 @@ export function secretPage(
   const { application, clientSecret, rotated } = input;
   const overlapUntil = rotated ? previousSecretValidUntil(application, frame.now) : undefined;
   const lifetime = durationText(TOKEN_LIFETIME_SECONDS);
-  return applicationsSection(
+  return actionPage(
     frame,
     rotated ? "New client secret" : "Application created",
-    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
-<h1>${rotated ? html`New secret for “${application.name}”` : html`“${application.name}” is ready`}</h1>
+    html`<h1>${rotated ? html`New secret for “${application.name}”` : html`“${application.name}” is ready`}</h1>
 <div class="warning secret-warning">
   <p><strong>Copy the client secret now and store it somewhere safe.</strong> It is shown only on this page and will
   not be shown again: it is not stored anywhere, so nobody can look it up later. If it is lost, rotate the secret to
@@ -105,11 +114,10 @@ ${tokenExample(input.baseUrl, application.clientId)}
 
 /** A second post of the same "new application" form (reload, double click): nothing new was made. */
 export function alreadyCreatedPage(frame: Frame, application: ApplicationRecord | undefined): Html {
-  return applicationsSection(
+  return actionPage(
     frame,
     "Already created",
-    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
-<h1>This form was already sent</h1>
+    html`<h1>This form was already sent</h1>
 <div class="card stack">
   ${
     application
@@ -126,11 +134,10 @@ export function alreadyCreatedPage(frame: Frame, application: ApplicationRecord 
 export function revokeConfirmPage(frame: Frame, application: ApplicationRecord): Html {
   const lifetime = durationText(TOKEN_LIFETIME_SECONDS);
   if (application.revokedAt) {
-    return applicationsSection(
+    return actionPage(
       frame,
       "Already revoked",
-      html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
-<h1>“${application.name}” is already revoked</h1>
+      html`<h1>“${application.name}” is already revoked</h1>
 <div class="card stack">
   <p>It was revoked ${timeTag(application.revokedAt, frame.now)} and can no longer get access tokens.</p>
   <p><a class="button" href="${APPLICATIONS_PATH}">Back to applications</a></p>
@@ -139,11 +146,10 @@ export function revokeConfirmPage(frame: Frame, application: ApplicationRecord):
   }
   const lastToken = application.lastTokenAt;
   const validUntil = lastToken && new Date(lastToken.getTime() + TOKEN_LIFETIME_SECONDS * 1000);
-  return applicationsSection(
+  return actionPage(
     frame,
     `Revoke ${application.name}`,
-    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
-<h1>Revoke “${application.name}”?</h1>
+    html`<h1>Revoke “${application.name}”?</h1>
 <div class="card stack revoke">
   <dl class="facts">
     <div><dt>Client ID</dt><dd><code>${application.clientId}</code></dd></div>
@@ -163,22 +169,17 @@ export function revokeConfirmPage(frame: Frame, application: ApplicationRecord):
       <li>To keep a system running, create a new application first and move the system to its credentials.</li>
     </ul>
   </div>
-  <form method="post" action="${appPath(application, "revoke")}" class="row">
-    ${csrfInput(frame.csrf)}
-    <button type="submit" class="button danger">Revoke application</button>
-    <a class="button" href="${APPLICATIONS_PATH}">Cancel</a>
-  </form>
+  ${confirmForm(frame.csrf, appPath(application, "revoke"), "Revoke application", APPLICATIONS_PATH)}
 </div>`,
   );
 }
 
 /** Rotating a revoked application's secret is refused (409): it could never get a token again. */
 export function rotateRevokedPage(frame: Frame, application: ApplicationRecord): Html {
-  return applicationsSection(
+  return actionPage(
     frame,
     "Application revoked",
-    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
-<h1>“${application.name}” is revoked</h1>
+    html`<h1>“${application.name}” is revoked</h1>
 <div class="card stack">
   <p class="error" role="alert">A revoked application's secret cannot be rotated: it can never get access tokens again. Create a new application instead.</p>
   <p class="row"><a class="button primary" href="${APPLICATIONS_PATH}#new-application">New application</a> <a class="button" href="${APPLICATIONS_PATH}">Back to applications</a></p>
@@ -190,11 +191,10 @@ export function rotateRevokedPage(frame: Frame, application: ApplicationRecord):
 export function rotateConfirmPage(frame: Frame, application: ApplicationRecord, error?: string): Html {
   const running = previousSecretValidUntil(application, frame.now);
   const errorId = error ? "overlap-error" : undefined;
-  return applicationsSection(
+  return actionPage(
     frame,
     `Rotate the secret of ${application.name}`,
-    html`<p class="breadcrumb"><a href="${APPLICATIONS_PATH}">Applications</a></p>
-<h1>Rotate the secret of “${application.name}”</h1>
+    html`<h1>Rotate the secret of “${application.name}”</h1>
 <div class="card stack rotate">
   <p>A new client secret is made and shown once. Access tokens already issued stay valid until they expire (up to ${durationText(TOKEN_LIFETIME_SECONDS)}).</p>
   ${

@@ -12,7 +12,7 @@ import {
   utcTimeTag,
 } from "./applications-markup.ts";
 import { type Html, html } from "./html.ts";
-import { csrfInput, durationText, timeTag } from "./layout.ts";
+import { csrfInput, durationText, formErrors, timeTag } from "./layout.ts";
 import { cell, columnHeaders } from "./list-view.ts";
 
 export {
@@ -131,14 +131,7 @@ function newApplicationForm(frame: Frame, form: NewApplicationForm): Html {
   const scopesError = errors.scopes ? "app-scopes-error" : undefined;
   return html`<section class="card new-application" id="new-application" aria-labelledby="new-application-title">
 <h2 id="new-application-title">New application</h2>
-${
-  messages.length > 0
-    ? html`<div class="error" role="alert" id="new-application-errors">
-  <p><strong>The application was not created.</strong></p>
-  <ul class="bullets">${messages.map((m) => html`<li>${m}</li>`)}</ul>
-</div>`
-    : ""
-}
+${formErrors("new-application-errors", "The application was not created.", messages)}
 <form method="post" action="${APPLICATIONS_PATH}" class="stack app-form">
   ${csrfInput(frame.csrf)}
   <input type="hidden" name="form_id" value="${form.formId}">

@@ -19,7 +19,7 @@ import {
   secretPage,
 } from "./applications-view.ts";
 import { PANEL_PREFIX } from "./paths.ts";
-import { field, htmlResponse, newFormToken, type PanelContext, redirect, signedIn } from "./web.ts";
+import { field, fields, htmlResponse, newFormToken, type PanelContext, redirect, signedIn } from "./web.ts";
 
 export const APPLICATION_NAME_MAX = 100;
 /** How long a "new application" form remembers that it was sent (a reload or double click). */
@@ -47,8 +47,7 @@ export function validateNewApplication(form: Record<string, string | string[]>):
   errors: NewApplicationForm["errors"] | undefined;
 } {
   const name = field(form, "name").trim();
-  const raw = form.scopes;
-  const given = raw === undefined ? [] : Array.isArray(raw) ? raw : [raw];
+  const given = fields(form, "scopes");
   const known = SCOPE_CHOICES.map((c) => c.scope);
   const scopes = known.filter((s) => given.includes(s));
   const errors: NonNullable<NewApplicationForm["errors"]> = {};
@@ -69,6 +68,15 @@ async function tenantApplicationOr404(ctx: PanelContext) {
     ? await findTenantApplication(ctx.deps.db, ctx.session.tenantId, clientId)
     : undefined;
   if (!application) throw new ApiError("resource_missing", "No such page.");
+  return application;
+}
+
+/** The path's application for a rotation; a revoked one's secret cannot be rotated: its 409 page instead. */
+async function rotatableApplication(ctx: PanelContext) {
+  const application = await tenantApplicationOr404(ctx);
+  if (application.revokedAt) {
+    return htmlResponse(rotateRevokedPage(frameOf(ctx), application), { status: 409 });
+  }
   return application;
 }
 
@@ -157,20 +165,16 @@ export function applicationPages(deps: AppDeps) {
     .get(
       "/applications/:clientId/rotate-secret",
       signedIn(deps, async (ctx) => {
-        const application = await tenantApplicationOr404(ctx);
-        if (application.revokedAt) {
-          return htmlResponse(rotateRevokedPage(frameOf(ctx), application), { status: 409 });
-        }
+        const application = await rotatableApplication(ctx);
+        if (application instanceof Response) return application;
         return htmlResponse(rotateConfirmPage(frameOf(ctx), application));
       }),
     )
     .post(
       "/applications/:clientId/rotate-secret",
       signedIn(deps, async (ctx) => {
-        const application = await tenantApplicationOr404(ctx);
-        if (application.revokedAt) {
-          return htmlResponse(rotateRevokedPage(frameOf(ctx), application), { status: 409 });
-        }
+        const application = await rotatableApplication(ctx);
+        if (application instanceof Response) return application;
         // No choice sent (an older form, a script): none, as rotation always was.
         const given = field(ctx.form, "overlap") || "0";
         const overlap = OVERLAP_CHOICES.find((choice) => String(choice.seconds) === given);

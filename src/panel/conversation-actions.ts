@@ -7,14 +7,14 @@ import type { SendMessageInput } from "../messages/accept.ts";
 import type { OutboundSending } from "../messages/admission.ts";
 import {
   conversationState,
-  markConversationRead,
   newConversationView,
+  openConversation,
+  pathConversationContact,
   replyTemplates,
   requireConversationContact,
   senderTemplates,
 } from "./conversation-data.ts";
 import { CONVERSATIONS_PATH, contactLabel, conversationPath } from "./conversation-markup.ts";
-import { threadPage } from "./conversation-messages.ts";
 import { conversationPage, newConversationPage, replyUpdate } from "./conversation-pages.ts";
 import { idParam } from "./conversation-params.ts";
 import {
@@ -130,7 +130,7 @@ export function conversationActions(deps: AppDeps, sending: OutboundSending) {
   /** POST /panel/conversations/:contactId/messages: a reply (free text or template). */
   async function reply(ctx: PanelContext): Promise<Response> {
     const tenantId = ctx.session.tenantId;
-    const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
+    const contact = await pathConversationContact(ctx);
     const state = await conversationState(deps.db, tenantId, contact, deps.clock.now());
     const values = readReplyForm(ctx.form);
     // A template reply reads the sender's templates (to find the chosen one).
@@ -161,11 +161,7 @@ export function conversationActions(deps: AppDeps, sending: OutboundSending) {
     // Re-read after the send: the thread has the new message, the window may have moved.
     const now = deps.clock.now();
     const fresh = await requireConversationContact(deps.db, tenantId, contact.id);
-    await markConversationRead(deps.db, tenantId, contact.id, now);
-    const [after, thread] = await Promise.all([
-      conversationState(deps.db, tenantId, fresh, now),
-      threadPage(deps.db, tenantId, contact.id, undefined),
-    ]);
+    const { state: after, thread } = await openConversation(deps.db, tenantId, fresh, now, undefined);
     // The form lists templates in any window state (a template reply read them already).
     const afterTemplates =
       values.kind === "template" && after.sender && after.sender.id === state.sender?.id

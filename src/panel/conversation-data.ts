@@ -12,6 +12,8 @@ import { ApiError } from "../http/errors.ts";
 import { isId } from "../ids.ts";
 import { listActiveSenders, type SenderRow } from "../senders/repository.ts";
 import { listApprovedTemplates, type TemplateRow } from "../templates/repository.ts";
+import { type ThreadPage, threadPage } from "./conversation-messages.ts";
+import type { PanelContext } from "./web.ts";
 
 export {
   type InboundMediaSource,
@@ -138,6 +140,11 @@ export async function requireConversationContact(
   return requireContact(db, tenantId, contactId);
 }
 
+/** The conversation a panel path names (`:contactId`), in the signed-in tenant; 404 as above. */
+export function pathConversationContact(ctx: PanelContext): Promise<ContactRow> {
+  return requireConversationContact(ctx.deps.db, ctx.session.tenantId, ctx.params.contactId ?? "");
+}
+
 /**
  * Opening (or watching) a conversation reads it (DESIGN §3 unread): inbound messages up to now no
  * longer count, and the finalize step counts only those newer than `panel_read_at`. The row is
@@ -223,6 +230,25 @@ export async function conversationState(
         ? "text"
         : "template";
   return { contact, sender, messaging, mode };
+}
+
+/**
+ * A conversation being looked at (its page, its thread poll, the page after a reply): marked read,
+ * then its reply state and a page of its thread (the latest, or before the message `beforeId`).
+ */
+export async function openConversation(
+  db: Db,
+  tenantId: string,
+  contact: ContactRow,
+  now: Date,
+  beforeId: string | undefined,
+): Promise<{ state: ConversationState; thread: ThreadPage }> {
+  await markConversationRead(db, tenantId, contact.id, now);
+  const [state, thread] = await Promise.all([
+    conversationState(db, tenantId, contact, now),
+    threadPage(db, tenantId, contact.id, beforeId),
+  ]);
+  return { state, thread };
 }
 
 /** A sender's approved templates; none without a sender. */

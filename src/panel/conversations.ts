@@ -7,16 +7,16 @@ import { senderCredentials } from "../senders/repository.ts";
 import { conversationActions } from "./conversation-actions.ts";
 import {
   conversationState,
-  markConversationRead,
   newConversationView,
+  openConversation,
+  pathConversationContact,
   replyTemplates,
-  requireConversationContact,
   senderTemplates,
   tenantUnread,
 } from "./conversation-data.ts";
 import { listRegion } from "./conversation-list.ts";
 import { titleUpdate } from "./conversation-list-view.ts";
-import { inboundMediaSource, messageDetails, threadPage } from "./conversation-messages.ts";
+import { inboundMediaSource, messageDetails } from "./conversation-messages.ts";
 import {
   conversationPage,
   listPage,
@@ -117,7 +117,7 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
       "/conversations/:contactId/messages/:messageId",
       signedIn(deps, async (ctx) => {
         const tenantId = ctx.session.tenantId;
-        const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
+        const contact = await pathConversationContact(ctx);
         const details = await messageDetails(deps.db, tenantId, contact.id, ctx.params.messageId ?? "");
         const now = deps.clock.now();
         const timeline = renderMessageTimeline(details, now);
@@ -130,7 +130,7 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
       "/conversations/:contactId/messages/:messageId/media",
       signedIn(deps, async (ctx) => {
         const tenantId = ctx.session.tenantId;
-        const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
+        const contact = await pathConversationContact(ctx);
         const source = await inboundMediaSource(deps.db, tenantId, contact.id, ctx.params.messageId ?? "");
         let media: DownloadedMedia;
         try {
@@ -157,7 +157,7 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
       "/conversations/:contactId",
       signedIn(deps, async (ctx) => {
         const tenantId = ctx.session.tenantId;
-        const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
+        const contact = await pathConversationContact(ctx);
         const now = deps.clock.now();
         const templateId = idParam(ctx.query.template, "tpl") ?? "";
         if (ctx.htmx && ctx.request.headers.get("hx-target") === "template-fields") {
@@ -166,12 +166,8 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
           const templates = await senderTemplates(deps.db, tenantId, state.sender);
           return htmlResponse(renderTemplateFields(templates, emptyReplyValues(templateId)));
         }
-        await markConversationRead(deps.db, tenantId, contact.id, now);
         const before = ctx.query.before || undefined;
-        const [state, thread] = await Promise.all([
-          conversationState(deps.db, tenantId, contact, now),
-          threadPage(deps.db, tenantId, contact.id, before),
-        ]);
+        const { state, thread } = await openConversation(deps.db, tenantId, contact, now, before);
         const templates = await replyTemplates(deps.db, tenantId, state);
         return htmlResponse(
           await conversationPage(deps.db, ctx, {
@@ -192,14 +188,10 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
       "/conversations/:contactId/thread",
       signedIn(deps, async (ctx) => {
         const tenantId = ctx.session.tenantId;
-        const contact = await requireConversationContact(deps.db, tenantId, ctx.params.contactId ?? "");
+        const contact = await pathConversationContact(ctx);
         const now = deps.clock.now();
         // Watching the conversation keeps it read: what arrives while it is open is seen.
-        await markConversationRead(deps.db, tenantId, contact.id, now);
-        const [state, thread] = await Promise.all([
-          conversationState(deps.db, tenantId, contact, now),
-          threadPage(deps.db, tenantId, contact.id, undefined),
-        ]);
+        const { state, thread } = await openConversation(deps.db, tenantId, contact, now, undefined);
         const region = threadRegion(contact, state, thread, now);
         if (ctx.query.v === region.version) return notModified();
         // The window opened or closed since the page was drawn: the reply box changes with it. Between

@@ -140,3 +140,21 @@ export function durationText(seconds: number): string {
 export function csrfInput(csrf: string): Html {
   return html`<input type="hidden" name="${CSRF_FIELD}" value="${csrf}">`;
 }
+
+/** Why a form was refused, above it: what was not done, then each reason; nothing without one. */
+export function formErrors(id: string, heading: string, messages: string[]): Html | "" {
+  if (messages.length === 0) return "";
+  return html`<div class="error" role="alert" id="${id}">
+  <p><strong>${heading}</strong></p>
+  <ul class="bullets">${messages.map((m) => html`<li>${m}</li>`)}</ul>
+</div>`;
+}
+
+/** A destructive action's confirmation (revoke, delete): post it with the danger button, or cancel. */
+export function confirmForm(csrf: string, action: string, label: string, cancelHref: string): Html {
+  return html`<form method="post" action="${action}" class="row">
+    ${csrfInput(csrf)}
+    <button type="submit" class="button danger">${label}</button>
+    <a class="button" href="${cancelHref}">Cancel</a>
+  </form>`;
+}

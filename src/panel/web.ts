@@ -131,6 +131,12 @@ export function field(form: Record<string, string | string[]>, name: string): st
   return (Array.isArray(value) ? value[0] : value) ?? "";
 }
 
+/** Every value of a form field that may repeat (checkboxes): none when it was not sent. */
+export function fields(form: Record<string, string | string[]>, name: string): string[] {
+  const value = form[name];
+  return value === undefined ? [] : Array.isArray(value) ? value : [value];
+}
+
 interface ElysiaLikeContext {
   request: Request;
   params?: Record<string, string>;

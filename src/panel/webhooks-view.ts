@@ -4,7 +4,7 @@ import { ENDPOINTS_PER_TENANT } from "../push/schemas.ts";
 import type { listWebhookEndpoints } from "../push/service.ts";
 import type { PanelSession } from "../users/service.ts";
 import { type Html, html } from "./html.ts";
-import { csrfInput, durationText, page, timeTag } from "./layout.ts";
+import { confirmForm, csrfInput, durationText, formErrors, page, timeTag } from "./layout.ts";
 import { cell, columnHeaders } from "./list-view.ts";
 import { PANEL_PREFIX } from "./paths.ts";
 
@@ -237,14 +237,7 @@ function newEndpointForm(frame: Frame, form: NewEndpointForm, full: boolean): Ht
   );
   return html`<section class="card new-application" id="new-endpoint" aria-labelledby="new-endpoint-title">
 <h2 id="new-endpoint-title">New endpoint</h2>
-${
-  messages.length > 0
-    ? html`<div class="error" role="alert" id="new-endpoint-errors">
-  <p><strong>The endpoint was not created.</strong></p>
-  <ul class="bullets">${messages.map((m) => html`<li>${m}</li>`)}</ul>
-</div>`
-    : ""
-}
+${formErrors("new-endpoint-errors", "The endpoint was not created.", messages)}
 ${full ? html`<p class="muted">You have ${ENDPOINTS_PER_TENANT} endpoints, the most an account may have: delete one to add another.</p>` : ""}
 <form method="post" action="${WEBHOOKS_PATH}" class="stack app-form">
   ${csrfInput(frame.csrf)}
@@ -356,11 +349,7 @@ export function deleteConfirmPage(frame: Frame, endpoint: Endpoint): Html {
     <div><dt>Pending events</dt><dd>${endpoint.delivery.pending.toLocaleString("en-US")}</dd></div>
   </dl>
   <div class="warning"><p><strong>Deleting is permanent.</strong> Nothing more is posted to this URL, including the events still pending. To stop for a while instead, disable it.</p></div>
-  <form method="post" action="${endpointPath(endpoint.id, "delete")}" class="row">
-    ${csrfInput(frame.csrf)}
-    <button type="submit" class="button danger">Delete endpoint</button>
-    <a class="button" href="${WEBHOOKS_PATH}">Cancel</a>
-  </form>
+  ${confirmForm(frame.csrf, endpointPath(endpoint.id, "delete"), "Delete endpoint", WEBHOOKS_PATH)}
 </div>`,
   );
 }

@@ -1,7 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import type { EventType } from "../db/schema.ts";
-import { createEventCursorCodec } from "../events/cursor.ts";
 import { EVENT_TYPES } from "../events/schemas.ts";
 import { ApiError } from "../http/errors.ts";
 import { isId } from "../ids.ts";
@@ -11,7 +10,7 @@ import {
   changeWebhookEndpoint,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
-  type EndpointDeps,
+  endpointDeps,
   getWebhookEndpoint,
   listWebhookEndpoints,
   replayWebhookEndpoint,
@@ -19,7 +18,7 @@ import {
 } from "../push/service.ts";
 import { sendTestEvent, TEST_EVENT_PREFIX } from "../push/test-event.ts";
 import { PANEL_PREFIX } from "./paths.ts";
-import { field, htmlResponse, type PanelContext, redirect, signedIn } from "./web.ts";
+import { field, fields, htmlResponse, type PanelContext, redirect, signedIn } from "./web.ts";
 import {
   deleteConfirmPage,
   type Endpoint,
@@ -52,8 +51,7 @@ export function validateNewEndpoint(form: Record<string, string | string[]>): {
 } {
   const url = field(form, "url").trim();
   const description = field(form, "description").trim();
-  const raw = form.events;
-  const given = raw === undefined ? [] : Array.isArray(raw) ? raw : [raw];
+  const given = fields(form, "events");
   const events = EVENT_TYPES.filter((type) => given.includes(type));
   const errors: NonNullable<NewEndpointForm["errors"]> = {};
   if (url === "") errors.url = "Enter the URL events are posted to.";
@@ -86,7 +84,7 @@ function endpointIdOf(ctx: PanelContext): string {
 
 /** Webhooks: endpoints with their delivery state and last deliveries; create, test, replay, rotate, enable/disable, delete. */
 export function webhookPages(deps: AppDeps) {
-  const endpoints: EndpointDeps = { ...deps, cursors: createEventCursorCodec(deps.config) };
+  const endpoints = endpointDeps(deps);
 
   /** The attempt log is diagnostics in Redis: unreadable, the page still shows everything else. */
   function attemptsOf(endpointId: string, count: number) {

@@ -1,5 +1,4 @@
 import type { AppDeps } from "../app-deps.ts";
-import { createEventCursorCodec } from "../events/cursor.ts";
 import { listEnvelope } from "../http/lists.ts";
 import { pathOf } from "../http/paths.ts";
 import { POLICIES } from "../http/route-policy.ts";
@@ -19,7 +18,7 @@ import {
   changeWebhookEndpoint,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
-  type EndpointDeps,
+  endpointDeps,
   getWebhookEndpoint,
   listWebhookEndpoints,
   replayWebhookEndpoint,
@@ -31,7 +30,7 @@ const BODY_ERRORS = ["parameter_invalid", "parameter_unknown", "parameter_missin
 
 /** /webhook_endpoints (DESIGN §12): where the event log is pushed, and how far delivery has come. */
 export function webhookEndpointRoutes(deps: AppDeps) {
-  const endpoints: EndpointDeps = { ...deps, cursors: createEventCursorCodec(deps.config) };
+  const endpoints = endpointDeps(deps);
   return apiRoutes()
     .post(
       "/webhook_endpoints",

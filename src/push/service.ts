@@ -2,6 +2,7 @@ import { sql } from "kysely";
 import type { AppDeps } from "../app-deps.ts";
 import { open, seal } from "../crypto/secret-box.ts";
 import type { EventType } from "../db/schema.ts";
+import { createEventCursorCodec } from "../events/cursor.ts";
 import { eventHead } from "../events/repository.ts";
 import { EVENT_TYPES } from "../events/schemas.ts";
 import type { FeedCursorCodec } from "../feed/cursor.ts";
@@ -36,6 +37,11 @@ export type EndpointDeps = Pick<AppDeps, "db" | "clock" | "queues"> & {
   };
   cursors: FeedCursorCodec;
 };
+
+/** The endpoint service's dependencies: the app's, with the event log's cursor codec (`evc_`). */
+export function endpointDeps(deps: AppDeps): EndpointDeps {
+  return { ...deps, cursors: createEventCursorCodec(deps.config) };
+}
 
 /** Tells the webhook worker an endpoint has events to deliver (one waiting nudge per endpoint). */
 export function nudgeEndpoint(queues: Pick<Queues, "webhook">, endpointId: string): Promise<void> {

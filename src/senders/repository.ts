@@ -61,15 +61,18 @@ export async function findSenderByProviderPhoneNumberId(
     .executeTakeFirst();
 }
 
-export async function listActiveSenders(db: Db, tenantId: string): Promise<SenderRow[]> {
+/** A tenant's senders, oldest first: the query the lists below narrow. */
+function tenantSenders(db: Db, tenantId: string) {
   return db
     .selectFrom("senders")
     .selectAll()
     .where("tenant_id", "=", tenantId)
-    .where("active", "=", true)
     .orderBy("created_at")
-    .orderBy("id")
-    .execute();
+    .orderBy("id");
+}
+
+export async function listActiveSenders(db: Db, tenantId: string): Promise<SenderRow[]> {
+  return tenantSenders(db, tenantId).where("active", "=", true).execute();
 }
 
 /** Counting stops here: a backlog this long drains in hours either way, and the count stays cheap. */
@@ -113,13 +116,7 @@ export async function setSenderActive(
 
 /** All of a tenant's senders, active or not, oldest first. */
 export async function listTenantSenders(db: Db, tenantId: string): Promise<SenderRow[]> {
-  return db
-    .selectFrom("senders")
-    .selectAll()
-    .where("tenant_id", "=", tenantId)
-    .orderBy("created_at")
-    .orderBy("id")
-    .execute();
+  return tenantSenders(db, tenantId).execute();
 }
 
 /** Every active sender of every tenant (the template sync job walks them). */
