@@ -10,16 +10,11 @@
  *     -d '{"phone_number_id":"100000000000001","from":"+4915123456789","type":"text","text":"Thanks!"}'
  */
 import { readFile, rename, writeFile } from "node:fs/promises";
-import { MessagingClient } from "../src/index.ts";
+import { clientFromEnv } from "./client-from-env.ts";
 
 const CURSOR_FILE = process.env.FEED_CURSOR_FILE ?? "feed-cursor.txt";
 
-const client = new MessagingClient({
-  baseUrl: process.env.MESSAGING_BASE_URL ?? "http://localhost:3000/v2",
-  clientId: process.env.MESSAGING_CLIENT_ID ?? "",
-  clientSecret: process.env.MESSAGING_CLIENT_SECRET ?? "",
-  scopes: ["messaging:read"],
-});
+const client = clientFromEnv("messaging:read");
 
 const stop = new AbortController();
 process.once("SIGINT", () => stop.abort());

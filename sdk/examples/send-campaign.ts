@@ -14,13 +14,8 @@
  * Any number of recipients: sendBatch makes one call per 1,000. Uses the `appointment_reminder`
  * template of the simulator's catalogue.
  */
-import {
-  ApiError,
-  type BatchResult,
-  BatchSendError,
-  MessagingClient,
-  type SendBatchItem,
-} from "../src/index.ts";
+import { ApiError, type BatchResult, BatchSendError, type SendBatchItem } from "../src/index.ts";
+import { clientFromEnv } from "./client-from-env.ts";
 
 const args = process.argv.slice(2);
 const declineAt = args.indexOf("--decline");
@@ -34,12 +29,7 @@ if (!campaign || Number.isNaN(event.getTime()) || recipients.length === 0) {
   process.exit(2);
 }
 
-const client = new MessagingClient({
-  baseUrl: process.env.MESSAGING_BASE_URL ?? "http://localhost:3000/v2",
-  clientId: process.env.MESSAGING_CLIENT_ID ?? "",
-  clientSecret: process.env.MESSAGING_CLIENT_SECRET ?? "",
-  scopes: ["messaging:send"],
-});
+const client = clientFromEnv("messaging:send");
 
 const day = event.toISOString().slice(0, 10);
 const time = `${event.toISOString().slice(11, 16)} UTC`;

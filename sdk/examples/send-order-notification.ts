@@ -7,16 +7,12 @@
  *
  * The seed's one sender (phone_number_id 100000000000001 in the simulator) is picked automatically.
  */
-import { ApiError, MessagingClient } from "../src/index.ts";
+import { ApiError } from "../src/index.ts";
+import { clientFromEnv } from "./client-from-env.ts";
 
 const [to = "+4915123456789", order = "A-1001"] = process.argv.slice(2);
 
-const client = new MessagingClient({
-  baseUrl: process.env.MESSAGING_BASE_URL ?? "http://localhost:3000/v2",
-  clientId: process.env.MESSAGING_CLIENT_ID ?? "",
-  clientSecret: process.env.MESSAGING_CLIENT_SECRET ?? "",
-  scopes: ["messaging:send"],
-});
+const client = clientFromEnv("messaging:send");
 
 try {
   // One key per order: running this again for the same order does not notify the customer twice.

@@ -15,7 +15,8 @@
  * (events-cursor.txt), MESSAGING_BASE_URL / _CLIENT_ID / _CLIENT_SECRET (for the catch-up).
  */
 import { readFile, rename, writeFile } from "node:fs/promises";
-import { MessagingClient, type WebhookEvent, WebhookVerificationError } from "../src/index.ts";
+import { type WebhookEvent, WebhookVerificationError } from "../src/index.ts";
+import { clientFromEnv } from "./client-from-env.ts";
 
 const SECRET = process.env.WEBHOOK_SECRET ?? "";
 const CURSOR_FILE = process.env.EVENTS_CURSOR_FILE ?? "events-cursor.txt";
@@ -29,12 +30,7 @@ if (!SECRET.startsWith("whsec_")) {
   process.exit(1);
 }
 
-const client = new MessagingClient({
-  baseUrl: process.env.MESSAGING_BASE_URL ?? "http://localhost:3000/v2",
-  clientId: process.env.MESSAGING_CLIENT_ID ?? "",
-  clientSecret: process.env.MESSAGING_CLIENT_SECRET ?? "",
-  scopes: ["messaging:read"],
-});
+const client = clientFromEnv("messaging:read");
 
 // De-duplication: every event comes at least once (a lost answer, a replay, the catch-up reading what
 // was also pushed). In memory here; a real receiver keeps the ids with what it did (a unique key),

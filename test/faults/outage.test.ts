@@ -57,18 +57,32 @@ const send = () =>
     to: "+4915100000001",
     template: { name: "order_shipped", language: "en", variables: { body: ["A", "1"] } },
   });
+const conversations = () => call(app, "GET", "/v2/conversations", { token: tenant.token });
+
+/** While a dependency is cut: a read and a send are 503 envelopes, the read promptly (not a hang). */
+async function expectReadAndSendUnavailable() {
+  const read = await timed(conversations);
+  expectUnavailable(read.value);
+  expect(read.ms).toBeLessThan(10_000);
+  expectUnavailable(await send());
+}
+
+/** Once it is back: the same instance reads and accepts a send again. */
+async function expectServing() {
+  expect((await conversations()).status).toBe(200);
+  const accepted = await send();
+  expect(accepted.text).toContain('"status":"accepted"');
+  expect(accepted.status).toBe(201);
+}
 
 describe("Postgres unreachable", () => {
   test("503 envelopes with Retry-After, /readyz fails, and the same instance recovers", async () => {
-    expect((await call(app, "GET", "/v2/conversations", { token: tenant.token })).status).toBe(200);
+    expect((await conversations()).status).toBe(200);
     const panel = await createPanelUserWithTenant(env.deps);
 
     pgProxy.cut();
     try {
-      const read = await timed(() => call(app, "GET", "/v2/conversations", { token: tenant.token }));
-      expectUnavailable(read.value);
-      expect(read.ms).toBeLessThan(10_000);
-      expectUnavailable(await send());
+      await expectReadAndSendUnavailable();
       const token = await requestToken(app, tenant.clientId, tenant.clientSecret);
       expect(token.status).toBe(503);
       expect(token.body.error).toBe("server_error");
@@ -89,23 +103,17 @@ describe("Postgres unreachable", () => {
 
     // No restart: the pool opens new connections once Postgres answers again.
     await eventually(async () => (await call(app, "GET", "/readyz")).status === 200);
-    expect((await call(app, "GET", "/v2/conversations", { token: tenant.token })).status).toBe(200);
-    const accepted = await send();
-    expect(accepted.text).toContain('"status":"accepted"');
-    expect(accepted.status).toBe(201);
+    await expectServing();
   });
 });
 
 describe("Redis unreachable", () => {
   test("503 envelopes with Retry-After, /readyz fails, and the same instance recovers", async () => {
-    expect((await call(app, "GET", "/v2/conversations", { token: tenant.token })).status).toBe(200);
+    expect((await conversations()).status).toBe(200);
 
     redisProxy.cut();
     try {
-      const read = await timed(() => call(app, "GET", "/v2/conversations", { token: tenant.token }));
-      expectUnavailable(read.value);
-      expect(read.ms).toBeLessThan(10_000);
-      expectUnavailable(await send());
+      await expectReadAndSendUnavailable();
       const ready = await call(app, "GET", "/readyz");
       expect(ready.status).toBe(503);
       expect(ready.body).toEqual({ status: "unavailable", postgres: "ok", redis: "unavailable" });
@@ -115,9 +123,6 @@ describe("Redis unreachable", () => {
 
     // ioredis reconnects by itself (its retry strategy backs off up to 2 s).
     await eventually(async () => (await call(app, "GET", "/readyz")).status === 200, 15_000);
-    expect((await call(app, "GET", "/v2/conversations", { token: tenant.token })).status).toBe(200);
-    const accepted = await send();
-    expect(accepted.text).toContain('"status":"accepted"');
-    expect(accepted.status).toBe(201);
+    await expectServing();
   });
 });

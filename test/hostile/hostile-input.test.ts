@@ -7,11 +7,11 @@ import {
   WEBHOOK_BODY_LIMIT,
 } from "../../src/http/body.ts";
 import {
+  appWithLimits,
   call,
   createTenantWithApp,
   createTestEnv,
   getToken,
-  nextSecond,
   type TestEnv,
 } from "../support/index.ts";
 
@@ -228,8 +228,7 @@ describe("every route's body has a cap, chunked or not, and is refused before it
 
 describe("limits before work", () => {
   test("the token endpoint's per-IP limit applies before the body is read or validated", async () => {
-    const strict = createApp({ ...env.deps, limits: { ...env.deps.limits, tokenPerIp: 10 } });
-    await nextSecond();
+    const strict = await appWithLimits(env, { tokenPerIp: 10 });
     const statuses: number[] = [];
     for (let i = 0; i < 20; i++) {
       const result = await call(strict, "POST", "/v2/oauth/token", {
@@ -250,8 +249,7 @@ describe("limits before work", () => {
   });
 
   test("a trailing slash is the same path to every limit (Elysia routes /x/ to /x)", async () => {
-    const strict = createApp({ ...env.deps, limits: { ...env.deps.limits, tokenPerIp: 3 } });
-    await nextSecond();
+    const strict = await appWithLimits(env, { tokenPerIp: 3 });
     const tokens: number[] = [];
     for (let i = 0; i < 5; i++) {
       const result = await call(strict, "POST", "/v2/oauth/token/", {
@@ -271,8 +269,7 @@ describe("limits before work", () => {
   });
 
   test("the panel and the operator endpoints are limited per IP", async () => {
-    const strict = createApp({ ...env.deps, limits: { ...env.deps.limits, panelPerIp: 5, opsPerIp: 5 } });
-    await nextSecond();
+    const strict = await appWithLimits(env, { panelPerIp: 5, opsPerIp: 5 });
     const panel: number[] = [];
     const ops: number[] = [];
     for (let i = 0; i < 8; i++) {

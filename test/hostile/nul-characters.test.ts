@@ -5,8 +5,8 @@ import {
   type WebhookAccount,
   webhookTimestamp,
 } from "../../src/channel/webhook-payloads.ts";
-import { createShop, postMessage, statusEventsOf } from "../support/fixtures.ts";
-import { call, createTestEnv, eventually, postWebhook, type TestEnv } from "../support/index.ts";
+import { createShop, inboundStoredWithText, postMessage, statusEventsOf } from "../support/fixtures.ts";
+import { call, createTestEnv, postWebhook, type TestEnv } from "../support/index.ts";
 
 // Postgres keeps no NUL character in text or jsonb: a string that carries one must be answered
 // before it reaches a statement (an integrator's request: 400 naming the field) or made storable
@@ -56,16 +56,7 @@ describe("NUL characters", () => {
       ],
     });
     expect(response.status).toBe(200);
-    const { finalizePendingInbound } = await import("../../src/inbound/finalize.ts");
-    await eventually(async () => {
-      await finalizePendingInbound(env.deps.db, env.clock).catch(() => undefined);
-      const row = await env.deps.db
-        .selectFrom("messages")
-        .select("text")
-        .where("provider_message_id", "=", "wamid.nul-inbound-1")
-        .executeTakeFirst();
-      return row?.text === "before\uFFFDafter";
-    });
+    await inboundStoredWithText(env, "wamid.nul-inbound-1", "before\uFFFDafter");
   });
 
   test("a failed status whose error carries one is taken and stored", async () => {

@@ -6,9 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { buildWebhook, webhookTimestamp } from "../../src/channel/webhook-payloads.ts";
-import { finalizePendingInbound } from "../../src/inbound/finalize.ts";
-import { createShop, type Shop } from "../support/fixtures.ts";
-import { call, createTestEnv, eventually, postWebhook, type TestEnv } from "../support/index.ts";
+import { createShop, inboundStoredWithText, type Shop } from "../support/fixtures.ts";
+import { call, createTestEnv, postWebhook, type TestEnv } from "../support/index.ts";
 
 let env: TestEnv;
 let shop: Shop;
@@ -135,15 +134,7 @@ describe("lone surrogates from the provider: taken, with U+FFFD in their place",
     ).replaceAll("SURROGATE", "\\ud83d");
     const response = await postWebhook(env, body);
     expect(response.status).toBe(200);
-    await eventually(async () => {
-      await finalizePendingInbound(env.deps.db, env.clock).catch(() => undefined);
-      const row = await env.deps.db
-        .selectFrom("messages")
-        .select("text")
-        .where("provider_message_id", "=", "wamid.surrogate-inbound-1")
-        .executeTakeFirst();
-      return row?.text === "before \uFFFD after";
-    });
+    await inboundStoredWithText(env, "wamid.surrogate-inbound-1", "before \uFFFD after");
   });
 });
 

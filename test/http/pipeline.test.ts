@@ -4,6 +4,7 @@ import { DEPENDENCY_RETRY_AFTER_SECONDS } from "../../src/http/dependency-faults
 import { API_ERRORS } from "../../src/http/errors.ts";
 import { createRedis } from "../../src/redis/connect.ts";
 import {
+  appWithLimits,
   call,
   createTenantWithApp,
   createTestEnv,
@@ -73,8 +74,7 @@ describe("request pipeline", () => {
   });
 
   test("unauthenticated requests are limited per IP and carry both header families", async () => {
-    const strict = createApp({ ...env.deps, limits: { ...env.deps.limits, anonymous: 5, token: 2 } });
-    await nextSecond();
+    const strict = await appWithLimits(env, { anonymous: 5, token: 2 });
     const results = [];
     for (let i = 0; i < 6; i++) results.push(await call(strict, "GET", "/v2/nope"));
     expect(results.map((r) => r.status)).toEqual([404, 404, 404, 404, 404, 429]);

@@ -73,15 +73,12 @@ describe("batched finalize", () => {
     };
     const [a, b] = await Promise.all([drain(), drain()]);
     expect(a + b).toBe(stored.length);
+    const providerIds = stored.map((s) => s.id);
 
     const events = await db
       .selectFrom("inbound_events")
       .select(["provider_message_id", "finalized_at", "message_id"])
-      .where(
-        "provider_message_id",
-        "in",
-        stored.map((s) => s.id),
-      )
+      .where("provider_message_id", "in", providerIds)
       .execute();
     expect(events).toHaveLength(stored.length);
     expect(events.every((e) => e.finalized_at && e.message_id)).toBe(true);
@@ -89,11 +86,7 @@ describe("batched finalize", () => {
     const messages = await db
       .selectFrom("messages")
       .select(["id", "seq", "provider_message_id", "contact_id", "type", "created_at"])
-      .where(
-        "provider_message_id",
-        "in",
-        stored.map((s) => s.id),
-      )
+      .where("provider_message_id", "in", providerIds)
       .execute();
     expect(messages).toHaveLength(stored.length);
     const messageByProvider = new Map(messages.map((m) => [m.provider_message_id, m]));

@@ -8,6 +8,7 @@ import {
   addSender,
   createShop,
   customerWrites,
+  failNextSends,
   freshPhone,
   messageRow,
   ORDER_SHIPPED,
@@ -679,11 +680,7 @@ describe("delivery to the provider (real worker processes)", () => {
   test("retryable provider failures are retried until sent; permanent ones fail at once with failure", async () => {
     const worker = spawnWorker(env, "send");
     try {
-      await fetch(`${env.simulatorUrl}/_sim/fail-next`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ count: 2, code: 130429 }),
-      });
+      await failNextSends(env, 2, 130429);
       const retried = await send({ to: freshPhone(), template: ORDER_SHIPPED });
       const sentRow = await eventually(async () => {
         const row = await messageRow(env.deps.db, retried.body.id);
@@ -693,11 +690,7 @@ describe("delivery to the provider (real worker processes)", () => {
       expect(sentRow.failure).toBeNull();
       expect(await sentTo(env, PHONE_NUMBER_ID, retried.body.id)).toHaveLength(1);
 
-      await fetch(`${env.simulatorUrl}/_sim/fail-next`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ count: 1, code: 131026 }),
-      });
+      await failNextSends(env, 1, 131026);
       const doomed = await send({ to: freshPhone(), template: ORDER_SHIPPED });
       const failed = await eventually(async () => {
         const row = await messageRow(env.deps.db, doomed.body.id);

@@ -1,13 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import * as oidc from "openid-client";
-import { createApp } from "../../src/app.ts";
 import { revokeApplication } from "../../src/applications/service.ts";
 import {
+  appWithLimits,
   call,
   createTenantWithApp,
   createTestEnv,
   getToken,
-  nextSecond,
   type TestEnv,
 } from "../support/index.ts";
 
@@ -23,6 +22,13 @@ afterAll(() => env.close());
 
 const TOKEN = "/v2/oauth/token";
 const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`;
+
+/** The client-credentials grant of an application (the file's own unless given), as a body carries it. */
+const grant = (app: { clientId: string; clientSecret: string } = creds) => ({
+  grant_type: "client_credentials",
+  client_id: app.clientId,
+  client_secret: app.clientSecret,
+});
 
 function tokenCall(options: Parameters<typeof call>[3]) {
   return call(env.app, "POST", TOKEN, options);
@@ -41,13 +47,7 @@ function expectOAuthError(result: Awaited<ReturnType<typeof call>>, status: numb
 
 describe("POST /oauth/token", () => {
   test("JSON body issues a Bearer token for an hour with the application's scopes", async () => {
-    const result = await tokenCall({
-      body: {
-        grant_type: "client_credentials",
-        client_id: creds.clientId,
-        client_secret: creds.clientSecret,
-      },
-    });
+    const result = await tokenCall({ body: grant() });
     expect(result.status).toBe(200);
     expect(result.body).toEqual({
       access_token: expect.stringMatching(/^[\w-]+\.[\w-]+\.[\w-]+$/),
@@ -62,11 +62,7 @@ describe("POST /oauth/token", () => {
 
   test("form body (RFC 6749) works", async () => {
     const result = await tokenCall({
-      rawBody: new URLSearchParams({
-        grant_type: "client_credentials",
-        client_id: creds.clientId,
-        client_secret: creds.clientSecret,
-      }).toString(),
+      rawBody: new URLSearchParams(grant()).toString(),
       headers: { "content-type": "application/x-www-form-urlencoded" },
     });
     expect(result.status).toBe(200);
@@ -100,44 +96,19 @@ describe("POST /oauth/token", () => {
   });
 
   test("scope: a subset narrows the token; outside the application's scopes is invalid_scope", async () => {
-    const narrowed = await tokenCall({
-      body: {
-        grant_type: "client_credentials",
-        client_id: creds.clientId,
-        client_secret: creds.clientSecret,
-        scope: "messaging:read",
-      },
-    });
+    const narrowed = await tokenCall({ body: { ...grant(), scope: "messaging:read" } });
     expect(narrowed.status).toBe(200);
     expect(narrowed.body.scope).toBe("messaging:read");
 
     const readOnly = await createTenantWithApp(env.deps, { scopes: ["messaging:read"] });
-    const widened = await tokenCall({
-      body: {
-        grant_type: "client_credentials",
-        client_id: readOnly.clientId,
-        client_secret: readOnly.clientSecret,
-        scope: "messaging:read messaging:send",
-      },
-    });
+    const widened = await tokenCall({ body: { ...grant(readOnly), scope: "messaging:read messaging:send" } });
     expectOAuthError(widened, 400, "invalid_scope");
-    const unknown = await tokenCall({
-      body: {
-        grant_type: "client_credentials",
-        client_id: creds.clientId,
-        client_secret: creds.clientSecret,
-        scope: "admin",
-      },
-    });
+    const unknown = await tokenCall({ body: { ...grant(), scope: "admin" } });
     expectOAuthError(unknown, 400, "invalid_scope");
   });
 
   test("every OAuth error has the RFC 6749 shape", async () => {
-    const good = {
-      grant_type: "client_credentials",
-      client_id: creds.clientId,
-      client_secret: creds.clientSecret,
-    };
+    const good = grant();
     expectOAuthError(
       await tokenCall({ body: { ...good, grant_type: "password" } }),
       400,
@@ -185,20 +156,13 @@ describe("POST /oauth/token", () => {
   test("client ids are case-sensitive: a flipped-case id is an unknown client", async () => {
     const flipped = creds.clientId.replace(/[a-z]/, (c) => c.toUpperCase());
     expect(flipped).not.toBe(creds.clientId);
-    const result = await tokenCall({
-      body: { grant_type: "client_credentials", client_id: flipped, client_secret: creds.clientSecret },
-    });
+    const result = await tokenCall({ body: grant({ clientId: flipped, clientSecret: creds.clientSecret }) });
     expectOAuthError(result, 401, "invalid_client");
   });
 
   test("429 with Retry-After once 2 requests were made in one second, per client_id", async () => {
-    const strict = createApp({ ...env.deps, limits: { ...env.deps.limits, anonymous: 5, token: 2 } });
-    await nextSecond();
-    const body = {
-      grant_type: "client_credentials",
-      client_id: creds.clientId,
-      client_secret: creds.clientSecret,
-    };
+    const strict = await appWithLimits(env, { anonymous: 5, token: 2 });
+    const body = grant();
     const results = [];
     for (let i = 0; i < 3; i++) results.push(await call(strict, "POST", TOKEN, { body }));
     expect(results.map((r) => r.status)).toEqual([200, 200, 429]);
@@ -208,9 +172,7 @@ describe("POST /oauth/token", () => {
     expect(limited.headers.get("ratelimit-remaining")).toBe("0");
     // Another client is not affected.
     const other = await createTenantWithApp(env.deps);
-    const otherResult = await call(strict, "POST", TOKEN, {
-      body: { ...body, client_id: other.clientId, client_secret: other.clientSecret },
-    });
+    const otherResult = await call(strict, "POST", TOKEN, { body: grant(other) });
     expect(otherResult.status).toBe(200);
   });
 
@@ -233,9 +195,7 @@ describe("POST /oauth/token", () => {
     const app = await createTenantWithApp(env.deps);
     const issued = await getToken(env.app, app.clientId, app.clientSecret);
     await revokeApplication(env.deps.db, app.clientId, env.clock);
-    const refused = await tokenCall({
-      body: { grant_type: "client_credentials", client_id: app.clientId, client_secret: app.clientSecret },
-    });
+    const refused = await tokenCall({ body: grant(app) });
     expectOAuthError(refused, 401, "invalid_client");
     expect((await env.deps.tokens.check(issued)).ok).toBe(true);
   });

@@ -11,7 +11,7 @@ import { systemClock } from "../../src/clock.ts";
 import { sequenceFeed } from "../../src/feed/sequencer.ts";
 import { deliverBatch } from "../../src/outbound/send.ts";
 import { enqueueSendRetries } from "../../src/queues/index.ts";
-import { createShop, postMessage } from "../support/fixtures.ts";
+import { createShop, failNextSends, postMessage } from "../support/fixtures.ts";
 import { call, createTestEnv, eventually, spawnWorker, type TestEnv } from "../support/index.ts";
 
 /**
@@ -137,12 +137,7 @@ describe("retry state", () => {
     const contactId = accepted.body.to.id;
 
     // The first attempt meets a temporary fault of the provider (131000): tried again later.
-    const failNext = await fetch(`${env.simulatorUrl}/_sim/fail-next`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ count: 1, code: 131000 }),
-    });
-    expect(failNext.status).toBe(200);
+    await failNextSends(env, 1, 131000);
     const deps = { ...env.deps, clock: systemClock };
     const first = await deliverBatch(deps, [id]);
     expect(first.outcomes.get(id)).toBe("retry");
@@ -193,11 +188,7 @@ describe("retry state", () => {
     const accepted = await send("+4915204000002");
     const { id } = accepted.body;
     for (const code of [131000, 131026]) {
-      await fetch(`${env.simulatorUrl}/_sim/fail-next`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ count: 1, code }),
-      });
+      await failNextSends(env, 1, code);
     }
     const deps = { ...env.deps, clock: systemClock };
     const first = await deliverBatch(deps, [id]);

@@ -9,6 +9,14 @@ beforeAll(async () => {
 });
 afterAll(() => env.close());
 
+/** A new panel user, and a visitor on the sign-in form (with the form's token), not signed in yet. */
+async function onSignInForm() {
+  const { email, password } = await createPanelUserWithTenant(env.deps);
+  const client = new PanelClient(env.app);
+  await client.get("/panel/sign-in");
+  return { email, password, client };
+}
+
 describe("panel sign-in", () => {
   test("a visitor without a session is sent to sign in, and back to the page after", async () => {
     const client = new PanelClient(env.app);
@@ -26,9 +34,7 @@ describe("panel sign-in", () => {
   });
 
   test("right password: a HttpOnly SameSite=Lax session cookie, then the page asked for", async () => {
-    const { email, password } = await createPanelUserWithTenant(env.deps);
-    const client = new PanelClient(env.app);
-    await client.get("/panel/sign-in");
+    const { email, password, client } = await onSignInForm();
     const signIn = await client.post("/panel/sign-in", {
       email: email.toUpperCase(),
       password,
@@ -50,17 +56,13 @@ describe("panel sign-in", () => {
   });
 
   test("a foreign next is ignored", async () => {
-    const { email, password } = await createPanelUserWithTenant(env.deps);
-    const client = new PanelClient(env.app);
-    await client.get("/panel/sign-in");
+    const { email, password, client } = await onSignInForm();
     const signIn = await client.post("/panel/sign-in", { email, password, next: "https://evil.example/" });
     expect(signIn.headers.get("location")).toBe("/panel/conversations");
   });
 
   test("wrong password or unknown email: 401 and the same message", async () => {
-    const { email } = await createPanelUserWithTenant(env.deps);
-    const client = new PanelClient(env.app);
-    await client.get("/panel/sign-in");
+    const { email, client } = await onSignInForm();
     const wrong = await client.post("/panel/sign-in", { email, password: "not the password" });
     expect(wrong.status).toBe(401);
     expect(wrong.text).toContain("The email or password is not correct.");
@@ -75,9 +77,7 @@ describe("panel sign-in", () => {
   });
 
   test("a sign-in post without the form's token is refused", async () => {
-    const { email, password } = await createPanelUserWithTenant(env.deps);
-    const client = new PanelClient(env.app);
-    await client.get("/panel/sign-in");
+    const { email, password, client } = await onSignInForm();
     const forged = await client.post("/panel/sign-in", { email, password, _csrf: "forged" });
     expect(forged.status).toBe(403);
     expect(client.cookies.has("panel_session")).toBe(false);
@@ -87,9 +87,7 @@ describe("panel sign-in", () => {
   });
 
   test("attempts against one account are throttled with Retry-After", async () => {
-    const { email, password } = await createPanelUserWithTenant(env.deps);
-    const client = new PanelClient(env.app);
-    await client.get("/panel/sign-in");
+    const { email, password, client } = await onSignInForm();
     for (let i = 0; i < SIGN_IN_LIMITS.perAccount; i++) {
       expect((await client.post("/panel/sign-in", { email, password: `guess-${i}-xxxx` })).status).toBe(401);
     }

@@ -4,9 +4,8 @@ import {
   type ConversationWorld,
   conversationWorld,
   focused,
+  pageShorthands,
   type SignedInPage,
-  shoot as shootAt,
-  tabTo as tabToAt,
   WAIT,
 } from "../support/conversation-browser.ts";
 import { simulatorSends } from "../support/fixtures.ts";
@@ -32,12 +31,7 @@ let page: Page;
 let hal = "";
 let ida = "";
 
-const url = (path: string) => `${env.apiUrl}${path}`;
-const shoot = (name: string) => shootAt(page, name);
-const inbound = (from: string, text: string, name: string, timestamp?: number) =>
-  world.inbound(from, text, name, timestamp);
-const contactIdOf = (phone: string) => world.contactIdOf(phone);
-const tabTo = (selector: string) => tabToAt(page, selector);
+const { url, shoot, inbound, contactIdOf, tabTo } = pageShorthands(() => ({ world, page }));
 const sidebarRows = () => page.locator(".conversation-sidebar #conversation-list a.conversation-link");
 const storedDraft = (contactId: string) =>
   page.evaluate((key) => sessionStorage.getItem(key), `panel-draft:${contactId}`);

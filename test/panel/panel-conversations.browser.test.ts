@@ -4,9 +4,8 @@ import {
   type ConversationWorld,
   conversationWorld,
   focused,
+  pageShorthands,
   type SignedInPage,
-  shoot as shootAt,
-  tabTo as tabToAt,
   WAIT,
 } from "../support/conversation-browser.ts";
 import { customerWrites, outboundMessages } from "../support/fixtures.ts";
@@ -38,12 +37,7 @@ let sender: ConversationWorld["sender"];
 let signedIn: SignedInPage;
 let page: Page;
 
-const url = (path: string) => `${env.apiUrl}${path}`;
-const shoot = (name: string) => shootAt(page, name);
-const inbound = (from: string, text: string, name: string, timestamp?: number) =>
-  world.inbound(from, text, name, timestamp);
-const contactIdOf = (phone: string) => world.contactIdOf(phone);
-const tabTo = (selector: string, max?: number) => tabToAt(page, selector, max);
+const { url, shoot, inbound, contactIdOf, tabTo } = pageShorthands(() => ({ world, page }));
 
 /** The local time Chromium should show for a UTC instant (the context's zone and locale). */
 function localText(iso: string): string {

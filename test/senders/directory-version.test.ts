@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { newId } from "../../src/ids.ts";
 import { announceDirectoryChange } from "../../src/senders/directory-version.ts";
-import { insertSender, type SenderRow } from "../../src/senders/repository.ts";
+import type { SenderRow } from "../../src/senders/repository.ts";
 import { setSenderActivity } from "../../src/senders/service.ts";
 import { syncSenderTemplates } from "../../src/senders/template-sync.ts";
-import { ORDER_SHIPPED, postMessage } from "../support/fixtures.ts";
+import { addSender, ORDER_SHIPPED, postMessage } from "../support/fixtures.ts";
 import { createTenantWithApp, createTestEnv, getToken, type TestEnv } from "../support/index.ts";
 import { signedInClient } from "../support/panel.ts";
 
@@ -23,16 +23,7 @@ async function tenantWithSenders(senderCount: number) {
   const creds = await createTenantWithApp(env.deps);
   const senders: SenderRow[] = [];
   for (let i = 0; i < senderCount; i++) {
-    numbers++;
-    const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-      tenantId: creds.tenant.id,
-      phoneNumber: `+1555020${String(numbers).padStart(4, "0")}`,
-      providerPhoneNumberId: `5020000000${String(numbers).padStart(5, "0")}`,
-      wabaId: "402000000000001",
-      accessToken: "sim-access-token",
-    });
-    await syncSenderTemplates(env.deps, sender);
-    senders.push(sender);
+    senders.push(await addSender(env, creds.tenant.id, { templates: true }));
   }
   const token = await getToken(env.app, creds.clientId, creds.clientSecret);
   const send = (body: Record<string, unknown> = {}) =>
@@ -136,14 +127,7 @@ describe("a change of sender or template is seen at once", () => {
   test("a panel reply after a deactivation is refused at once too", async () => {
     // The panel's replies share the process's acceptor and cache; its admission carries the version.
     const signedIn = await signedInClient(env.app, env.deps);
-    numbers++;
-    const sender = await insertSender(env.deps.db, env.config.providerTokenKey, {
-      tenantId: signedIn.tenant.id,
-      phoneNumber: `+1555020${String(numbers).padStart(4, "0")}`,
-      providerPhoneNumberId: `5020000000${String(numbers).padStart(5, "0")}`,
-      wabaId: "402000000000001",
-      accessToken: "sim-access-token",
-    });
+    const sender = await addSender(env, signedIn.tenant.id);
     const contact = await env.deps.db
       .insertInto("contacts")
       .values({

@@ -174,3 +174,18 @@ export async function conversationWorld(options: {
 }
 
 export type ConversationWorld = Awaited<ReturnType<typeof conversationWorld>>;
+
+/**
+ * The shorthands both Conversations browser tests use, over the world and the signed-in page that
+ * `current` gives (set in the file's beforeAll; the shorthands are made at its top level, before).
+ */
+export function pageShorthands(current: () => { world: ConversationWorld; page: Page }) {
+  return {
+    url: (path: string) => `${current().world.env.apiUrl}${path}`,
+    shoot: (name: string) => shoot(current().page, name),
+    inbound: (from: string, text: string, name: string, timestamp?: number) =>
+      current().world.inbound(from, text, name, timestamp),
+    contactIdOf: (phone: string) => current().world.contactIdOf(phone),
+    tabTo: (selector: string, max?: number) => tabTo(current().page, selector, max),
+  };
+}

@@ -5,12 +5,12 @@ import type { WebhookAccount } from "../../src/channel/webhook-payloads.ts";
 import type { Db } from "../../src/db/connect.ts";
 import type { MessageFailure } from "../../src/db/schema.ts";
 import { newId } from "../../src/ids.ts";
-import { finalizeInbound } from "../../src/inbound/finalize.ts";
+import { finalizeInbound, finalizePendingInbound } from "../../src/inbound/finalize.ts";
 import { type NewMessage, storeMessages } from "../../src/messages/store.ts";
 import { insertSender, type SenderRow } from "../../src/senders/repository.ts";
 import { syncSenderTemplates } from "../../src/senders/template-sync.ts";
 import type { InboundRequest } from "../../src/simulator/schemas.ts";
-import { type CallResult, call, createTenantWithApp, getToken, type TestEnv } from "./index.ts";
+import { type CallResult, call, createTenantWithApp, eventually, getToken, type TestEnv } from "./index.ts";
 
 /**
  * The things tests make: phone numbers, senders, a shop (tenant, application, token, sender), what
@@ -132,6 +132,36 @@ export async function receive(
   if (!outcome) throw new Error(`inbound ${providerId} was not stored`);
   const row = await messageRow(env.deps.db, outcome.messageId);
   return { messageId: outcome.messageId, contactId: row.contact_id };
+}
+
+/**
+ * Waits until the customer's message with this provider id is stored with `text`, running the
+ * finalize step meanwhile as the finalize worker would (a failed run is tried again).
+ */
+export async function inboundStoredWithText(
+  env: TestEnv,
+  providerMessageId: string,
+  text: string,
+): Promise<void> {
+  await eventually(async () => {
+    await finalizePendingInbound(env.deps.db, env.clock).catch(() => undefined);
+    const row = await env.deps.db
+      .selectFrom("messages")
+      .select("text")
+      .where("provider_message_id", "=", providerMessageId)
+      .executeTakeFirst();
+    return row?.text === text;
+  });
+}
+
+/** The simulator's next `count` sends fail with the Graph error `code` (POST /_sim/fail-next). */
+export async function failNextSends(env: TestEnv, count: number, code: number): Promise<void> {
+  const response = await fetch(`${env.simulatorUrl}/_sim/fail-next`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ count, code }),
+  });
+  expect(response.status).toBe(200);
 }
 
 /** A send the simulator took, as GET /_sim/sent lists it (the Graph API request's body in `payload`). */

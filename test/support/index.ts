@@ -344,6 +344,16 @@ export async function nextSecond(): Promise<void> {
   await Bun.sleep(1000 - (Date.now() % 1000) + 20);
 }
 
+/**
+ * Another app over the env's dependencies with these rate limits instead (e.g. a small allowance to
+ * run out of), from the start of the next one-second window, with its full allowance.
+ */
+export async function appWithLimits(env: TestEnv, limits: Partial<AppDeps["limits"]>): Promise<App> {
+  const app = createApp({ ...env.deps, limits: { ...env.deps.limits, ...limits } });
+  await nextSecond();
+  return app;
+}
+
 export interface WorkerProcess {
   name: string;
   proc: ReturnType<typeof Bun.spawn>;
