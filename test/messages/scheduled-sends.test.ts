@@ -175,7 +175,7 @@ describe("cancel", () => {
     expect(refused.body.error.message).toContain("accepted");
   });
 
-  test("unknown, another tenant's or inbound: 404 or 409; a world.shop.token without messaging:send: 403", async () => {
+  test("unknown, another tenant's or inbound: 404 or 409; a token without messaging:send: 403", async () => {
     const accepted = await send({ to: "+4915100123014", template: ORDER_SHIPPED, send_at: nowS() + 600 });
     expect((await cancel(accepted.body.id, world.other.token)).status).toBe(404);
     expect((await cancel("msg_nope")).status).toBe(404);
