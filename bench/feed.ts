@@ -21,6 +21,7 @@ import { parseArgs } from "node:util";
 import { sql } from "kysely";
 import { createApp } from "../src/app.ts";
 import { signPayload } from "../src/channel/signature.ts";
+import { buildWebhook } from "../src/channel/webhook-payloads.ts";
 import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, dropDatabase, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
@@ -143,29 +144,17 @@ function webhook(tenant: Tenant, first: number, count: number, timestamp: number
       from: `4917${String(n % 500).padStart(9, "0")}`,
       id: `wamid.bench.${suffix}.${n}`,
       timestamp: String(timestamp),
-      type: "text",
+      type: "text" as const,
       text: { body: `bench ${n}` },
     };
   });
-  return JSON.stringify({
-    object: "whatsapp_business_account",
-    entry: [
-      {
-        id: "300000000000001",
-        changes: [
-          {
-            field: "messages",
-            value: {
-              messaging_product: "whatsapp",
-              metadata: { display_phone_number: "15550100001", phone_number_id: tenant.phoneNumberId },
-              contacts: messages.map((m) => ({ profile: { name: "Bench" }, wa_id: m.from })),
-              messages,
-            },
-          },
-        ],
-      },
-    ],
-  });
+  const account = {
+    wabaId: "300000000000001",
+    phoneNumberId: tenant.phoneNumberId,
+    displayPhoneNumber: "15550100001",
+  };
+  const contacts = messages.map((m) => ({ profile: { name: "Bench" }, wa_id: m.from }));
+  return JSON.stringify(buildWebhook(account, { contacts, messages }));
 }
 
 /** (a) Open loop at INGEST_RATE for INGEST_SECONDS, while one reader follows the feed. */
