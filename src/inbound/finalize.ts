@@ -96,10 +96,11 @@ export async function finalizePendingInbound(
 
 /**
  * When the customer wrote, as history orders it. The provider's timestamp is whole seconds, and the
- * message was written at or after it and before we finalize it: the latest instant both allow. A reply in the same second as the send it answers then sorts after that send (whose
- * time has milliseconds), and `created` (whole seconds) stays the provider's.
+ * message was written at or after it and before we finalize it: the latest instant both allow. A
+ * reply in the same second as the send it answers then sorts after that send (whose time has
+ * milliseconds), and `created` (whole seconds) stays the provider's.
  */
-export function writtenAt(providerTime: Date, now: Date): Date {
+function writtenAt(providerTime: Date, now: Date): Date {
   const secondEnd = providerTime.getTime() + 999;
   return new Date(Math.max(providerTime.getTime(), Math.min(now.getTime(), secondEnd)));
 }
