@@ -31,16 +31,25 @@ export function parseIdempotencyKey(header: string | null): string | undefined {
   return header;
 }
 
-/** Canonical JSON (keys sorted at every depth): the same request body always hashes the same. */
+/**
+ * Canonical JSON (keys sorted at every depth): the same request body always hashes the same. Built
+ * by concatenation, without entry arrays: it runs for every send with an Idempotency-Key.
+ */
 function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (value && typeof value === "object") {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(",")}}`;
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "";
+  if (Array.isArray(value)) {
+    let out = "[";
+    for (let i = 0; i < value.length; i++) out += (i > 0 ? "," : "") + canonical(value[i]);
+    return `${out}]`;
   }
-  return JSON.stringify(value);
+  const object = value as Record<string, unknown>;
+  let out = "{";
+  for (const key of Object.keys(object).sort()) {
+    const field = object[key];
+    if (field === undefined) continue;
+    out += `${out.length > 1 ? "," : ""}${JSON.stringify(key)}:${canonical(field)}`;
+  }
+  return `${out}}`;
 }
 
 export function requestFingerprint(body: unknown): Buffer {
