@@ -11,7 +11,7 @@ import { pipelinePerSlot, type RedisClient } from "./connect.ts";
 export function coalesced<Args extends unknown[], Reply>(
   redis: RedisClient,
   keyOf: (args: Args) => string,
-  add: (pipeline: ChainableCommander, args: Args) => void,
+  add: (commands: ChainableCommander, args: Args) => unknown,
 ): (...args: Args) => Promise<Reply> {
   interface Pending {
     args: Args;

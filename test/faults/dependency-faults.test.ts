@@ -183,17 +183,17 @@ describe("Redis closed", () => {
   test("POST /v2/messages: Redis gone right after the admission (which claimed the Idempotency-Key) still accepts, never a 500", async () => {
     // Admission (the limits and the key's claim, one script; the admissions of a turn go out in
     // one pipeline, src/redis/coalesce.ts) still answers; every later command meets a Redis that is
-    // gone (ioredis gives up with MaxRetriesPerRequestError, as in the outage of issue 12): a
-    // pipeline that writes a key (the done marker's SET) is sent to the dead one. The key's done
-    // marker is lost with it: its Postgres record is the backstop.
-    let deadPipelines = 0;
+    // gone (ioredis gives up with MaxRetriesPerRequestError, as in the outage of issue 12): the done
+    // marker's SET, a plain command when it is alone, else in a pipeline, is sent to the dead one.
+    // The key's done marker is lost with it: its Postgres record is the backstop.
+    let deadWrites = 0;
     const pipelineOf = (live: ReturnType<RedisClient["pipeline"]>) => {
       let gone: ReturnType<RedisClient["pipeline"]> | undefined;
       return new Proxy(live, {
         get(target, property, receiver) {
           if (property === "set") {
             gone ??= dead.pipeline();
-            deadPipelines++;
+            deadWrites++;
             return gone.set.bind(gone);
           }
           if (property === "exec" && gone) return gone.exec.bind(gone);
@@ -205,6 +205,7 @@ describe("Redis closed", () => {
     const redis = new Proxy(env.deps.redis, {
       get(target, property, receiver) {
         if (property === "pipeline") return () => pipelineOf(target.pipeline());
+        if (property === "set") deadWrites++;
         if (property === "set" || property === "get" || property === "del") return dead[property].bind(dead);
         return Reflect.get(target, property, receiver);
       },
@@ -220,7 +221,7 @@ describe("Redis closed", () => {
       { key: "faults-redis-1" },
     );
     expect(result.status).toBe(201);
-    expect(deadPipelines).toBeGreaterThan(0);
+    expect(deadWrites).toBeGreaterThan(0);
     const record = await env.deps.db
       .selectFrom("idempotency_keys")
       .select("message_id")

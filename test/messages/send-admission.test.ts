@@ -196,7 +196,8 @@ describe("the Idempotency-Key claimed by the admission", () => {
 });
 
 describe("round trips", () => {
-  test("a keyed send: one admission call and the done marker, two pipelines, no other command of ours", async () => {
+  /** The app over a Redis whose calls (and the commands of each pipeline) are written down. */
+  const recordingApp = () => {
     const calls: string[] = [];
     const piped: string[][] = [];
     const record = <T extends object>(target: T, into: string[]): T =>
@@ -208,7 +209,6 @@ describe("round trips", () => {
             into.push(property);
             const result = (value as (...a: unknown[]) => unknown).apply(object, args);
             if (property !== "pipeline") return result;
-            // The commands a pipeline carries: the admission is coalesced into one (src/redis/coalesce.ts).
             const commands: string[] = [];
             piped.push(commands);
             return record(result as object, commands);
@@ -216,14 +216,44 @@ describe("round trips", () => {
         },
       });
     const redis = record(env.deps.redis, calls) as RedisClient;
-    const app = createApp({ ...env.deps, redis });
+    return { app: createApp({ ...env.deps, redis }), calls, piped };
+  };
+
+  test("a keyed send: one admission call and the done marker, no other command of ours", async () => {
+    const { app, calls, piped } = recordingApp();
     const sent = await send({ to: freshPhone(), template: ORDER_SHIPPED }, "trips-1", { app });
     expect(sent.status).toBe(201);
-    expect(calls).toEqual(["pipeline", "pipeline"]);
-    expect(piped.map((commands) => commands.filter((name) => name !== "exec"))).toEqual([
-      ["sendAdmission"],
-      ["set"],
-    ]);
+    // Each alone in its turn of the event loop, so sent as plain commands (src/redis/connect.ts).
+    expect(calls).toEqual(["sendAdmission", "set"]);
+    expect(piped).toEqual([]);
+  });
+
+  test("admissions of one turn of the event loop share one pipeline (src/redis/coalesce.ts)", async () => {
+    const piped: string[][] = [];
+    const redis = new Proxy(env.deps.redis, {
+      get(target, property, receiver) {
+        if (property !== "pipeline") return Reflect.get(target, property, receiver);
+        return () => {
+          const pipeline = target.pipeline();
+          const commands: string[] = [];
+          piped.push(commands);
+          return new Proxy(pipeline, {
+            get(inner, name, innerReceiver) {
+              const value = Reflect.get(inner, name, innerReceiver);
+              if (typeof value !== "function" || typeof name !== "string") return value;
+              commands.push(name);
+              return value.bind(inner);
+            },
+          });
+        };
+      },
+    });
+    const admitSend = createSendAdmission({ ...env.deps, redis, defaultDailyQuota: 1_000_000 });
+    await (await admitSend({ ...auth(), sendLimit: 100 })).refund(); // the tenant's quota is cached now
+    piped.length = 0;
+    const admitted = await Promise.all([1, 2, 3].map(() => admitSend({ ...auth(), sendLimit: 100 })));
+    expect(piped).toEqual([["sendAdmission", "sendAdmission", "sendAdmission", "exec"]]);
+    await Promise.all(admitted.map((admission) => admission.refund()));
   });
 });
 
