@@ -63,7 +63,10 @@ if (Number(flags["wait-quiet"]) > 0) {
 await ensureDatabase(config.databaseUrl);
 const db = createDb(config.databaseUrl, { max: 4 });
 const redis = createRedis(config, { forQueues: true, connectionName: "bench-webhooks" });
-const queues = createQueues(redis, config.redisPrefix);
+const queues = createQueues(config, config.redisPrefix, {
+  forQueues: true,
+  connectionName: "bench-webhooks-queues",
+});
 let worker: ReturnType<typeof Bun.spawn> | undefined;
 let receiver: ReturnType<typeof Bun.serve> | undefined;
 const watchdog = setTimeout(() => {

@@ -49,7 +49,7 @@ export function buildDeps(
         })
       : undefined,
     redis,
-    queues: createQueues(redis, config.redisPrefix),
+    queues: createQueues(config, config.redisPrefix, { connectionName: "messaging-api-queues" }),
     provider: instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics),
     metrics,
     metricsPublisher: createMetricsPublisher({ redis, keys, metrics, logger }),

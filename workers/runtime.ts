@@ -50,7 +50,10 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   const logger = createLogger(config.logLevel, processName);
   const db = createDb(config.databaseUrl, { applicationName: `messaging-${processName}`, max: 10 });
   const redis = createRedis(config, { forQueues: true, connectionName: `messaging-${processName}` });
-  const queues = createQueues(redis, config.redisPrefix);
+  const queues = createQueues(config, config.redisPrefix, {
+    forQueues: true,
+    connectionName: `messaging-${processName}-queues`,
+  });
   const metrics = createMetrics({ process: processName });
   const provider = instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics);
   const metricsPublisher = startMetricsPublisher({

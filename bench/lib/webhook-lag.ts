@@ -11,7 +11,6 @@ import type { Db } from "../../src/db/connect.ts";
 import { createEventCursorCodec } from "../../src/events/cursor.ts";
 import { createWebhookEndpoint } from "../../src/push/service.ts";
 import { createQueues } from "../../src/queues/index.ts";
-import { createRedis } from "../../src/redis/connect.ts";
 import { quantile } from "./format.ts";
 
 export async function startWebhookEndpoint(
@@ -35,8 +34,10 @@ export async function startWebhookEndpoint(
     },
   });
   const config = loadConfig(env);
-  const queueRedis = createRedis(config, { forQueues: true, connectionName: "bench-webhook" });
-  const queues = createQueues(queueRedis, config.redisPrefix);
+  const queues = createQueues(config, config.redisPrefix, {
+    forQueues: true,
+    connectionName: "bench-webhook",
+  });
   await createWebhookEndpoint(
     { db, clock: systemClock, queues, config, cursors: createEventCursorCodec(config) },
     tenantId,
@@ -67,7 +68,6 @@ export async function startWebhookEndpoint(
         .sort((a, b) => a - b);
       await receiver.stop(true);
       await queues.close();
-      queueRedis.disconnect();
       return {
         events: total,
         received: arrivals.size,

@@ -171,7 +171,8 @@ SELECT id, NULL, NULL, NULL, true FROM blocked`;
 /**
  * A message as a row of STORE_MESSAGES's JSON (absent keys are NULL). Lone surrogates are refused at
  * the door (test/hostile/unstorable-strings.test.ts); outside text is made well-formed here as well,
- * because JSON would carry one as an escape Postgres refuses, failing the whole batch.
+ * because JSON would carry one as an escape Postgres refuses, failing the whole batch. Instants go
+ * as ISO text: a Date's toJSON takes JSON.stringify off its fast path (2.8x slower a row).
  */
 function batchRow(m: NewMessage) {
   return {
@@ -191,16 +192,16 @@ function batchRow(m: NewMessage) {
     status: m.status,
     application_id: m.applicationId,
     content: m.content?.toWellFormed(),
-    created_at: m.createdAt,
-    window_from: m.windowFrom,
+    created_at: m.createdAt.toISOString(),
+    window_from: m.windowFrom?.toISOString(),
     visible: m.visible,
     idempotency_key: m.idempotency?.key,
     request_hash: m.idempotency?.fingerprint.toString("hex"),
     provider_message_id: m.providerMessageId?.toWellFormed(),
     client_reference: m.clientReference?.toWellFormed(),
-    send_at: m.sendAt,
+    send_at: m.sendAt?.toISOString(),
     valid_for: m.validFor,
-    expires_at: m.expiresAt,
+    expires_at: m.expiresAt?.toISOString(),
     media_id: m.mediaId?.toWellFormed(),
   };
 }
