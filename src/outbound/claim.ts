@@ -10,7 +10,7 @@ import type { RedisClient } from "../redis/connect.ts";
 import { doubtCutoff } from "./in-doubt.ts";
 import { type Recorded, recordOutcomes, type Settled } from "./record.ts";
 import { providerIdStash } from "./stash.ts";
-import { adoptProviderIds, applyStatusEvents } from "./status.ts";
+import { adoptProviderIds, applyStatusEvents, applyStatusEventsIn } from "./status.ts";
 
 /**
  * The send worker's repository: the statements that claim messages to send (recording the attempt
@@ -183,11 +183,23 @@ export async function heldAmong(db: Db, ids: string[]): Promise<string[]> {
   return held.map((row) => row.id!);
 }
 
-/** Postgres must learn the provider ids of messages the provider accepted: retried while we live. */
+/**
+ * Postgres must learn the provider ids of messages the provider accepted: retried while we live.
+ * One statement records the batch; an id for which statuses already wait is recorded in one
+ * transaction with them (recordWithWaitingStatuses).
+ */
 export async function recordUntilStored(deps: ClaimDeps, settled: readonly Settled[]): Promise<Recorded> {
   for (let attempt = 0; ; attempt++) {
     try {
-      const recorded = await recordOutcomes(deps.db, deps.clock, settled);
+      const recorded = await recordOutcomes(deps.db, deps.clock, settled, { deferWaiting: true });
+      if (recorded.deferred.size > 0) {
+        const deferred = await recordWithWaitingStatuses(
+          deps,
+          settled.filter((s) => recorded.deferred.has(s.id)),
+        );
+        for (const id of deferred.ids) recorded.ids.add(id);
+        recorded.statusesWaiting.push(...deferred.statusesWaiting);
+      }
       if (attempt > 0)
         deps.logger.info(
           { messages: settled.length, attempts: attempt + 1 },
@@ -205,6 +217,21 @@ export async function recordUntilStored(deps: ClaimDeps, settled: readonly Settl
       await Bun.sleep(Math.min(50 * 2 ** attempt, RECORD_RETRY_MAX_MS));
     }
   }
+}
+
+/**
+ * Provider ids for which status webhooks already wait (they overtook the send's answer), recorded
+ * and those statuses applied in ONE transaction: a webhook sees the id only once they are, so a
+ * `read` arriving now cannot be applied before the waiting `delivered` (which would then be out of
+ * order, and its event lost). The ids are invisible to every other writer until this commits, so
+ * locking the messages (the record) before their events cannot deadlock with the drain.
+ */
+async function recordWithWaitingStatuses(deps: ClaimDeps, settled: readonly Settled[]): Promise<Recorded> {
+  return deps.db.transaction().execute(async (trx) => {
+    const recorded = await recordOutcomes(trx, deps.clock, settled);
+    await applyStatusEventsIn(trx, deps.clock, recorded.statusesWaiting);
+    return { ...recorded, statusesWaiting: [] };
+  });
 }
 
 /**

@@ -43,12 +43,42 @@ export interface Settled extends Outcome {
  * (send_not_before and last_error, the retry's reason; the attempt settled unless the provider never
  * answered). A message sent, adopted or failed for good has no last_error any more. Only a message
  * without a provider id is changed. Returns the ids it changed.
+ *
+ * With `deferWaiting`, a provider id for which status events already wait (they overtook the send's
+ * answer) is not recorded but returned as deferred: the caller records it in a transaction that
+ * applies those events too (claim.ts), so that no status webhook sees the id before they are
+ * applied (one that did applied its `read` first, and the waiting `delivered` was then out of order).
  */
-export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Outcome[]): Promise<Recorded> {
-  if (settled.length === 0) return { ids: new Set(), statusesWaiting: [] };
+export async function recordOutcomes(
+  db: Db,
+  clock: Clock,
+  settled: readonly Outcome[],
+  options: { deferWaiting?: boolean } = {},
+): Promise<Recorded> {
+  if (settled.length === 0) return { ids: new Set(), statusesWaiting: [], deferred: new Set() };
   const now = clock.now();
-  const { rows } = await sql<{ id: string; pid: string | null; statuses_waiting: boolean }>`
-    WITH recorded AS (
+  const { rows } = await sql<{
+    id: string;
+    pid: string | null;
+    statuses_waiting: boolean;
+    deferred: boolean;
+  }>`
+    WITH v AS (
+      SELECT * FROM unnest(
+        ${settled.map((s) => s.id)}::text[],
+        ${settled.map((s) => s.providerMessageId ?? null)}::text[],
+        ${settled.map((s) => (s.failure ? JSON.stringify(s.failure) : null))}::text[],
+        ${settled.map((s) => s.notBefore ?? null)}::float8[],
+        ${settled.map((s) => s.keepStarted === true)}::bool[],
+        ${settled.map((s) => (s.refund ? 1 : 0))}::int[],
+        ${settled.map((s) => (s.throttled ? 1 : 0))}::int[],
+        ${settled.map((s) => (s.lastError ? JSON.stringify(s.lastError) : null))}::text[]
+      ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled, last_error)
+    ), deferred AS MATERIALIZED (
+      SELECT v.id FROM v
+      WHERE ${options.deferWaiting === true} AND v.pid IS NOT NULL
+        AND EXISTS (SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid)
+    ), recorded AS (
     UPDATE messages m SET
       provider_message_id = v.pid,
       status = CASE
@@ -65,17 +95,9 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
       send_attempts = m.send_attempts - v.refund,
       send_throttled = m.send_throttled + v.throttled,
       updated_at = ${now}
-    FROM unnest(
-      ${settled.map((s) => s.id)}::text[],
-      ${settled.map((s) => s.providerMessageId ?? null)}::text[],
-      ${settled.map((s) => (s.failure ? JSON.stringify(s.failure) : null))}::text[],
-      ${settled.map((s) => s.notBefore ?? null)}::float8[],
-      ${settled.map((s) => s.keepStarted === true)}::bool[],
-      ${settled.map((s) => (s.refund ? 1 : 0))}::int[],
-      ${settled.map((s) => (s.throttled ? 1 : 0))}::int[],
-      ${settled.map((s) => (s.lastError ? JSON.stringify(s.lastError) : null))}::text[]
-    ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled, last_error)
+    FROM v
     WHERE m.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
+      AND v.id NOT IN (SELECT id FROM deferred)
     -- moved: the SET above moved the status (an event). A message without a provider id is accepted,
     -- or failed for good (an adopted id leaves it failed; only an accepted message is claimed and
     -- fails). statuses_waiting: statuses that overtook the send wait for this id (a status stored
@@ -100,10 +122,14 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
           WHERE moved AND status = 'failed' AND failure->>'code' = ${OPTED_OUT_FAILURE}`,
       now,
     )}
-    SELECT id, pid, statuses_waiting FROM recorded`.execute(db);
+    SELECT id, pid, statuses_waiting, false AS deferred FROM recorded
+    UNION ALL
+    SELECT id, NULL, false, true FROM deferred`.execute(db);
+  const recorded = rows.filter((r) => !r.deferred);
   return {
-    ids: new Set(rows.map((r) => r.id)),
-    statusesWaiting: rows.flatMap((r) => (r.statuses_waiting && r.pid ? [r.pid] : [])),
+    ids: new Set(recorded.map((r) => r.id)),
+    statusesWaiting: recorded.flatMap((r) => (r.statuses_waiting && r.pid ? [r.pid] : [])),
+    deferred: new Set(rows.filter((r) => r.deferred).map((r) => r.id)),
   };
 }
 
@@ -112,4 +138,6 @@ export interface Recorded {
   ids: Set<string>;
   /** Provider ids just recorded for which status events wait. */
   statusesWaiting: string[];
+  /** With `deferWaiting`: messages not recorded because status events wait for their provider id. */
+  deferred: Set<string>;
 }

@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type Job, Worker } from "bullmq";
 import { sql } from "kysely";
+import pg from "pg";
 import { buildWebhook, type StatusError } from "../../src/channel/webhook-payloads.ts";
+import { recordUntilStored } from "../../src/outbound/claim.ts";
 import { adoptProviderIds, applyStatusEvents, drainStatusEvents } from "../../src/outbound/status.ts";
 import { nudgeDrain } from "../../src/queues/drain-nudge.ts";
 import { queuePrefix } from "../../src/queues/index.ts";
 import { createRedis } from "../../src/redis/connect.ts";
-import { createShop, type Shop, storeMessageRows } from "../support/fixtures.ts";
+import { createShop, messageRow, type Shop, storeMessageRows } from "../support/fixtures.ts";
 import {
   createTestEnv,
   deleteRedisPrefix,
@@ -285,6 +287,47 @@ describe("status events in batches", () => {
     ).toBe(1);
     expect(await applyStatusEvents(env.deps.db, env.clock, "wamid.doubt-x")).toBe(1);
     expect((await statusesOf("wamid.doubt")).get("wamid.doubt-x")?.status).toBe("delivered");
+  });
+
+  test("a waiting delivered is applied with the send's provider id: a read arriving meanwhile comes after it", async () => {
+    const [message] = await outbound("wamid.race", 1, false);
+    const wamid = "wamid.race-0";
+    await postStatuses([{ wamid, status: "delivered", at: T0 + 1 }], 1);
+    expect(await unappliedOf("wamid.race")).toBe(1);
+    // Another session holds the waiting delivered, so the send worker's record stops right there.
+    const holder = new pg.Client({ connectionString: env.config.databaseUrl });
+    await holder.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query("SELECT id FROM status_events WHERE provider_message_id = $1 FOR UPDATE", [wamid]);
+      const row = await messageRow(env.deps.db, message!.id);
+      const recording = recordUntilStored(env.deps, [
+        {
+          id: message!.id,
+          providerMessageId: wamid,
+          senderId: shop.sender.id,
+          contactId: row.contact_id,
+          outcome: "sent",
+        },
+      ]);
+      await Bun.sleep(300);
+      // The read webhook meanwhile: until the record commits it does not know the id, so it waits too
+      // (at 7ed3478 the id was committed alone: the read was applied here, the delivered dropped after).
+      await postStatuses([{ wamid, status: "read", at: T0 + 2 }], 1);
+      await holder.query("COMMIT");
+      expect((await recording).ids).toEqual(new Set([message!.id]));
+    } finally {
+      await holder.end();
+    }
+    await drainStatusEvents(env.deps.db, env.clock);
+    expect((await statusesOf("wamid.race")).get(wamid)?.status).toBe("read");
+    const events = await env.deps.db
+      .selectFrom("event_pending")
+      .select("type")
+      .where("message_id", "=", message!.id)
+      .orderBy("id")
+      .execute();
+    expect(events.map((e) => e.type)).toEqual(["message.sent", "message.delivered", "message.read"]);
   });
 
   test("a nudge that arrives while the drain job is active is kept and runs after it", async () => {
