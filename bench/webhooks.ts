@@ -20,7 +20,6 @@ import { sequenceFeed } from "../src/feed/sequencer.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { createWebhookEndpoint, replayWebhookEndpoint } from "../src/push/service.ts";
 import { createQueues } from "../src/queues/index.ts";
-import { createRedis } from "../src/redis/connect.ts";
 import { deleteRedisPrefix } from "../test/support/index.ts";
 import { cpuSeconds } from "./lib/proc.ts";
 import { profilerFlags } from "./lib/profile.ts";
@@ -62,7 +61,6 @@ if (Number(flags["wait-quiet"]) > 0) {
 
 await ensureDatabase(config.databaseUrl);
 const db = createDb(config.databaseUrl, { max: 4 });
-const redis = createRedis(config, { forQueues: true, connectionName: "bench-webhooks" });
 const queues = createQueues(config, config.redisPrefix, {
   forQueues: true,
   connectionName: "bench-webhooks-queues",
@@ -179,7 +177,6 @@ try {
   await worker?.exited;
   await receiver?.stop(true);
   await queues.close();
-  redis.disconnect();
   await db.destroy();
   await dropDatabase(config.databaseUrl);
   await deleteRedisPrefix(config.redisPrefix);

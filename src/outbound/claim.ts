@@ -193,12 +193,8 @@ export async function recordUntilStored(deps: ClaimDeps, settled: readonly Settl
     try {
       const recorded = await recordOutcomes(deps.db, deps.clock, settled, { deferWaiting: true });
       if (recorded.deferred.size > 0) {
-        const deferred = await recordWithWaitingStatuses(
-          deps,
-          settled.filter((s) => recorded.deferred.has(s.id)),
-        );
-        for (const id of deferred.ids) recorded.ids.add(id);
-        recorded.statusesWaiting.push(...deferred.statusesWaiting);
+        const deferred = settled.filter((s) => recorded.deferred.has(s.id));
+        for (const id of await recordWithWaitingStatuses(deps, deferred)) recorded.ids.add(id);
       }
       if (attempt > 0)
         deps.logger.info(
@@ -226,11 +222,16 @@ export async function recordUntilStored(deps: ClaimDeps, settled: readonly Settl
  * order, and its event lost). The ids are invisible to every other writer until this commits, so
  * locking the messages (the record) before their events cannot deadlock with the drain.
  */
-async function recordWithWaitingStatuses(deps: ClaimDeps, settled: readonly Settled[]): Promise<Recorded> {
+async function recordWithWaitingStatuses(deps: ClaimDeps, settled: readonly Settled[]): Promise<Set<string>> {
   return deps.db.transaction().execute(async (trx) => {
-    const recorded = await recordOutcomes(trx, deps.clock, settled);
-    await applyStatusEventsIn(trx, deps.clock, recorded.statusesWaiting);
-    return { ...recorded, statusesWaiting: [] };
+    const { ids } = await recordOutcomes(trx, deps.clock, settled);
+    // Deferred only with a provider id (record.ts).
+    await applyStatusEventsIn(
+      trx,
+      deps.clock,
+      settled.flatMap((s) => (s.providerMessageId ? [s.providerMessageId] : [])),
+    );
+    return ids;
   });
 }
 

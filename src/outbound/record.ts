@@ -55,14 +55,9 @@ export async function recordOutcomes(
   settled: readonly Outcome[],
   options: { deferWaiting?: boolean } = {},
 ): Promise<Recorded> {
-  if (settled.length === 0) return { ids: new Set(), statusesWaiting: [], deferred: new Set() };
+  if (settled.length === 0) return { ids: new Set(), deferred: new Set() };
   const now = clock.now();
-  const { rows } = await sql<{
-    id: string;
-    pid: string | null;
-    statuses_waiting: boolean;
-    deferred: boolean;
-  }>`
+  const { rows } = await sql<{ id: string; deferred: boolean }>`
     WITH v AS (
       SELECT * FROM unnest(
         ${settled.map((s) => s.id)}::text[],
@@ -75,6 +70,8 @@ export async function recordOutcomes(
         ${settled.map((s) => (s.lastError ? JSON.stringify(s.lastError) : null))}::text[]
       ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled, last_error)
     ), deferred AS MATERIALIZED (
+      -- Statuses that overtook the send wait for this id (one stored after this statement's
+      -- snapshot nudged a drain when it was stored).
       SELECT v.id FROM v
       WHERE ${options.deferWaiting === true} AND v.pid IS NOT NULL
         AND EXISTS (SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid)
@@ -100,12 +97,9 @@ export async function recordOutcomes(
       AND v.id NOT IN (SELECT id FROM deferred)
     -- moved: the SET above moved the status (an event). A message without a provider id is accepted,
     -- or failed for good (an adopted id leaves it failed; only an accepted message is claimed and
-    -- fails). statuses_waiting: statuses that overtook the send wait for this id (a status stored
-    -- after this statement's snapshot nudged a drain when it was stored).
-    RETURNING m.id, m.seq, m.tenant_id, m.contact_id, m.status, m.failure, v.pid,
-      (v.pid IS NOT NULL AND m.status = 'sent') OR (v.failure IS NOT NULL AND m.status = 'failed') AS moved,
-      v.pid IS NOT NULL AND EXISTS (
-        SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid) AS statuses_waiting
+    -- fails).
+    RETURNING m.id, m.seq, m.tenant_id, m.contact_id, m.status, m.failure,
+      (v.pid IS NOT NULL AND m.status = 'sent') OR (v.failure IS NOT NULL AND m.status = 'failed') AS moved
     ), emitted AS (
       -- The event log (DESIGN §12, sql/016): sent (the provider took it) or failed for good.
       INSERT INTO event_pending (tenant_id, shard, type, message_id, status, failure)
@@ -122,13 +116,11 @@ export async function recordOutcomes(
           WHERE moved AND status = 'failed' AND failure->>'code' = ${OPTED_OUT_FAILURE}`,
       now,
     )}
-    SELECT id, pid, statuses_waiting, false AS deferred FROM recorded
+    SELECT id, false AS deferred FROM recorded
     UNION ALL
-    SELECT id, NULL, false, true FROM deferred`.execute(db);
-  const recorded = rows.filter((r) => !r.deferred);
+    SELECT id, true FROM deferred`.execute(db);
   return {
-    ids: new Set(recorded.map((r) => r.id)),
-    statusesWaiting: recorded.flatMap((r) => (r.statuses_waiting && r.pid ? [r.pid] : [])),
+    ids: new Set(rows.filter((r) => !r.deferred).map((r) => r.id)),
     deferred: new Set(rows.filter((r) => r.deferred).map((r) => r.id)),
   };
 }
@@ -136,8 +128,6 @@ export async function recordOutcomes(
 export interface Recorded {
   /** The messages the record changed. */
   ids: Set<string>;
-  /** Provider ids just recorded for which status events wait. */
-  statusesWaiting: string[];
   /** With `deferWaiting`: messages not recorded because status events wait for their provider id. */
   deferred: Set<string>;
 }

@@ -163,9 +163,8 @@ function hashTag(key: string): string {
  * Pipelines one command per item and returns the replies in item order (as `pipeline.exec()` does,
  * [error, value] each). On one node that is one pipeline; a Cluster refuses a pipeline whose keys
  * are not all in one place, so there the items go in one pipeline per hash tag, sent together.
- * A lone item is sent as a plain command, its promise being what `add` returns: ioredis builds
- * each Pipeline by copying every defined script onto it (bench/send.ts --profile: 3.6% of the
- * api's samples, most admissions being alone in their turn of the event loop).
+ * A lone item is sent as a plain command, its promise being what `add` returns: no Pipeline is
+ * built for it (ioredis copies every script defined on the connection onto each one).
  */
 export async function pipelinePerSlot<T>(
   redis: RedisClient,
