@@ -38,8 +38,17 @@ export interface StatusEventInput {
  * the rule, every status that moved one also an event of the log); a message failed because the
  * customer opted out (131050) opts its contact out. An event of another sender than
  * its message's is settled without effect: a webhook for number B cannot move number A's messages. The caller adds what becomes of the events.
+ *
+ * `behindWaiting` (the webhook store): a message that still has events waiting in status_events is
+ * left out of `known`, so the new events are stored to wait behind them. Applied directly, a `read`
+ * would overtake a waiting `delivered` that a drain holds at that moment, and that `delivered`
+ * would then be dropped as out of order, its event with it.
  */
-export function statusStatementHead(events: readonly StatusEventInput[], now: Date) {
+export function statusStatementHead(
+  events: readonly StatusEventInput[],
+  now: Date,
+  { behindWaiting = false }: { behindWaiting?: boolean } = {},
+) {
   const failureOf = (e: StatusEventInput) =>
     e.status === "failed"
       ? JSON.stringify(statusFailure(e.errors === null ? null : JSON.parse(e.errors)))
@@ -67,7 +76,14 @@ export function statusStatementHead(events: readonly StatusEventInput[], now: Da
       ORDER BY m.seq
       FOR UPDATE
     ), known AS (
-      SELECT * FROM target WHERE direction = 'outbound'
+      SELECT * FROM target t WHERE t.direction = 'outbound'
+      ${
+        behindWaiting
+          ? sql`-- A message with statuses still waiting (a drain may hold them right now) is not
+                -- moved past them: the new events wait as well and the drain folds them in after.
+                AND NOT EXISTS (SELECT 1 FROM status_events s WHERE s.provider_message_id = t.provider_message_id)`
+          : sql``
+      }
     ), grouped AS (
       SELECT k.seq, k.id, k.tenant_id, k.contact_id, k.status, k.failure,
              array_agg(e.status ORDER BY e.at, e.ord) AS statuses,

@@ -178,7 +178,8 @@ export async function commitWebhooks(
     ON CONFLICT (provider_message_id) DO NOTHING`;
   // Statuses of messages known by their provider id are applied here, in this statement (the
   // status rule in SQL, src/outbound/status.ts); only the rest is stored, to wait in status_events
-  // for the send's answer or an echo of our id (a status can overtake the send's response).
+  // for the send's answer or an echo of our id (a status can overtake the send's response), or
+  // behind statuses of their message that wait already.
   const statusHead = statusStatementHead(
     statuses.map((r, order) => ({
       providerMessageId: r.provider_message_id,
@@ -190,6 +191,7 @@ export async function commitWebhooks(
       order,
     })),
     deps.clock.now(),
+    { behindWaiting: true },
   );
   const storeWaiting = sql`
     waiting AS (

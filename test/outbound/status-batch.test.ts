@@ -330,6 +330,41 @@ describe("status events in batches", () => {
     expect(events.map((e) => e.type)).toEqual(["message.sent", "message.delivered", "message.read"]);
   });
 
+  test("a read arriving while a drain holds a waiting delivered waits behind it", async () => {
+    const [message] = await outbound("wamid.held", 1, false);
+    const wamid = "wamid.held-0";
+    await postStatuses([{ wamid, status: "delivered", at: T0 + 1 }], 1);
+    // Recorded without the deferral (an adoption, say): the id is known, its delivered still waits.
+    expect(
+      await adoptProviderIds(env.deps.db, env.clock, [{ messageId: message!.id, providerMessageId: wamid }]),
+    ).toBe(1);
+    expect(await unappliedOf("wamid.held")).toBe(1);
+    // Another session holds the waiting delivered, as a drain does between its claim and its apply.
+    const holder = new pg.Client({ connectionString: env.config.databaseUrl });
+    await holder.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query("SELECT id FROM status_events WHERE provider_message_id = $1 FOR UPDATE", [wamid]);
+      // Applied directly, this read would move the message past the held delivered, which the
+      // drain would then drop as out of order, and its event with it.
+      await postStatuses([{ wamid, status: "read", at: T0 + 2 }], 1);
+      expect((await statusesOf("wamid.held")).get(wamid)?.status).toBe("sent");
+      expect(await unappliedOf("wamid.held")).toBe(2);
+      await holder.query("COMMIT");
+    } finally {
+      await holder.end();
+    }
+    await drainStatusEvents(env.deps.db, env.clock);
+    expect((await statusesOf("wamid.held")).get(wamid)?.status).toBe("read");
+    const events = await env.deps.db
+      .selectFrom("event_pending")
+      .select("type")
+      .where("message_id", "=", message!.id)
+      .orderBy("id")
+      .execute();
+    expect(events.map((e) => e.type)).toEqual(["message.sent", "message.delivered", "message.read"]);
+  });
+
   test("a nudge that arrives while the drain job is active is kept and runs after it", async () => {
     const connection = createRedis(env.config, { forQueues: true });
     const started: number[] = [];
