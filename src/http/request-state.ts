@@ -77,8 +77,11 @@ export interface RequestState {
   admittedSend?: AdmittedSend;
   /** A body that could not be read (bad JSON, content type, size); raised after authorization. */
   bodyProblem?: ApiError;
-  /** The caller's address (see clientIpOf), for per-IP limits. */
-  clientIp?: string;
+  /**
+   * The caller's address (see clientIpOf), for per-IP limits: worked out on first use, once (most
+   * requests carry a token and never need it; asking the socket costs).
+   */
+  clientIp: () => string;
   /** The policy the matched route declared, once the pipeline applied it (src/http/route-policy.ts). */
   policy?: RoutePolicy;
   /** The size cap and reading mode of this request's body (src/http/body.ts), from the route's policy. */
@@ -105,7 +108,7 @@ export function throwBodyProblem(request: Request): void {
 
 /** The caller's address, as the pipeline worked it out once for the request (see clientIpOf). */
 export function callerIp(request: Request): string {
-  return states.get(request)?.clientIp ?? "local";
+  return states.get(request)?.clientIp() ?? "local";
 }
 
 /** 401 or 403 exactly as SPEC §5 and RFC 6750; returns the caller when it may proceed. */

@@ -36,19 +36,21 @@ export async function readBody(request: Request, state: RequestState | undefined
 
 /**
  * The route's body schema, checked before Elysia's validator, whose error message serializes the
- * whole value (src/http/validation.ts). The problem is recorded like a parse problem; the body the
- * validator then sees is empty and cheap to refuse.
+ * whole value (src/http/validation.ts). The problem is recorded like a parse problem; true when the
+ * body must be emptied, so that the validator sees an empty one, cheap to refuse.
  */
-export function checkBodySchema(
-  context: { request: Request; route: string; body: unknown },
+export function bodyRefused(
+  request: Request,
+  route: string,
+  body: unknown,
   state: RequestState | undefined,
   index: RouteIndex,
-): void {
-  if (!state?.parsedBody || state.bodyProblem || context.body == null) return;
-  const schema = index.bodySchemaOf(context.request.method, context.route);
-  if (!schema) return;
-  const problem = bodyValidationProblem(schema, context.body);
-  if (!problem) return;
+): boolean {
+  if (!state?.parsedBody || state.bodyProblem || body == null) return false;
+  const schema = index.bodySchemaOf(request.method, route);
+  if (!schema) return false;
+  const problem = bodyValidationProblem(schema, body);
+  if (!problem) return false;
   state.bodyProblem = problem;
-  context.body = null;
+  return true;
 }

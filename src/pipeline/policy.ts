@@ -64,12 +64,7 @@ export function policyGate(deps: PipelineDeps, index: RouteIndex) {
     if (auth && limit === "send-admission")
       return admitSendRequest(deps.admitSend, auth, request, state, set);
     if (!auth)
-      return spend(
-        set,
-        deps.keys.ipRate(state.clientIp ?? "local", "read"),
-        deps.ipLimits.anonymous,
-        "anonymous",
-      );
+      return spend(set, deps.keys.ipRate(state.clientIp(), "read"), deps.ipLimits.anonymous, "anonymous");
     const kind = limit === "read" ? "read" : "send";
     const max = kind === "send" ? auth.sendLimit : auth.readLimit;
     return spend(set, deps.keys.applicationRate(auth.tenantId, auth.clientId, kind), max, kind);
@@ -87,10 +82,9 @@ export function policyGate(deps: PipelineDeps, index: RouteIndex) {
     const policy = index.policyOf(request.method, context.route);
     state.policy = policy;
     state.bodyPolicy = bodyPolicy(policy.body ?? "form");
-    const ip = state.clientIp ?? "local";
-    if (policy.limit === "webhook-rejections" && webhookRejections.exceeded(ip)) {
+    if (policy.limit === "webhook-rejections" && webhookRejections.exceeded(state.clientIp())) {
       throw new ApiError("rate_limit_exceeded", "Too many rejected webhook requests from this address.", {
-        headers: { "retry-after": String(webhookRejections.retryAfterSeconds(ip)) },
+        headers: { "retry-after": String(webhookRejections.retryAfterSeconds(state.clientIp())) },
       });
     }
     switch (policy.limit) {
@@ -98,13 +92,13 @@ export function policyGate(deps: PipelineDeps, index: RouteIndex) {
       case "webhook-rejections":
         break;
       case "token-ip":
-        await limitIp(set, ip, "token");
+        await limitIp(set, state.clientIp(), "token");
         break;
       case "panel-ip":
-        await limitIp(set, ip, "panel");
+        await limitIp(set, state.clientIp(), "panel");
         break;
       case "ops-ip":
-        await limitIp(set, ip, "ops");
+        await limitIp(set, state.clientIp(), "ops");
         break;
       default:
         await spendCallerLimit(request, set, state, policy.limit);
@@ -117,7 +111,7 @@ export function policyGate(deps: PipelineDeps, index: RouteIndex) {
   /** A webhook caller's refused request (a 4xx other than a 429) counts towards its rejections. */
   const noteAnswered = (state: RequestState, status: number) => {
     if (state.policy?.limit === "webhook-rejections" && status >= 400 && status < 500 && status !== 429)
-      webhookRejections.record(state.clientIp ?? "local");
+      webhookRejections.record(state.clientIp());
   };
 
   return { applyPolicy, spendCallerLimit, noteAnswered };

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { accessLog } from "./access-log.ts";
-import { checkBodySchema, readBody } from "./body.ts";
+import { bodyRefused, readBody } from "./body.ts";
 import { errorRenderer } from "./error-render.ts";
 import type { PipelineDeps } from "./pipeline-deps.ts";
 import { policyGate } from "./policy.ts";
@@ -34,19 +34,28 @@ export function requestPipeline(deps: PipelineDeps, routes: () => readonly Route
         startRequest(request, set, server, deps.trustProxy);
       })
 
-      // The body, read after the route's policy (body.ts).
-      .onParse({ as: "global" }, async (context) => readBody(context.request, await applyPolicy(context)))
+      // Every hook names the parts of the context it reads, and never hands the context on whole:
+      // Elysia infers from the hooks' source what each request must prepare, and a context passed
+      // to a function makes it parse the cookies, copy the headers and more for every route.
 
-      // The route's policy for requests without a body; then the route's body schema (body.ts).
-      .onTransform({ as: "global" }, async (context) =>
-        checkBodySchema(context, await applyPolicy(context), index),
+      // The body, read after the route's policy (body.ts).
+      .onParse({ as: "global" }, async ({ request, set, route }) =>
+        readBody(request, await applyPolicy({ request, set, route })),
       )
 
-      .onError({ as: "global" }, (context) => renderError(context))
+      // The route's policy for requests without a body; then the route's body schema (body.ts).
+      .onTransform({ as: "global" }, async (context) => {
+        const { request, route } = context;
+        const state = await applyPolicy({ request, set: context.set, route });
+        // A refused body is recorded in the state; the validator then sees an empty one (body.ts).
+        if (bodyRefused(request, route, context.body, state, index)) context.body = null;
+      })
 
-      .onAfterResponse({ as: "global" }, (context) => {
-        context.store.inFlight--;
-        logAnswer(context);
+      .onError({ as: "global" }, renderError)
+
+      .onAfterResponse({ as: "global" }, ({ request, set, path, route, responseValue, store }) => {
+        store.inFlight--;
+        logAnswer({ request, set, path, route, responseValue });
       })
   );
 }

@@ -11,14 +11,18 @@ type Server = { requestIP(request: Request): { address: string } | null } | null
  * address, and the refusal of a request the router and we would read apart.
  */
 export function startRequest(request: Request, set: ResponseSet, server: Server, trustProxy: number): void {
+  let clientIp: string | undefined;
   const state: RequestState = {
     requestId: newId("req"),
     startedAt: performance.now(),
     tokenGiven: false,
+    clientIp: () => {
+      clientIp ??= clientIpOf(request, server, trustProxy);
+      return clientIp;
+    },
   };
   setRequestState(request, state);
   set.headers["request-id"] = state.requestId;
-  state.clientIp = clientIpOf(request, server, trustProxy);
   // The router and everything of ours must read one path; a request they would read apart is
   // refused before any work: a Host Bun cannot put in a URL (`a/b`, `a?b`, empty: the URL
   // then has no authority) or a `#` in the request target.

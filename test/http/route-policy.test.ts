@@ -213,6 +213,7 @@ describe("POST /messages fails closed", () => {
           requestId: `req_${++requests}`,
           startedAt: 0,
           tokenGiven: true,
+          clientIp: () => "local",
           auth: { ...auth, scopes: [...auth.scopes] },
         });
       })
