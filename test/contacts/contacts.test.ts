@@ -30,6 +30,36 @@ const getContact = (id: string, token = shop.token) => call(env.app, "GET", `/v2
 const findByPhone = (phone: string, token = shop.token) =>
   call(env.app, "GET", `/v2/contacts?phone=${encodeURIComponent(phone)}`, { token });
 
+/** The customer `from` writes `text` to the tenant, stamped `timestamp` (epoch seconds): their contact's id. */
+const contactWhoWrote = async (from: string, text: string, timestamp: number, tenant: Shop = shop) =>
+  (await receive(env, tenant, { from, type: "text", text, timestamp })).contactId;
+
+/** A Contact, every field (the channel is always whatsapp). */
+const contactBody = (id: string, name: string | null, phone: string, messaging: unknown) => ({
+  object: "contact",
+  id,
+  name,
+  phone,
+  channel: "whatsapp",
+  messaging,
+});
+/** A Contact's `messaging` with the 24-hour window open until `expiresAt` and a sender to send with. */
+const windowOpen = (expiresAt: unknown) => ({
+  sendable: true,
+  within_window: true,
+  window_expires_at: expiresAt,
+  requires_template: false,
+  opted_out: false,
+});
+/** A Contact's `messaging` with the window closed: only a template can be sent. */
+const WINDOW_CLOSED = {
+  sendable: false,
+  within_window: false,
+  window_expires_at: null,
+  requires_template: true,
+  opted_out: false,
+};
+
 describe("GET /contacts/{contact_id}", () => {
   test("a contact who wrote an hour ago: every field, window open", async () => {
     const wroteAt = now() - HOUR;
@@ -43,76 +73,36 @@ describe("GET /contacts/{contact_id}", () => {
     const result = await getContact(contactId);
     expect(result.status).toBe(200);
     expect(result.headers.get("request-id")).toMatch(/^req_/);
-    expect(result.body).toEqual({
-      object: "contact",
-      id: contactId,
-      name: "Ana Pérez",
-      phone: "+4915100000001",
-      channel: "whatsapp",
-      messaging: {
-        sendable: true,
-        within_window: true,
-        window_expires_at: iso(wroteAt + DAY),
-        requires_template: false,
-        opted_out: false,
-      },
-    });
+    expect(result.body).toEqual(
+      contactBody(contactId, "Ana Pérez", "+4915100000001", windowOpen(iso(wroteAt + DAY))),
+    );
   });
 
   test("the window closes by time alone: open until 24 h after the last inbound, closed from then on", async () => {
     const wroteAt = now() - 10;
-    const { contactId } = await receive(env, shop, {
-      from: "4915100000002",
-      type: "text",
-      text: "hi",
-      timestamp: wroteAt,
-    });
+    const contactId = await contactWhoWrote("4915100000002", "hi", wroteAt);
     const start = env.clock.now();
     try {
       // Tokens expire by the same clock: take one at each moment.
       env.clock.set(new Date((wroteAt + DAY - 1) * 1000));
       let token = await getToken(env.app, shop.clientId, shop.clientSecret);
-      expect((await getContact(contactId, token)).body.messaging).toEqual({
-        sendable: true,
-        within_window: true,
-        window_expires_at: iso(wroteAt + DAY),
-        requires_template: false,
-        opted_out: false,
-      });
+      expect((await getContact(contactId, token)).body.messaging).toEqual(windowOpen(iso(wroteAt + DAY)));
       env.clock.set(new Date((wroteAt + DAY) * 1000));
       token = await getToken(env.app, shop.clientId, shop.clientSecret);
-      expect((await getContact(contactId, token)).body.messaging).toEqual({
-        sendable: false,
-        within_window: false,
-        window_expires_at: null,
-        requires_template: true,
-        opted_out: false,
-      });
+      expect((await getContact(contactId, token)).body.messaging).toEqual(WINDOW_CLOSED);
     } finally {
       env.clock.set(start);
     }
   });
 
   test("a customer whose last message is 25 hours old: window closed", async () => {
-    const { contactId } = await receive(env, shop, {
-      from: "4915100000003",
-      type: "text",
-      text: "old",
-      timestamp: now() - 25 * HOUR,
-    });
-    const result = await getContact(contactId);
-    expect(result.body.messaging).toEqual({
-      sendable: false,
-      within_window: false,
-      window_expires_at: null,
-      requires_template: true,
-      opted_out: false,
-    });
+    const contactId = await contactWhoWrote("4915100000003", "old", now() - 25 * HOUR);
+    expect((await getContact(contactId)).body.messaging).toEqual(WINDOW_CLOSED);
   });
 
   test("a newer message reopens the window from its own timestamp", async () => {
     const from = "4915100000004";
-    await receive(env, shop, { from, type: "text", text: "old", timestamp: now() - 30 * HOUR });
+    await contactWhoWrote(from, "old", now() - 30 * HOUR);
     const recent = now() - 60;
     const { contactId } = await receive(env, shop, { from, type: "image", timestamp: recent });
     expect((await getContact(contactId)).body.messaging.window_expires_at).toBe(iso(recent + DAY));
@@ -120,39 +110,22 @@ describe("GET /contacts/{contact_id}", () => {
 
   test("a contact who never wrote (created by a send): no name, window closed", async () => {
     const contact = await insertContact(env, shop, "+4915100000005");
-    expect((await getContact(contact.id)).body).toEqual({
-      object: "contact",
-      id: contact.id,
-      name: null,
-      phone: "+4915100000005",
-      channel: "whatsapp",
-      messaging: {
-        sendable: false,
-        within_window: false,
-        window_expires_at: null,
-        requires_template: true,
-        opted_out: false,
-      },
-    });
+    expect((await getContact(contact.id)).body).toEqual(
+      contactBody(contact.id, null, "+4915100000005", WINDOW_CLOSED),
+    );
   });
 
   test("no active sender: inside the window but not sendable", async () => {
     const lonely = await createShop(env, "No sender left");
     const wroteAt = now() - 60;
-    const { contactId } = await receive(env, lonely, {
-      from: "4915100000006",
-      type: "text",
-      text: "x",
-      timestamp: wroteAt,
-    });
+    const contactId = await contactWhoWrote("4915100000006", "x", wroteAt, lonely);
     await setSenderActive(env.deps.db, lonely.sender.id, false);
     const result = await getContact(contactId, lonely.token);
+    // The window is open, but there is no sender to send with.
     expect(result.body.messaging).toEqual({
+      ...windowOpen(iso(wroteAt + DAY)),
       sendable: false,
-      within_window: true,
-      window_expires_at: iso(wroteAt + DAY),
       requires_template: true,
-      opted_out: false,
     });
   });
 
@@ -186,20 +159,14 @@ describe("GET /contacts?phone=", () => {
     for (const phone of ["+4915123450000", "4915123450000", "+49 151 23450000", "+49 (151) 234-50000"]) {
       const result = await findByPhone(phone);
       expect(result.status).toBe(200);
-      expect(result.body).toEqual({
-        object: "contact",
-        id: contactId,
-        name: "Bo",
-        phone: "+4915123450000",
-        channel: "whatsapp",
-        messaging: {
-          sendable: true,
-          within_window: true,
-          window_expires_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
-          requires_template: false,
-          opted_out: false,
-        },
-      });
+      expect(result.body).toEqual(
+        contactBody(
+          contactId,
+          "Bo",
+          "+4915123450000",
+          windowOpen(expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/)),
+        ),
+      );
     }
   });
 

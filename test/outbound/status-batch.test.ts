@@ -119,6 +119,37 @@ async function unappliedOf(prefix: string): Promise<number> {
   return Number(row.n);
 }
 
+/**
+ * Runs `during` while another session holds the provider id's waiting status events (as a drain
+ * does between its claim and its apply, or the send worker's record), and lets go after it.
+ */
+async function whileStatusEventsHeld<T>(wamid: string, during: () => Promise<T>): Promise<T> {
+  const holder = new pg.Client({ connectionString: env.config.databaseUrl });
+  await holder.connect();
+  try {
+    await holder.query("BEGIN");
+    await holder.query("SELECT id FROM status_events WHERE provider_message_id = $1 FOR UPDATE", [wamid]);
+    const result = await during();
+    await holder.query("COMMIT");
+    return result;
+  } finally {
+    await holder.end();
+  }
+}
+
+/** A drain applies what waited: the message ends read, with its events sent, delivered, read in order. */
+async function expectDrainedToRead(prefix: string, wamid: string, messageId: string) {
+  await drainStatusEvents(env.deps.db, env.clock);
+  expect((await statusesOf(prefix)).get(wamid)?.status).toBe("read");
+  const events = await env.deps.db
+    .selectFrom("event_pending")
+    .select("type")
+    .where("message_id", "=", messageId)
+    .orderBy("id")
+    .execute();
+  expect(events.map((e) => e.type)).toEqual(["message.sent", "message.delivered", "message.read"]);
+}
+
 /** Fisher-Yates with a fixed seed: the same "random" arrival order on every run. */
 function shuffled<T>(items: readonly T[], seed = 7): T[] {
   const out = [...items];
@@ -295,11 +326,7 @@ describe("status events in batches", () => {
     await postStatuses([{ wamid, status: "delivered", at: T0 + 1 }], 1);
     expect(await unappliedOf("wamid.race")).toBe(1);
     // Another session holds the waiting delivered, so the send worker's record stops right there.
-    const holder = new pg.Client({ connectionString: env.config.databaseUrl });
-    await holder.connect();
-    try {
-      await holder.query("BEGIN");
-      await holder.query("SELECT id FROM status_events WHERE provider_message_id = $1 FOR UPDATE", [wamid]);
+    const { recording } = await whileStatusEventsHeld(wamid, async () => {
       const row = await messageRow(env.deps.db, message!.id);
       const recording = recordUntilStored(env.deps, [
         {
@@ -314,20 +341,10 @@ describe("status events in batches", () => {
       // The read webhook meanwhile: until the record commits it does not know the id, so it waits too
       // (at 7ed3478 the id was committed alone: the read was applied here, the delivered dropped after).
       await postStatuses([{ wamid, status: "read", at: T0 + 2 }], 1);
-      await holder.query("COMMIT");
-      expect((await recording).ids).toEqual(new Set([message!.id]));
-    } finally {
-      await holder.end();
-    }
-    await drainStatusEvents(env.deps.db, env.clock);
-    expect((await statusesOf("wamid.race")).get(wamid)?.status).toBe("read");
-    const events = await env.deps.db
-      .selectFrom("event_pending")
-      .select("type")
-      .where("message_id", "=", message!.id)
-      .orderBy("id")
-      .execute();
-    expect(events.map((e) => e.type)).toEqual(["message.sent", "message.delivered", "message.read"]);
+      return { recording };
+    });
+    expect((await recording).ids).toEqual(new Set([message!.id]));
+    await expectDrainedToRead("wamid.race", wamid, message!.id);
   });
 
   test("a read arriving while a drain holds a waiting delivered waits behind it", async () => {
@@ -340,29 +357,14 @@ describe("status events in batches", () => {
     ).toBe(1);
     expect(await unappliedOf("wamid.held")).toBe(1);
     // Another session holds the waiting delivered, as a drain does between its claim and its apply.
-    const holder = new pg.Client({ connectionString: env.config.databaseUrl });
-    await holder.connect();
-    try {
-      await holder.query("BEGIN");
-      await holder.query("SELECT id FROM status_events WHERE provider_message_id = $1 FOR UPDATE", [wamid]);
+    await whileStatusEventsHeld(wamid, async () => {
       // Applied directly, this read would move the message past the held delivered, which the
       // drain would then drop as out of order, and its event with it.
       await postStatuses([{ wamid, status: "read", at: T0 + 2 }], 1);
       expect((await statusesOf("wamid.held")).get(wamid)?.status).toBe("sent");
       expect(await unappliedOf("wamid.held")).toBe(2);
-      await holder.query("COMMIT");
-    } finally {
-      await holder.end();
-    }
-    await drainStatusEvents(env.deps.db, env.clock);
-    expect((await statusesOf("wamid.held")).get(wamid)?.status).toBe("read");
-    const events = await env.deps.db
-      .selectFrom("event_pending")
-      .select("type")
-      .where("message_id", "=", message!.id)
-      .orderBy("id")
-      .execute();
-    expect(events.map((e) => e.type)).toEqual(["message.sent", "message.delivered", "message.read"]);
+    });
+    await expectDrainedToRead("wamid.held", wamid, message!.id);
   });
 
   test("a nudge that arrives while the drain job is active is kept and runs after it", async () => {

@@ -7,7 +7,13 @@ import {
 } from "../../src/applications/service.ts";
 import { validateNewApplication } from "../../src/panel/applications.ts";
 import { call, createTestEnv, getToken, requestToken, type TestEnv } from "../support/index.ts";
-import { type PanelClient, type PanelResponse, postRefused, signedInClient } from "../support/panel.ts";
+import {
+  expectShows,
+  type PanelClient,
+  type PanelResponse,
+  postRefused,
+  signedInClient,
+} from "../support/panel.ts";
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -37,11 +43,6 @@ async function createViaPanel(client: PanelClient, name: string, scopes: string[
 
 const tokenRequest = (clientId: string, clientSecret: string, scope?: string) =>
   requestToken(env.app, clientId, clientSecret, scope);
-
-/** The page shows each of `parts`. */
-function expectShows(page: PanelResponse, parts: string[]) {
-  for (const part of parts) expect(page.text).toContain(part);
-}
 
 /** The names of a tenant's applications, as stored. */
 const applicationNames = async (tenantId: string) =>

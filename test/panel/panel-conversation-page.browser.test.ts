@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Page } from "playwright-core";
+import { chooseTemplate } from "../support/browser.ts";
 import {
   type ConversationWorld,
   conversationWorld,
@@ -201,8 +202,7 @@ describe("issue 24: a conversation's page in a browser", () => {
   test("at 390 px: a template with a document header takes a checked https link, previews it and sends it", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(url(`/panel/conversations/${ida}`));
-    const option = page.locator("#reply-template option", { hasText: /invoice_ready \(en\)/ });
-    await page.locator("#reply-template").selectOption((await option.getAttribute("value")) ?? "");
+    await chooseTemplate(page, "invoice_ready (en)");
     const link = page.getByLabel("Document link (the header)");
     await link.waitFor(WAIT);
     const media = page.locator("#template-preview .template-media");

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Page } from "playwright-core";
+import { chooseTemplate } from "../support/browser.ts";
 import {
   type ConversationWorld,
   conversationWorld,
@@ -192,8 +193,7 @@ describe("issue 24: the conversations panel in a browser", () => {
     await page.goto(url("/panel/conversations"));
     await page.getByRole("link", { name: "New conversation" }).click();
     await page.waitForURL(/\/panel\/conversations\/new/);
-    const option = page.locator("#reply-template option", { hasText: /order_shipped \(en\)/ });
-    await page.locator("#reply-template").selectOption((await option.getAttribute("value")) ?? "");
+    await chooseTemplate(page, "order_shipped (en)");
     const first = page.locator("#template-fields input[name='body.1']");
     await first.waitFor(WAIT);
     const preview = page.locator("#template-preview .template-body");
@@ -270,8 +270,7 @@ describe("issue 24: the conversations panel in a browser", () => {
     await page.goto(url(`/panel/conversations/${bruno}`));
     await page.locator("#reply-template").waitFor(WAIT);
     expect(await page.locator("#reply-body").count()).toBe(0);
-    const option = page.locator("#reply-template option", { hasText: /order_shipped \(en\)/ });
-    await page.locator("#reply-template").selectOption((await option.getAttribute("value")) ?? "");
+    await chooseTemplate(page, "order_shipped (en)");
     const first = page.locator("#template-fields input[name='body.1']");
     await first.waitFor(WAIT);
     await first.fill("Bruno");

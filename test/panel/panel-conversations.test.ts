@@ -18,7 +18,7 @@ import {
   spawnWorker,
   type TestEnv,
 } from "../support/index.ts";
-import { type PanelClient, type PanelResponse, signedInClient } from "../support/panel.ts";
+import { expectShows, type PanelClient, type PanelResponse, signedInClient } from "../support/panel.ts";
 import { insertContact, insertOutbound } from "../support/reading.ts";
 
 /**
@@ -564,18 +564,14 @@ describe("a closed window", () => {
     const before = await outboundCount(contactId);
     const refused = await postText(contactId, "Are you still there?", view);
     expect(refused.status).toBe(409);
-    expect(refused.text).toContain(
+    expectShows(refused, [
       '<p class="error" id="reply-error" role="alert">Free text can only be sent within 24 hours of the customer&#39;s last message; send an approved template.</p>',
-    );
-    // The form it comes back with is the template picker; what was typed is kept as a draft beside it.
-    expect(refused.text).toContain('id="reply-template"');
-    expect(refused.text).toContain(
+      // The form it comes back with is the template picker; what was typed is kept as a draft beside it.
+      'id="reply-template"',
       '<div id="reply-draft" class="reply-draft" role="group" tabindex="-1" aria-labelledby="reply-draft-note">',
-    );
-    expect(refused.text).toContain(
       '<blockquote id="reply-draft-text" class="reply-draft-text">Are you still there?</blockquote>',
-    );
-    expect(refused.text).toContain("It cannot be sent as free text until Dev writes again");
+      "It cannot be sent as free text until Dev writes again",
+    ]);
     expect(await outboundCount(contactId)).toBe(before);
 
     const htmx = await client.request("POST", `/panel/conversations/${contactId}/messages`, {

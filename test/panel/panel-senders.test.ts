@@ -8,7 +8,7 @@ import { upsertTemplates } from "../../src/templates/repository.ts";
 import { setMessageRetention } from "../../src/tenants/repository.ts";
 import { addSender, postMessage } from "../support/fixtures.ts";
 import { call, createTestEnv, getToken, type TestEnv } from "../support/index.ts";
-import { type PanelClient, signedInClient } from "../support/panel.ts";
+import { expectShows, type PanelClient, signedInClient } from "../support/panel.ts";
 
 let env: TestEnv;
 let client: PanelClient;
@@ -85,21 +85,19 @@ describe("panel: senders and templates", () => {
 
   test("templates with status badges, header formats and highlighted variables", async () => {
     const page = await client.get("/panel/senders");
-    expect(page.text).toContain('<span class="badge ok" title="APPROVED">Approved</span>');
-    expect(page.text).toContain('<span class="badge warn" title="PENDING">Pending</span>');
-    expect(page.text).toContain('<span class="badge bad" title="REJECTED">Rejected</span>');
-    expect(page.text).toContain(
+    expectShows(page, [
+      '<span class="badge ok" title="APPROVED">Approved</span>',
+      '<span class="badge warn" title="PENDING">Pending</span>',
+      '<span class="badge bad" title="REJECTED">Rejected</span>',
       'Hi <mark class="var">{{1}}</mark>, your order <mark class="var">{{2}}</mark> has shipped.',
-    );
-    expect(page.text).toContain(
       'Hallo <mark class="var">{{1}}</mark>, deine Bestellung <mark class="var">{{2}}</mark> wurde versandt.',
-    );
-    // A TEXT header and a URL button show their variables too.
-    expect(page.text).toContain('Reminder for <mark class="var">{{1}}</mark>');
-    expect(page.text).toContain('https://example.com/a/<mark class="var">{{1}}</mark>');
-    expect(page.text).toContain('data-label="Header"><div class="cell">Document</div>');
-    expect(page.text).toContain('data-label="Header"><div class="cell">Video</div>');
-    expect(page.text).toContain("<code>summer_sale</code>");
+      // A TEXT header and a URL button show their variables too.
+      'Reminder for <mark class="var">{{1}}</mark>',
+      'https://example.com/a/<mark class="var">{{1}}</mark>',
+      'data-label="Header"><div class="cell">Document</div>',
+      'data-label="Header"><div class="cell">Video</div>',
+      "<code>summer_sale</code>",
+    ]);
     expect(plain(page.text)).toContain("6 of 8 approved");
   });
 

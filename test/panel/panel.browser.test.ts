@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { launchChromium, screenshot } from "../support/browser.ts";
+import { chooseTemplate, launchChromium, screenshot } from "../support/browser.ts";
 import { addSender, customerWrites, simulatorSends } from "../support/fixtures.ts";
 import {
   createTestEnv,
@@ -214,8 +214,7 @@ describe("the panel in a browser", () => {
     await page.waitForURL(conversation);
     await page.locator("#reply-template").waitFor(WAIT);
     expect(await page.locator("#reply-body").count()).toBe(0);
-    const option = page.locator("#reply-template option", { hasText: /order_shipped.*\ben\b/ });
-    await page.locator("#reply-template").selectOption((await option.getAttribute("value")) ?? "");
+    await chooseTemplate(page, "order_shipped (en)");
     await page.locator("#template-fields input[type=text]").first().waitFor(WAIT);
     const inputs = page.locator("#template-fields input[type=text]");
     expect(await inputs.count()).toBe(2);

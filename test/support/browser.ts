@@ -26,3 +26,12 @@ export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(SCREENSHOT_DIR, { recursive: true });
   await page.screenshot({ path: join(SCREENSHOT_DIR, `${name}.png`), fullPage: true });
 }
+
+/**
+ * Picks a template in a conversation's reply form by the `name (language)` its label shows (e.g.
+ * "order_shipped (en)"), as a person chooses it from the list.
+ */
+export async function chooseTemplate(page: Page, template: string): Promise<void> {
+  const option = page.locator("#reply-template option", { hasText: template });
+  await page.locator("#reply-template").selectOption((await option.getAttribute("value")) ?? "");
+}

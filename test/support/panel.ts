@@ -88,6 +88,11 @@ export async function signedInClient(app: App, deps: AppDeps, options: { tenantN
   return { client, ...account };
 }
 
+/** The page shows each of `parts`. */
+export function expectShows(page: PanelResponse, parts: string[]) {
+  for (const part of parts) expect(page.text).toContain(part);
+}
+
 /** A form post refused with 400 and `reason` on the form shown again; that page, for more checks. */
 export async function postRefused(
   client: PanelClient,

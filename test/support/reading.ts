@@ -4,7 +4,7 @@ import type { MessageFailure } from "../../src/db/schema.ts";
 import { newId } from "../../src/ids.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createShop, type MessageFields, type Shop, storeMessage } from "./fixtures.ts";
-import type { TestEnv } from "./index.ts";
+import { type CallResult, expectApiError, type TestEnv } from "./index.ts";
 import {
   type FeedTenant,
   type LostNothingOptions,
@@ -72,6 +72,26 @@ export function flipCase(id: string): string {
   const char = id[at]!;
   const flipped = char === char.toUpperCase() ? char.toLowerCase() : char.toUpperCase();
   return id.slice(0, at) + flipped + id.slice(at + 1);
+}
+
+/**
+ * A list's `limit` (SPEC §7): 1 gives one item and has_more, `max` gives all `total` items there
+ * are, and each of `invalid` is 400 parameter_invalid naming limit. `list` asks with a query string.
+ */
+export async function expectLimitBounds(
+  list: (query: string) => Promise<CallResult>,
+  max: number,
+  total: number,
+  invalid: string[],
+): Promise<void> {
+  const one = await list("?limit=1");
+  expect(one.status).toBe(200);
+  expect(one.body.data).toHaveLength(1);
+  expect(one.body.has_more).toBe(true);
+  expect((await list(`?limit=${max}`)).body.data).toHaveLength(total);
+  for (const limit of invalid) {
+    expectApiError(await list(`?limit=${limit}`), 400, "parameter_invalid", "limit");
+  }
 }
 
 export function epoch(date: Date): number {
