@@ -49,23 +49,27 @@ export function statusStatementHead(
   now: Date,
   { behindWaiting = false }: { behindWaiting?: boolean } = {},
 ) {
-  const failureOf = (e: StatusEventInput) =>
-    e.status === "failed"
-      ? JSON.stringify(statusFailure(e.errors === null ? null : JSON.parse(e.errors)))
-      : null;
+  // One JSON parameter, not eight arrays: the pg driver escapes arrays element by element.
+  const rows = events.map((e) => ({
+    pid: e.providerMessageId,
+    status: e.status,
+    at: e.at.toISOString(),
+    errors: e.errors,
+    failure:
+      e.status === "failed"
+        ? JSON.stringify(statusFailure(e.errors === null ? null : JSON.parse(e.errors)))
+        : null,
+    client_reference: e.clientReference,
+    sender_id: e.senderId,
+    ord: e.order,
+  }));
   const providerIds = [...new Set(events.map((e) => e.providerMessageId))];
   return sql`
     ev AS (
-      SELECT * FROM unnest(
-        ${events.map((e) => e.providerMessageId)}::text[],
-        ${events.map((e) => e.status)}::text[],
-        ${events.map((e) => e.at)}::timestamptz[],
-        ${events.map((e) => e.errors)}::jsonb[],
-        ${events.map(failureOf)}::jsonb[],
-        ${events.map((e) => e.clientReference)}::text[],
-        ${events.map((e) => e.senderId)}::text[],
-        ${events.map((e) => e.order)}::bigint[]
-      ) AS v(pid, status, at, errors, failure, client_reference, sender_id, ord)
+      SELECT v.pid, v.status, v.at, v.errors::jsonb AS errors, v.failure::jsonb AS failure,
+             v.client_reference, v.sender_id, v.ord
+      FROM json_to_recordset(${JSON.stringify(rows)}::json) AS v(pid text, status text,
+        at timestamptz, errors text, failure text, client_reference text, sender_id text, ord bigint)
     ), target AS MATERIALIZED (
       -- By provider id alone (unique), outbound checked after: with direction in this WHERE the
       -- planner may AND in the index of every outbound message, a scan that grows with the table.
