@@ -2,6 +2,7 @@ import { sql } from "kysely";
 import { statusFailure } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
 import { OPTED_OUT_FAILURE, optOutContactsCtes } from "../contacts/opt-out.ts";
+import { arrayLiteral } from "../db/array-literal.ts";
 import { deleteInBatches } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent } from "../db/unsent.ts";
@@ -49,34 +50,30 @@ export function statusStatementHead(
   now: Date,
   { behindWaiting = false }: { behindWaiting?: boolean } = {},
 ) {
-  // One JSON parameter, not eight arrays: the pg driver escapes arrays element by element.
-  const rows = events.map((e) => ({
-    pid: e.providerMessageId,
-    status: e.status,
-    at: e.at.toISOString(),
-    errors: e.errors,
-    failure:
-      e.status === "failed"
-        ? JSON.stringify(statusFailure(e.errors === null ? null : JSON.parse(e.errors)))
-        : null,
-    client_reference: e.clientReference,
-    sender_id: e.senderId,
-    ord: e.order,
-  }));
+  const failureOf = (e: StatusEventInput) =>
+    e.status === "failed"
+      ? JSON.stringify(statusFailure(e.errors === null ? null : JSON.parse(e.errors)))
+      : null;
   const providerIds = [...new Set(events.map((e) => e.providerMessageId))];
   return sql`
     ev AS (
-      SELECT v.pid, v.status, v.at, v.errors::jsonb AS errors, v.failure::jsonb AS failure,
-             v.client_reference, v.sender_id, v.ord
-      FROM json_to_recordset(${JSON.stringify(rows)}::json) AS v(pid text, status text,
-        at timestamptz, errors text, failure text, client_reference text, sender_id text, ord bigint)
+      SELECT * FROM unnest(
+        ${arrayLiteral(events.map((e) => e.providerMessageId))}::text[],
+        ${arrayLiteral(events.map((e) => e.status))}::text[],
+        ${arrayLiteral(events.map((e) => e.at.toISOString()))}::timestamptz[],
+        ${arrayLiteral(events.map((e) => e.errors))}::jsonb[],
+        ${arrayLiteral(events.map(failureOf))}::jsonb[],
+        ${arrayLiteral(events.map((e) => e.clientReference))}::text[],
+        ${arrayLiteral(events.map((e) => e.senderId))}::text[],
+        ${arrayLiteral(events.map((e) => e.order))}::bigint[]
+      ) AS v(pid, status, at, errors, failure, client_reference, sender_id, ord)
     ), target AS MATERIALIZED (
       -- By provider id alone (unique), outbound checked after: with direction in this WHERE the
       -- planner may AND in the index of every outbound message, a scan that grows with the table.
       SELECT m.seq, m.id, m.tenant_id, m.contact_id, m.provider_message_id, m.sender_id, m.status, m.failure,
              m.direction
       FROM messages m
-      WHERE m.provider_message_id = ANY(${providerIds}::text[])
+      WHERE m.provider_message_id = ANY(${arrayLiteral(providerIds)}::text[])
       ORDER BY m.seq
       FOR UPDATE
     ), known AS (
@@ -345,7 +342,7 @@ async function applyClaimed(
   const { rows } = await sql<{ applied: number; messages: number }>`
     WITH ${statusStatementHead(input, clock.now())}, settled AS (
       DELETE FROM status_events s
-      WHERE s.id = ANY(${events.map((e) => e.id)}::bigint[])
+      WHERE s.id = ANY(${arrayLiteral(events.map((e) => e.id))}::bigint[])
         AND EXISTS (SELECT 1 FROM known k WHERE k.provider_message_id = s.provider_message_id)
       RETURNING 1
     )
