@@ -1,5 +1,5 @@
 import { CompiledQuery } from "kysely";
-import { arrayLiteral } from "../db/array-literal.ts";
+import { type ArrayElement, arrayLiteral } from "../db/array-literal.ts";
 import type { Db } from "../db/connect.ts";
 import { newId } from "../ids.ts";
 
@@ -62,7 +62,7 @@ export interface StoredMessage {
   tenantId: string;
 }
 
-/** The batch's columns, in parameter order ($1 to $27), as batchRow names them. */
+/** The batch's columns, in parameter order ($1 to $27): the statement's and batchRow's one list. */
 const BATCH_COLUMNS = [
   ["id", "text"],
   ["tenant_id", "text"],
@@ -91,7 +91,9 @@ const BATCH_COLUMNS = [
   ["valid_for", "int"],
   ["expires_at", "timestamptz"],
   ["media_id", "text"],
-] as const satisfies readonly (readonly [keyof ReturnType<typeof batchRow>, string])[];
+] as const;
+/** A message as STORE_MESSAGES's columns: batchRow must give every column, and no other. */
+type BatchRow = Record<(typeof BATCH_COLUMNS)[number][0], ArrayElement>;
 /** The parameter after the columns: when an Idempotency-Key record has expired. */
 const IDEMPOTENCY_EXPIRED = `$${BATCH_COLUMNS.length + 1}`;
 
@@ -198,7 +200,7 @@ SELECT id, NULL, NULL, NULL, true FROM blocked`;
  * A message as a row of STORE_MESSAGES's columns (absent keys are NULL). Instants go as ISO text,
  * which arrayLiteral takes as it is.
  */
-function batchRow(m: NewMessage) {
+function batchRow(m: NewMessage): BatchRow {
   return {
     id: m.id,
     tenant_id: m.tenantId,
@@ -231,7 +233,7 @@ function batchRow(m: NewMessage) {
 }
 
 /** The batch's rows as one array literal per column, in BATCH_COLUMNS's order. */
-function batchColumns(rows: readonly ReturnType<typeof batchRow>[]): string[] {
+function batchColumns(rows: readonly BatchRow[]): string[] {
   return BATCH_COLUMNS.map(([name]) => arrayLiteral(rows.map((row) => row[name])));
 }
 

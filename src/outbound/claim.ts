@@ -11,7 +11,7 @@ import type { RedisClient } from "../redis/connect.ts";
 import { doubtCutoff } from "./in-doubt.ts";
 import { type Recorded, recordOutcomes, type Settled } from "./record.ts";
 import { providerIdStash } from "./stash.ts";
-import { adoptProviderIds, applyStatusEvents, applyStatusEventsIn } from "./status.ts";
+import { adoptProviderIds, applyStatusEvents } from "./status.ts";
 
 /**
  * The send worker's repository: the statements that claim messages to send (recording the attempt
@@ -186,17 +186,13 @@ export async function heldAmong(db: Db, ids: string[]): Promise<string[]> {
 
 /**
  * Postgres must learn the provider ids of messages the provider accepted: retried while we live.
- * One statement records the batch; an id for which statuses already wait is recorded in one
- * transaction with them (recordWithWaitingStatuses).
+ * Statuses that overtook a send keep waiting until they are applied (applyOvertakingStatuses): the
+ * webhook store stores a newer status behind them (statusStatementHead's `behindWaiting`).
  */
 export async function recordUntilStored(deps: ClaimDeps, settled: readonly Settled[]): Promise<Recorded> {
   for (let attempt = 0; ; attempt++) {
     try {
-      const recorded = await recordOutcomes(deps.db, deps.clock, settled, { deferWaiting: true });
-      if (recorded.deferred.size > 0) {
-        const deferred = settled.filter((s) => recorded.deferred.has(s.id));
-        for (const id of await recordWithWaitingStatuses(deps, deferred)) recorded.ids.add(id);
-      }
+      const recorded = await recordOutcomes(deps.db, deps.clock, settled);
       if (attempt > 0)
         deps.logger.info(
           { messages: settled.length, attempts: attempt + 1 },
@@ -214,26 +210,6 @@ export async function recordUntilStored(deps: ClaimDeps, settled: readonly Settl
       await Bun.sleep(Math.min(50 * 2 ** attempt, RECORD_RETRY_MAX_MS));
     }
   }
-}
-
-/**
- * Provider ids for which status webhooks already wait (they overtook the send's answer), recorded
- * and those statuses applied in ONE transaction: a webhook sees the id only once they are, so a
- * `read` arriving now cannot be applied before the waiting `delivered` (which would then be out of
- * order, and its event lost). The ids are invisible to every other writer until this commits, so
- * locking the messages (the record) before their events cannot deadlock with the drain.
- */
-async function recordWithWaitingStatuses(deps: ClaimDeps, settled: readonly Settled[]): Promise<Set<string>> {
-  return deps.db.transaction().execute(async (trx) => {
-    const { ids } = await recordOutcomes(trx, deps.clock, settled);
-    // Deferred only with a provider id (record.ts).
-    await applyStatusEventsIn(
-      trx,
-      deps.clock,
-      settled.flatMap((s) => (s.providerMessageId ? [s.providerMessageId] : [])),
-    );
-    return ids;
-  });
 }
 
 /**

@@ -44,39 +44,12 @@ export interface Settled extends Outcome {
  * (send_not_before and last_error, the retry's reason; the attempt settled unless the provider never
  * answered). A message sent, adopted or failed for good has no last_error any more. Only a message
  * without a provider id is changed. Returns the ids it changed.
- *
- * With `deferWaiting`, a provider id for which status events already wait (they overtook the send's
- * answer) is not recorded but returned as deferred: the caller records it in a transaction that
- * applies those events too (claim.ts), so that no status webhook sees the id before they are
- * applied (one that did applied its `read` first, and the waiting `delivered` was then out of order).
  */
-export async function recordOutcomes(
-  db: Db,
-  clock: Clock,
-  settled: readonly Outcome[],
-  options: { deferWaiting?: boolean } = {},
-): Promise<Recorded> {
-  if (settled.length === 0) return { ids: new Set(), deferred: new Set() };
+export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Outcome[]): Promise<Recorded> {
+  if (settled.length === 0) return { ids: new Set(), statusesWaiting: [] };
   const now = clock.now();
-  const { rows } = await sql<{ id: string; deferred: boolean }>`
-    WITH v AS (
-      SELECT * FROM unnest(
-        ${arrayLiteral(settled.map((s) => s.id))}::text[],
-        ${arrayLiteral(settled.map((s) => s.providerMessageId ?? null))}::text[],
-        ${arrayLiteral(settled.map((s) => (s.failure ? JSON.stringify(s.failure) : null)))}::text[],
-        ${arrayLiteral(settled.map((s) => s.notBefore ?? null))}::float8[],
-        ${arrayLiteral(settled.map((s) => s.keepStarted === true))}::bool[],
-        ${arrayLiteral(settled.map((s) => (s.refund ? 1 : 0)))}::int[],
-        ${arrayLiteral(settled.map((s) => (s.throttled ? 1 : 0)))}::int[],
-        ${arrayLiteral(settled.map((s) => (s.lastError ? JSON.stringify(s.lastError) : null)))}::text[]
-      ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled, last_error)
-    ), deferred AS MATERIALIZED (
-      -- Statuses that overtook the send wait for this id (one stored after this statement's
-      -- snapshot nudged a drain when it was stored).
-      SELECT v.id FROM v
-      WHERE ${options.deferWaiting === true} AND v.pid IS NOT NULL
-        AND EXISTS (SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid)
-    ), recorded AS (
+  const { rows } = await sql<{ id: string; pid: string | null; statuses_waiting: boolean }>`
+    WITH recorded AS (
     UPDATE messages m SET
       provider_message_id = v.pid,
       status = CASE
@@ -93,14 +66,25 @@ export async function recordOutcomes(
       send_attempts = m.send_attempts - v.refund,
       send_throttled = m.send_throttled + v.throttled,
       updated_at = ${now}
-    FROM v
+    FROM unnest(
+      ${arrayLiteral(settled.map((s) => s.id))}::text[],
+      ${arrayLiteral(settled.map((s) => s.providerMessageId ?? null))}::text[],
+      ${arrayLiteral(settled.map((s) => (s.failure ? JSON.stringify(s.failure) : null)))}::text[],
+      ${arrayLiteral(settled.map((s) => s.notBefore ?? null))}::float8[],
+      ${arrayLiteral(settled.map((s) => s.keepStarted === true))}::bool[],
+      ${arrayLiteral(settled.map((s) => (s.refund ? 1 : 0)))}::int[],
+      ${arrayLiteral(settled.map((s) => (s.throttled ? 1 : 0)))}::int[],
+      ${arrayLiteral(settled.map((s) => (s.lastError ? JSON.stringify(s.lastError) : null)))}::text[]
+    ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled, last_error)
     WHERE m.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
-      AND v.id NOT IN (SELECT id FROM deferred)
     -- moved: the SET above moved the status (an event). A message without a provider id is accepted,
     -- or failed for good (an adopted id leaves it failed; only an accepted message is claimed and
-    -- fails).
-    RETURNING m.id, m.seq, m.tenant_id, m.contact_id, m.status, m.failure,
-      (v.pid IS NOT NULL AND m.status = 'sent') OR (v.failure IS NOT NULL AND m.status = 'failed') AS moved
+    -- fails). statuses_waiting: statuses that overtook the send wait for this id (a status stored
+    -- after this statement's snapshot nudged a drain when it was stored).
+    RETURNING m.id, m.seq, m.tenant_id, m.contact_id, m.status, m.failure, v.pid,
+      (v.pid IS NOT NULL AND m.status = 'sent') OR (v.failure IS NOT NULL AND m.status = 'failed') AS moved,
+      v.pid IS NOT NULL AND EXISTS (
+        SELECT 1 FROM status_events e WHERE e.provider_message_id = v.pid) AS statuses_waiting
     ), emitted AS (
       -- The event log (DESIGN §12, sql/016): sent (the provider took it) or failed for good.
       INSERT INTO event_pending (tenant_id, shard, type, message_id, status, failure)
@@ -117,18 +101,16 @@ export async function recordOutcomes(
           WHERE moved AND status = 'failed' AND failure->>'code' = ${OPTED_OUT_FAILURE}`,
       now,
     )}
-    SELECT id, false AS deferred FROM recorded
-    UNION ALL
-    SELECT id, true FROM deferred`.execute(db);
+    SELECT id, pid, statuses_waiting FROM recorded`.execute(db);
   return {
-    ids: new Set(rows.filter((r) => !r.deferred).map((r) => r.id)),
-    deferred: new Set(rows.filter((r) => r.deferred).map((r) => r.id)),
+    ids: new Set(rows.map((r) => r.id)),
+    statusesWaiting: rows.flatMap((r) => (r.statuses_waiting && r.pid ? [r.pid] : [])),
   };
 }
 
 export interface Recorded {
   /** The messages the record changed. */
   ids: Set<string>;
-  /** With `deferWaiting`: messages not recorded because status events wait for their provider id. */
-  deferred: Set<string>;
+  /** Provider ids just recorded for which status events wait. */
+  statusesWaiting: string[];
 }

@@ -13,6 +13,7 @@ import type { StoredContent } from "../messages/presenter.ts";
 import type { RedisClient } from "../redis/connect.ts";
 import { senderCredentials } from "../senders/repository.ts";
 import {
+  applyOvertakingStatuses,
   byIds,
   byPairs,
   type Claimed,
@@ -332,11 +333,11 @@ async function sendChunk(
 }
 
 /**
- * Records settled messages (retried while Postgres is away; with the statuses that overtook a send,
- * claim.ts), then clears the stash of what is recorded.
+ * Records settled messages (one statement, retried while Postgres is away), then applies statuses
+ * that overtook a send and clears the stash of what is recorded.
  */
 async function settle(deps: SendDeps, settled: Settled[], report: BatchReport): Promise<void> {
-  await recordUntilStored(deps, settled);
+  const { statusesWaiting } = await recordUntilStored(deps, settled);
   const withIds = settled.filter((s) => s.providerMessageId);
   for (const s of settled) {
     report.outcomes.set(s.id, s.outcome);
@@ -350,6 +351,7 @@ async function settle(deps: SendDeps, settled: Settled[], report: BatchReport): 
     }
   }
   if (withIds.length === 0) return;
+  await applyOvertakingStatuses(deps, statusesWaiting);
   await providerIdStash(deps).dropMany(withIds.map((s) => s.id));
 }
 

@@ -183,33 +183,29 @@ export async function applyStatusEvents(
   const ids =
     typeof providerMessageIds === "string" ? [providerMessageIds] : [...new Set(providerMessageIds)];
   if (ids.length === 0) return 0;
-  return db.transaction().execute((trx) => applyStatusEventsIn(trx, clock, ids));
-}
-
-/** applyStatusEvents in the caller's transaction (claim.ts records provider ids in the same one). */
-export async function applyStatusEventsIn(trx: Db, clock: Clock, ids: readonly string[]): Promise<number> {
-  if (ids.length === 0) return 0;
-  // Events before the messages, like the drain (which takes events with SKIP LOCKED, then
-  // messages): the one lock order keeps the two from deadlocking.
-  const events = await trx
-    .selectFrom("status_events")
-    .select(["id", "provider_message_id", "status", "errors", "sender_id", "provider_timestamp"])
-    .where("provider_message_id", "in", ids)
-    .orderBy("id")
-    .forUpdate()
-    .execute();
-  if (events.length === 0) return 0;
-  const named = [...new Set(events.map((e) => e.provider_message_id))];
-  const known = await trx
-    .selectFrom("messages")
-    .select("provider_message_id")
-    .where("provider_message_id", "in", named)
-    .where("direction", "=", "outbound")
-    .execute();
-  const knownIds = new Set(known.map((m) => m.provider_message_id));
-  for (const id of named) if (!knownIds.has(id)) await adoptEchoOf(trx, clock, id);
-  // applyClaimed leaves the events of a message still unknown as they are.
-  return (await applyClaimed(trx, clock, events)).applied;
+  return db.transaction().execute(async (trx) => {
+    // Events before the messages, like the drain (which takes events with SKIP LOCKED, then
+    // messages): the one lock order keeps the two from deadlocking.
+    const events = await trx
+      .selectFrom("status_events")
+      .select(["id", "provider_message_id", "status", "errors", "sender_id", "provider_timestamp"])
+      .where("provider_message_id", "in", ids)
+      .orderBy("id")
+      .forUpdate()
+      .execute();
+    if (events.length === 0) return 0;
+    const named = [...new Set(events.map((e) => e.provider_message_id))];
+    const known = await trx
+      .selectFrom("messages")
+      .select("provider_message_id")
+      .where("provider_message_id", "in", named)
+      .where("direction", "=", "outbound")
+      .execute();
+    const knownIds = new Set(known.map((m) => m.provider_message_id));
+    for (const id of named) if (!knownIds.has(id)) await adoptEchoOf(trx, clock, id);
+    // applyClaimed leaves the events of a message still unknown as they are.
+    return (await applyClaimed(trx, clock, events)).applied;
+  });
 }
 
 /**

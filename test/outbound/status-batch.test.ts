@@ -325,7 +325,7 @@ describe("status events in batches", () => {
     const wamid = "wamid.race-0";
     await postStatuses([{ wamid, status: "delivered", at: T0 + 1 }], 1);
     expect(await unappliedOf("wamid.race")).toBe(1);
-    // Another session holds the waiting delivered, so the send worker's record stops right there.
+    // Another session holds the waiting delivered, so the send worker's apply stops right there.
     const { recording } = await whileStatusEventsHeld(wamid, async () => {
       const row = await messageRow(env.deps.db, message!.id);
       const recording = recordUntilStored(env.deps, [
@@ -338,8 +338,8 @@ describe("status events in batches", () => {
         },
       ]);
       await Bun.sleep(300);
-      // The read webhook meanwhile: until the record commits it does not know the id, so it waits too
-      // (at 7ed3478 the id was committed alone: the read was applied here, the delivered dropped after).
+      // The read webhook meanwhile: its message has a status waiting, so it waits behind it (at
+      // 7ed3478 the known id let the read be applied here, and the delivered was dropped after).
       await postStatuses([{ wamid, status: "read", at: T0 + 2 }], 1);
       return { recording };
     });
