@@ -6,7 +6,11 @@
  */
 export interface RejectionTally {
   record(address: string): void;
-  exceeded(address: string): boolean;
+  /**
+   * Whether the caller has been refused too often. `addressOf` is asked only while some address
+   * is counted: finding a request's address is a system call, and nearly always nothing is.
+   */
+  exceeded(addressOf: () => string): boolean;
   retryAfterSeconds(address: string): number;
 }
 
@@ -37,8 +41,8 @@ export function createRejectionTally(options: {
         windows.set(address, { startedAt: now(), count: 1 });
       }
     },
-    exceeded(address) {
-      return (current(address)?.count ?? 0) >= options.limit;
+    exceeded(addressOf) {
+      return windows.size > 0 && (current(addressOf())?.count ?? 0) >= options.limit;
     },
     retryAfterSeconds(address) {
       const window = current(address);

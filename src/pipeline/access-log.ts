@@ -39,6 +39,8 @@ export function accessLog(
     const labels = { method: request.method, route: template, status: String(status) };
     deps.metrics.httpRequests.inc(labels);
     deps.metrics.httpRequestDuration.observe(labels, seconds);
+    // Under load the log is usually off (LOG_LEVEL=warn): its record is then not even built.
+    if (!deps.logger.isLevelEnabled("info")) return;
     deps.logger.info(
       {
         request_id: state.requestId,

@@ -82,7 +82,7 @@ export function policyGate(deps: PipelineDeps, index: RouteIndex) {
     const policy = index.policyOf(request.method, context.route);
     state.policy = policy;
     state.bodyPolicy = bodyPolicy(policy.body ?? "form");
-    if (policy.limit === "webhook-rejections" && webhookRejections.exceeded(state.clientIp())) {
+    if (policy.limit === "webhook-rejections" && webhookRejections.exceeded(state.clientIp)) {
       throw new ApiError("rate_limit_exceeded", "Too many rejected webhook requests from this address.", {
         headers: { "retry-after": String(webhookRejections.retryAfterSeconds(state.clientIp())) },
       });

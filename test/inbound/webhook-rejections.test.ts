@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { signPayload } from "../../src/channel/signature.ts";
+import { buildWebhook } from "../../src/channel/webhook-payloads.ts";
+import { createRejectionTally } from "../../src/http/rejection-tally.ts";
+import { createShop, type Shop } from "../support/fixtures.ts";
+import { createTestEnv, type TestEnv } from "../support/index.ts";
+
+/**
+ * A caller that keeps posting webhooks we refuse (unsigned, badly signed) is turned away for the
+ * rest of the minute before its bodies are read (src/http/rejection-tally.ts). Its own env: the
+ * tally is the api process's, and every request here comes from one address.
+ */
+let env: TestEnv;
+let shop: Shop;
+beforeAll(async () => {
+  env = await createTestEnv();
+  shop = await createShop(env, "Rejections");
+});
+afterAll(() => env.close());
+
+function post(raw: string, signature?: string) {
+  return env.app.handle(
+    new Request("http://localhost/webhooks/whatsapp", {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(signature && { "x-hub-signature-256": signature }) },
+      body: raw,
+    }),
+  );
+}
+
+describe("refused webhooks", () => {
+  test("after 20 refused webhooks in a minute, the address is turned away (429), signed webhooks too", async () => {
+    const raw = JSON.stringify(buildWebhook(shop.account, {}));
+    for (let i = 0; i < 20; i++) expect((await post(raw, "sha256=00")).status).toBe(401);
+    // The tally counts a refusal after its answer is handed back (the after-response hook), so the
+    // 21st may still find it a beat behind: the next refused post is turned away.
+    let turnedAway = await post(raw, "sha256=00");
+    for (let i = 0; i < 20 && turnedAway.status === 401; i++) {
+      await Bun.sleep(5);
+      turnedAway = await post(raw, "sha256=00");
+    }
+    expect(turnedAway.status).toBe(429);
+    const retryAfter = Number(turnedAway.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect((await post(raw, signPayload(raw, "dev-app-secret"))).status).toBe(429);
+  });
+
+  test("the caller's address is not worked out while no address is counted", () => {
+    let now = 0;
+    const tally = createRejectionTally({ limit: 2, windowMs: 1000, now: () => now });
+    const noAddress = () => {
+      throw new Error("the address was asked for");
+    };
+    expect(tally.exceeded(noAddress)).toBe(false);
+    tally.record("10.0.0.1");
+    tally.record("10.0.0.1");
+    expect(tally.exceeded(() => "10.0.0.1")).toBe(true);
+    expect(tally.exceeded(() => "10.0.0.2")).toBe(false);
+    now = 1000;
+    expect(tally.exceeded(() => "10.0.0.1")).toBe(false);
+  });
+});
