@@ -173,6 +173,8 @@ export interface SimulatorSend {
     text?: { body: string };
     [field: string]: unknown;
   };
+  /** When the simulator took it (its clock, ISO 8601). */
+  received_at: string;
 }
 
 /** What the simulator took from the number `phoneNumberId`, in the order it took it. */
