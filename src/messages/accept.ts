@@ -1,13 +1,10 @@
-import type { Static } from "elysia";
-import { CompiledQuery } from "kysely";
 import type { Clock } from "../clock.ts";
-import { type MessagingState, messagingState, WINDOW_MS } from "../contacts/messaging-state.ts";
-import { toE164 } from "../contacts/phone.ts";
+import { messagingState, WINDOW_MS } from "../contacts/messaging-state.ts";
 import type { Db } from "../db/connect.ts";
 import type { ReadDatabase } from "../db/read-replica.ts";
 import { ApiError } from "../http/errors.ts";
 import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
-import { isId, newId } from "../ids.ts";
+import { newId } from "../ids.ts";
 import { ttlCache } from "../lib/ttl-cache.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics/index.ts";
@@ -26,10 +23,10 @@ import {
   requestFingerprint,
 } from "./idempotency.ts";
 import type { AcceptedMessage, StoredContent } from "./presenter.ts";
-import type { SendMessageRequest } from "./schemas.ts";
+import { phoneOrRefuse, resolveRecipient } from "./recipient.ts";
+import type { SendMessageInput } from "./schemas.ts";
+import { checkShape, optedOut, scheduledTime, windowClosed } from "./send-checks.ts";
 import { bindTemplate, chooseTemplate } from "./template-binding.ts";
-
-export type SendMessageInput = Static<typeof SendMessageRequest>;
 
 export interface AcceptDeps {
   config: { directoryCacheMs: number; workers: { sendRetryBaseMs: number } };
@@ -47,132 +44,6 @@ export interface AcceptOutcome {
   message: AcceptedMessage;
   /** True when an Idempotency-Key replay returned an earlier message. */
   replayed: boolean;
-}
-
-/** WhatsApp's limit on a text message, in characters (code points, not UTF-16 units). */
-export const TEXT_BODY_MAX = 4096;
-
-function windowClosed(state: MessagingState, message: string, param: string): ApiError {
-  return new ApiError("messaging_window_closed", message, { param, extra: { messaging_state: state } });
-}
-
-export function optedOut(param: "to" | "contact"): ApiError {
-  return new ApiError(
-    "recipient_opted_out",
-    "The customer opted out of messages from you (they answered STOP, or were opted out); nothing was sent.",
-    { param },
-  );
-}
-
-/** DESIGN §13: `send_at` from now + 60 s to now + 30 days, both ends inclusive. */
-export const SEND_AT_MIN_AHEAD_S = 60;
-export const SEND_AT_MAX_AHEAD_S = 30 * 24 * 3600;
-
-/** When a scheduled send goes out, checked against `now`; undefined for a send that goes now. */
-function scheduledTime(input: SendMessageInput, now: Date): Date | undefined {
-  if (input.send_at === undefined) return undefined;
-  const nowS = Math.floor(now.getTime() / 1000);
-  if (input.send_at < nowS + SEND_AT_MIN_AHEAD_S || input.send_at > nowS + SEND_AT_MAX_AHEAD_S) {
-    throw new ApiError(
-      "parameter_invalid",
-      `send_at must be a Unix time from now + ${SEND_AT_MIN_AHEAD_S} seconds to now + 30 days (now is ${nowS}).`,
-      { param: "send_at" },
-    );
-  }
-  return new Date(input.send_at * 1000);
-}
-
-/** Checks that need nothing but the request itself, before any lookup. */
-function checkShape(input: SendMessageInput): void {
-  if ((input.template === undefined) === (input.body === undefined)) {
-    throw new ApiError(
-      "parameter_conflict",
-      input.template === undefined
-        ? "Give either template (an approved template) or body (free text)."
-        : "Give template or body, not both.",
-      { param: input.template === undefined ? "template" : "body" },
-    );
-  }
-  if (input.to !== undefined && input.contact !== undefined) {
-    throw new ApiError("parameter_conflict", "Give to (a phone number) or contact (a ctc_ id), not both.", {
-      param: "contact",
-    });
-  }
-  if (input.to === undefined && input.contact === undefined) {
-    throw new ApiError(
-      "parameter_missing",
-      "Give the recipient: to (E.164 phone number) or contact (a ctc_ id).",
-      {
-        param: "to",
-      },
-    );
-  }
-  if (input.body !== undefined && [...input.body].length > TEXT_BODY_MAX) {
-    throw new ApiError("parameter_invalid", `body may be at most ${TEXT_BODY_MAX} characters.`, {
-      param: "body",
-    });
-  }
-}
-
-interface Recipient {
-  /** Undefined for a phone number we have never seen: the contact is created with the message. */
-  contactId: string | undefined;
-  phone: string;
-  lastInboundAt: Date | null;
-  optedOut: boolean;
-}
-
-function phoneOrRefuse(to: string | undefined): string {
-  const phone = toE164(to ?? "");
-  if (!phone) {
-    throw new ApiError("parameter_invalid", "to must be a phone number in E.164 form, like +4915123456789.", {
-      param: "to",
-    });
-  }
-  return phone;
-}
-
-// Hot lookups, written once (nothing is built per request; only the values are bound).
-const CONTACT_BY_ID = CompiledQuery.raw(
-  "SELECT id, phone, last_inbound_at, opted_out_at FROM contacts WHERE tenant_id = $1 AND id = $2",
-);
-const CONTACT_BY_PHONE = CompiledQuery.raw(
-  "SELECT id, last_inbound_at, opted_out_at FROM contacts WHERE tenant_id = $1 AND channel = 'whatsapp' AND phone = $2",
-);
-
-interface ContactRow {
-  id: string;
-  phone: string;
-  last_inbound_at: Date | null;
-  opted_out_at: Date | null;
-}
-
-async function lookup<Row>(db: Db, query: CompiledQuery, values: unknown[]): Promise<Row | undefined> {
-  return (await db.executeQuery<Row>({ ...query, parameters: values })).rows[0];
-}
-
-async function resolveRecipient(db: Db, tenantId: string, input: SendMessageInput): Promise<Recipient> {
-  if (input.contact !== undefined) {
-    const contact = isId(input.contact, "ctc")
-      ? await lookup<ContactRow>(db, CONTACT_BY_ID, [tenantId, input.contact])
-      : undefined;
-    if (!contact)
-      throw new ApiError("resource_missing", `No such contact: ${input.contact}.`, { param: "contact" });
-    return {
-      contactId: contact.id,
-      phone: contact.phone,
-      lastInboundAt: contact.last_inbound_at,
-      optedOut: contact.opted_out_at !== null,
-    };
-  }
-  const phone = phoneOrRefuse(input.to);
-  const contact = await lookup<Omit<ContactRow, "phone">>(db, CONTACT_BY_PHONE, [tenantId, phone]);
-  return {
-    contactId: contact?.id,
-    phone,
-    lastInboundAt: contact?.last_inbound_at ?? null,
-    optedOut: (contact?.opted_out_at ?? null) !== null,
-  };
 }
 
 async function replayOf(db: Db, tenantId: string, messageId: string): Promise<AcceptOutcome> {

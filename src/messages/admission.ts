@@ -15,7 +15,7 @@ import { coalesced } from "../redis/coalesce.ts";
 import type { RedisClient, RedisKeys, ScriptCommands } from "../redis/connect.ts";
 import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
 import { acceptedOnDay, tenantDailyQuota } from "../senders/quota.ts";
-import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
+import type { AcceptOutboundMessage, AcceptOutcome } from "./accept.ts";
 import {
   type AcceptBatch,
   type BatchAcceptorDeps,
@@ -30,6 +30,7 @@ import {
   KEY_FORMAT,
   releaseIdempotencyReservation,
 } from "./idempotency.ts";
+import type { SendMessageInput } from "./schemas.ts";
 
 export interface SendAdmissionDeps {
   db: Db;

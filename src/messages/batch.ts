@@ -4,13 +4,14 @@ import { ApiError } from "../http/errors.ts";
 import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
 import { withExclusivePairs } from "../http/schemas.ts";
 import { bodyValidationProblem } from "../http/validation.ts";
-import type { AcceptOutboundMessage, AcceptOutcome, SendMessageInput } from "./accept.ts";
+import type { AcceptOutboundMessage, AcceptOutcome } from "./accept.ts";
 import {
   claimIdempotencyKeys,
   type IdempotencyDeps,
   KEY_FORMAT,
   releaseIdempotencyReservation,
 } from "./idempotency.ts";
+import type { SendMessageInput } from "./schemas.ts";
 import { SendMessageRequest } from "./schemas.ts";
 
 /**

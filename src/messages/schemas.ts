@@ -1,4 +1,4 @@
-import { t } from "elysia";
+import { type Static, t } from "elysia";
 import { ContactRefSchema } from "../contacts/schemas.ts";
 import { MessageFailureSchema, MessageRetryingSchema } from "../history/schemas.ts";
 import { withExclusivePairs } from "../http/schemas.ts";
@@ -120,6 +120,8 @@ export const SendMessageRequest = t.Object(
 );
 
 /** What the OpenAPI document shows: exactly one of `to`/`contact` and of `template`/`body`. */
+export type SendMessageInput = Static<typeof SendMessageRequest>;
+
 export const SendMessageRequestDocumented = withExclusivePairs(SendMessageRequest, [
   ["to", "contact"],
   ["template", "body"],

@@ -3,8 +3,8 @@ import type { ContactRow } from "../contacts/repository.ts";
 import { ApiError } from "../http/errors.ts";
 import { DEFAULT_LIMITS } from "../http/rate-limit.ts";
 import type { AuthContext } from "../http/request-state.ts";
-import type { SendMessageInput } from "../messages/accept.ts";
 import type { OutboundSending } from "../messages/admission.ts";
+import type { SendMessageInput } from "../messages/schemas.ts";
 import {
   conversationState,
   newConversationView,
