@@ -34,8 +34,8 @@ export interface StatusEventInput {
 
 /**
  * The common head of the statements that apply statuses: `ev` (the events), `known` (their
- * messages known by provider id, locked in seq order, the one lock order of every status writer),
- * and `changed` (ONE multi-row update of the messages the events move, folded oldest first through
+ * messages known by provider id), `target` (those an event may move, locked in seq order, the one
+ * lock order of every status writer), and `changed` (ONE multi-row update of the messages the events move, folded oldest first through
  * the rule, every status that moved one also an event of the log); a message failed because the
  * customer opted out (131050) opts its contact out. An event of another sender than
  * its message's is settled without effect: a webhook for number B cannot move number A's messages. The caller adds what becomes of the events.
@@ -67,29 +67,43 @@ export function statusStatementHead(
         ${arrayLiteral(events.map((e) => e.senderId))}::text[],
         ${arrayLiteral(events.map((e) => e.order))}::bigint[]
       ) AS v(pid, status, at, errors, failure, client_reference, sender_id, ord)
-    ), target AS MATERIALIZED (
+    ), found AS MATERIALIZED (
       -- By provider id alone (unique), outbound checked after: with direction in this WHERE the
       -- planner may AND in the index of every outbound message, a scan that grows with the table.
-      SELECT m.seq, m.id, m.tenant_id, m.contact_id, m.provider_message_id, m.sender_id, m.status, m.failure,
-             m.direction
+      -- Not locked yet: see target.
+      SELECT m.seq, m.provider_message_id, m.status, m.direction
       FROM messages m
       WHERE m.provider_message_id = ANY(${arrayLiteral(providerIds)}::text[])
-      ORDER BY m.seq
-      FOR UPDATE
     ), known AS (
-      SELECT * FROM target t WHERE t.direction = 'outbound'
+      SELECT f.seq, f.provider_message_id, f.status FROM found f WHERE f.direction = 'outbound'
       ${
         behindWaiting
           ? sql`-- A message with statuses still waiting (a drain may hold them right now) is not
                 -- moved past them: the new events wait as well and the drain folds them in after.
-                AND NOT EXISTS (SELECT 1 FROM status_events s WHERE s.provider_message_id = t.provider_message_id)`
+                AND NOT EXISTS (SELECT 1 FROM status_events s WHERE s.provider_message_id = f.provider_message_id)`
           : sql``
       }
+    ), target AS MATERIALIZED (
+      -- Locked, in seq order, only where an event may move the message. A status moves forward
+      -- only, so an event that cannot move the status read above cannot move a later one either:
+      -- such a message (a sent after the send record: a third of the status webhooks) is known,
+      -- its events settle without effect, and it is neither locked nor written. By seq, not by
+      -- tuple id: the lock follows a row updated meanwhile to its newest version, whose status the
+      -- fold starts from, and re-checked there an old tuple id would no longer match.
+      SELECT m.seq, m.id, m.tenant_id, m.contact_id, m.provider_message_id, m.sender_id, m.status, m.failure
+      FROM messages m
+      WHERE m.seq = ANY(ARRAY(
+        SELECT k.seq FROM known k
+        WHERE EXISTS (SELECT 1 FROM ev e
+                      WHERE e.pid = k.provider_message_id AND message_status_after(k.status, e.status) IS NOT NULL)
+      ))
+      ORDER BY m.seq
+      FOR UPDATE
     ), grouped AS (
       SELECT k.seq, k.id, k.tenant_id, k.contact_id, k.status, k.failure,
              array_agg(e.status ORDER BY e.at, e.ord) AS statuses,
              array_agg(e.failure ORDER BY e.at, e.ord) AS failures
-      FROM known k
+      FROM target k
       JOIN ev e ON e.pid = k.provider_message_id
                AND (e.sender_id IS NULL OR e.sender_id = k.sender_id)
       GROUP BY k.seq, k.id, k.tenant_id, k.contact_id, k.status, k.failure

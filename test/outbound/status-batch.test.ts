@@ -367,6 +367,44 @@ describe("status events in batches", () => {
     await expectDrainedToRead("wamid.held", wamid, message!.id);
   });
 
+  test("a status that cannot move its message takes no lock: it is settled while another session holds the row", async () => {
+    const [message] = await outbound("wamid.settled", 1);
+    const wamid = "wamid.settled-0";
+    await postStatuses([{ wamid, status: "read", at: T0 + 2 }], 1);
+    expect((await statusesOf("wamid.settled")).get(wamid)?.status).toBe("read");
+    const holder = new pg.Client({ connectionString: env.config.databaseUrl });
+    await holder.connect();
+    try {
+      // As the send worker's record or another webhook batch holding the message.
+      await holder.query("BEGIN");
+      await holder.query("SELECT seq FROM messages WHERE id = $1 FOR UPDATE", [message!.id]);
+      // A sent and a delivered behind a read move nothing: answered while the row is held (locked,
+      // they would wait for the holder), nothing stored to wait, no event.
+      const answered = await Promise.race([
+        postStatuses(
+          [
+            { wamid, status: "sent", at: T0 },
+            { wamid, status: "delivered", at: T0 + 1 },
+          ],
+          2,
+        ).then(() => true),
+        Bun.sleep(3000).then(() => false),
+      ]);
+      expect(answered).toBe(true);
+      expect(await unappliedOf("wamid.settled")).toBe(0);
+      await holder.query("COMMIT");
+    } finally {
+      await holder.end();
+    }
+    expect((await statusesOf("wamid.settled")).get(wamid)?.status).toBe("read");
+    const events = await env.deps.db
+      .selectFrom("event_pending")
+      .select("type")
+      .where("message_id", "=", message!.id)
+      .execute();
+    expect(events.map((e) => e.type)).toEqual(["message.read"]);
+  });
+
   test("a nudge that arrives while the drain job is active is kept and runs after it", async () => {
     const connection = createRedis(env.config, { forQueues: true });
     const started: number[] = [];
