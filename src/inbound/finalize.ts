@@ -3,7 +3,6 @@ import { readInboundEvent } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
 import { type OptOutChange, optOutKeyword } from "../contacts/opt-out.ts";
 import { toE164 } from "../contacts/phone.ts";
-import { arrayLiteral } from "../db/array-literal.ts";
 import type { Db } from "../db/connect.ts";
 import { newId } from "../ids.ts";
 import { type NewMessage, storeMessages } from "../messages/store.ts";
@@ -163,13 +162,13 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
     WITH finalized AS (
       UPDATE inbound_events AS e
       SET finalized_at = ${now}, message_id = v.message_id
-      FROM unnest(${arrayLiteral(batch.map((m) => m.providerMessageId))}::text[],
-                  ${arrayLiteral(batch.map((m) => m.id))}::text[]) AS v(provider_message_id, message_id)
+      FROM unnest(${batch.map((m) => m.providerMessageId)}::text[],
+                  ${batch.map((m) => m.id)}::text[]) AS v(provider_message_id, message_id)
       WHERE e.provider_message_id = v.provider_message_id
     ), latest AS (
       SELECT DISTINCT ON (contact_id) contact_id, change, at
-      FROM unnest(${arrayLiteral(changes.map((c) => c.contactId))}::text[], ${arrayLiteral(changes.map((c) => c.change))}::text[],
-                  ${arrayLiteral(changes.map((c) => c.at.toISOString()))}::timestamptz[]) WITH ORDINALITY AS k(contact_id, change, at, n)
+      FROM unnest(${changes.map((c) => c.contactId)}::text[], ${changes.map((c) => c.change)}::text[],
+                  ${changes.map((c) => c.at.toISOString())}::timestamptz[]) WITH ORDINALITY AS k(contact_id, change, at, n)
       ORDER BY contact_id, at DESC, n DESC
     )
     UPDATE contacts AS c

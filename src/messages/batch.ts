@@ -11,8 +11,7 @@ import {
   KEY_FORMAT,
   releaseIdempotencyReservation,
 } from "./idempotency.ts";
-import type { SendMessageInput } from "./schemas.ts";
-import { SendMessageRequest } from "./schemas.ts";
+import { type SendMessageInput, SendMessageRequest } from "./schemas.ts";
 
 /**
  * POST /messages/batch (DESIGN §13): up to 1,000 sends in one call, each validated and answered on

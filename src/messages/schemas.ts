@@ -119,9 +119,9 @@ export const SendMessageRequest = t.Object(
   },
 );
 
-/** What the OpenAPI document shows: exactly one of `to`/`contact` and of `template`/`body`. */
 export type SendMessageInput = Static<typeof SendMessageRequest>;
 
+/** What the OpenAPI document shows: exactly one of `to`/`contact` and of `template`/`body`. */
 export const SendMessageRequestDocumented = withExclusivePairs(SendMessageRequest, [
   ["to", "contact"],
   ["template", "body"],

@@ -1,5 +1,5 @@
 import { CompiledQuery } from "kysely";
-import { type ArrayElement, arrayLiteral } from "../db/array-literal.ts";
+import type { ArrayElement } from "../db/array-literal.ts";
 import type { Db } from "../db/connect.ts";
 import { newId } from "../ids.ts";
 
@@ -99,8 +99,8 @@ const IDEMPOTENCY_EXPIRED = `$${BATCH_COLUMNS.length + 1}`;
 
 // ONE statement writes a batch (atomic on its own: no BEGIN/COMMIT round trips when the caller has no
 // transaction of its own). It takes the batch as one array per column (BATCH_COLUMNS, each one
-// parameter made by arrayLiteral: a JSON.stringify, not the driver's escape per element), so its text
-// is the same for every batch size and it is prepared once per connection (src/db/connect.ts).
+// parameter, which src/db/connect.ts sends as one literal), so its text is the same for every batch
+// size and it is prepared once per connection (src/db/connect.ts).
 // Postgres reads arrays at a third of what json_to_recordset cost it for the same rows.
 // Rows are written in the arrays' order (WITH ORDINALITY): messages get their seq in the batch's
 // order; idempotency keys, contacts and conversations are written sorted, so concurrent batches lock
@@ -198,7 +198,7 @@ SELECT id, NULL, NULL, NULL, true FROM blocked`;
 
 /**
  * A message as a row of STORE_MESSAGES's columns (absent keys are NULL). Instants go as ISO text,
- * which arrayLiteral takes as it is.
+ * which goes in the column's literal as it is.
  */
 function batchRow(m: NewMessage): BatchRow {
   return {
@@ -232,9 +232,9 @@ function batchRow(m: NewMessage): BatchRow {
   };
 }
 
-/** The batch's rows as one array literal per column, in BATCH_COLUMNS's order. */
-function batchColumns(rows: readonly BatchRow[]): string[] {
-  return BATCH_COLUMNS.map(([name]) => arrayLiteral(rows.map((row) => row[name])));
+/** The batch's rows as one array per column, in BATCH_COLUMNS's order. */
+function batchColumns(rows: readonly BatchRow[]): ArrayElement[][] {
+  return BATCH_COLUMNS.map(([name]) => rows.map((row) => row[name]));
 }
 
 /** One precompiled statement's rows, with this batch's parameters. */

@@ -1,7 +1,6 @@
 import { type RawBuilder, sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import { WINDOW_MS } from "../contacts/messaging-state.ts";
-import { arrayLiteral } from "../db/array-literal.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent } from "../db/unsent.ts";
 import { isDependencyDown } from "../http/dependency-faults.ts";
@@ -106,10 +105,10 @@ export async function claim(deps: ClaimDeps, selector: RawBuilder<unknown>, now:
   return rows.map((row) => ({ ...row, claimed_at: now }));
 }
 
-export const byIds = (ids: readonly string[]) => sql`m.id = ANY(${arrayLiteral([...ids])}::text[])`;
+export const byIds = (ids: readonly string[]) => sql`m.id = ANY(${[...ids]}::text[])`;
 
 export const byPairs = (pairs: readonly { sender_id: string; contact_id: string }[]) =>
-  sql`(m.sender_id, m.contact_id) IN (SELECT * FROM unnest(${arrayLiteral(pairs.map((p) => p.sender_id))}::text[], ${arrayLiteral(pairs.map((p) => p.contact_id))}::text[]))`;
+  sql`(m.sender_id, m.contact_id) IN (SELECT * FROM unnest(${pairs.map((p) => p.sender_id)}::text[], ${pairs.map((p) => p.contact_id)}::text[]))`;
 
 /** Claimed rows to put back as they were: they never reached the provider (a fault before the call). */
 export async function release(deps: ClaimDeps, rows: readonly Claimed[]): Promise<void> {
@@ -118,9 +117,9 @@ export async function release(deps: ClaimDeps, rows: readonly Claimed[]): Promis
     UPDATE messages m
     SET send_started_at = v.prev_started_at, send_attempts = m.send_attempts - 1
     FROM unnest(
-      ${arrayLiteral(rows.map((r) => r.id))}::text[],
-      ${arrayLiteral(rows.map((r) => r.claimed_at.toISOString()))}::timestamptz[],
-      ${arrayLiteral(rows.map((r) => r.prev_started_at?.toISOString() ?? null))}::timestamptz[]
+      ${rows.map((r) => r.id)}::text[],
+      ${rows.map((r) => r.claimed_at.toISOString())}::timestamptz[],
+      ${rows.map((r) => r.prev_started_at?.toISOString() ?? null)}::timestamptz[]
     ) AS v(id, claimed_at, prev_started_at)
     WHERE m.id = v.id AND m.send_started_at = v.claimed_at AND m.provider_message_id IS NULL`
     .execute(deps.db)
@@ -152,8 +151,8 @@ export async function stillClaimed(
   const { rows: kept } = await sql<{ id: string }>`
     UPDATE messages m SET send_started_at = ${now}
     FROM unnest(
-      ${arrayLiteral(stale.map((r) => r.id))}::text[],
-      ${arrayLiteral(stale.map((r) => r.claimed_at.toISOString()))}::timestamptz[]
+      ${stale.map((r) => r.id)}::text[],
+      ${stale.map((r) => r.claimed_at.toISOString())}::timestamptz[]
     ) AS v(id, claimed_at)
     WHERE m.id = v.id AND m.send_started_at = v.claimed_at AND m.provider_message_id IS NULL
     RETURNING m.id`.execute(deps.db);

@@ -1,5 +1,4 @@
 import { type RawBuilder, sql } from "kysely";
-import { arrayLiteral } from "../db/array-literal.ts";
 import type { Db } from "../db/connect.ts";
 import type { MessageFailure } from "../db/schema.ts";
 import type { RedisClient } from "../redis/connect.ts";
@@ -50,9 +49,7 @@ export function echoLookup(where: RawBuilder<unknown>, events: RawBuilder<unknow
 /** Provider ids proven by a status webhook of the message's own sender that echoed its id. */
 async function echoedProviderIds(db: Db, messageIds: string[]): Promise<Map<string, string>> {
   if (messageIds.length === 0) return new Map();
-  const { rows } = await echoLookup(
-    sql`e.client_reference = ANY(${arrayLiteral(messageIds)}::text[])`,
-  ).execute(db);
+  const { rows } = await echoLookup(sql`e.client_reference = ANY(${messageIds}::text[])`).execute(db);
   return new Map(rows.map((r) => [r.id, r.provider_message_id]));
 }
 

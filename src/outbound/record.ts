@@ -1,7 +1,6 @@
 import { sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import { OPTED_OUT_FAILURE, optOutContactsCtes } from "../contacts/opt-out.ts";
-import { arrayLiteral } from "../db/array-literal.ts";
 import type { Db } from "../db/connect.ts";
 import type { MessageFailure } from "../db/schema.ts";
 
@@ -67,14 +66,14 @@ export async function recordOutcomes(db: Db, clock: Clock, settled: readonly Out
       send_throttled = m.send_throttled + v.throttled,
       updated_at = ${now}
     FROM unnest(
-      ${arrayLiteral(settled.map((s) => s.id))}::text[],
-      ${arrayLiteral(settled.map((s) => s.providerMessageId ?? null))}::text[],
-      ${arrayLiteral(settled.map((s) => (s.failure ? JSON.stringify(s.failure) : null)))}::text[],
-      ${arrayLiteral(settled.map((s) => s.notBefore ?? null))}::float8[],
-      ${arrayLiteral(settled.map((s) => s.keepStarted === true))}::bool[],
-      ${arrayLiteral(settled.map((s) => (s.refund ? 1 : 0)))}::int[],
-      ${arrayLiteral(settled.map((s) => (s.throttled ? 1 : 0)))}::int[],
-      ${arrayLiteral(settled.map((s) => (s.lastError ? JSON.stringify(s.lastError) : null)))}::text[]
+      ${settled.map((s) => s.id)}::text[],
+      ${settled.map((s) => s.providerMessageId ?? null)}::text[],
+      ${settled.map((s) => (s.failure ? JSON.stringify(s.failure) : null))}::text[],
+      ${settled.map((s) => s.notBefore ?? null)}::float8[],
+      ${settled.map((s) => s.keepStarted === true)}::bool[],
+      ${settled.map((s) => (s.refund ? 1 : 0))}::int[],
+      ${settled.map((s) => (s.throttled ? 1 : 0))}::int[],
+      ${settled.map((s) => (s.lastError ? JSON.stringify(s.lastError) : null))}::text[]
     ) AS v(id, pid, failure, not_before_ms, keep_started, refund, throttled, last_error)
     WHERE m.id = v.id AND m.direction = 'outbound' AND m.provider_message_id IS NULL
     -- moved: the SET above moved the status (an event). A message without a provider id is accepted,

@@ -2,7 +2,6 @@ import { sql } from "kysely";
 import { statusFailure } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
 import { OPTED_OUT_FAILURE, optOutContactsCtes } from "../contacts/opt-out.ts";
-import { arrayLiteral } from "../db/array-literal.ts";
 import { deleteInBatches } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent } from "../db/unsent.ts";
@@ -35,10 +34,11 @@ export interface StatusEventInput {
 /**
  * The common head of the statements that apply statuses: `ev` (the events), `known` (their
  * messages known by provider id), `target` (those an event may move, locked in seq order, the one
- * lock order of every status writer), and `changed` (ONE multi-row update of the messages the events move, folded oldest first through
- * the rule, every status that moved one also an event of the log); a message failed because the
- * customer opted out (131050) opts its contact out. An event of another sender than
- * its message's is settled without effect: a webhook for number B cannot move number A's messages. The caller adds what becomes of the events.
+ * lock order of every status writer), and `changed` (ONE multi-row update of the messages the
+ * events move, folded oldest first through the rule, every status that moved one also an event of
+ * the log); a message failed because the customer opted out (131050) opts its contact out. An
+ * event of another sender than its message's is settled without effect: a webhook for number B
+ * cannot move number A's messages. The caller adds what becomes of the events.
  *
  * `behindWaiting` (the webhook store): a message that still has events waiting in status_events is
  * left out of `known`, so the new events are stored to wait behind them. Applied directly, a `read`
@@ -58,14 +58,14 @@ export function statusStatementHead(
   return sql`
     ev AS (
       SELECT * FROM unnest(
-        ${arrayLiteral(events.map((e) => e.providerMessageId))}::text[],
-        ${arrayLiteral(events.map((e) => e.status))}::text[],
-        ${arrayLiteral(events.map((e) => e.at.toISOString()))}::timestamptz[],
-        ${arrayLiteral(events.map((e) => e.errors))}::jsonb[],
-        ${arrayLiteral(events.map(failureOf))}::jsonb[],
-        ${arrayLiteral(events.map((e) => e.clientReference))}::text[],
-        ${arrayLiteral(events.map((e) => e.senderId))}::text[],
-        ${arrayLiteral(events.map((e) => e.order))}::bigint[]
+        ${events.map((e) => e.providerMessageId)}::text[],
+        ${events.map((e) => e.status)}::text[],
+        ${events.map((e) => e.at.toISOString())}::timestamptz[],
+        ${events.map((e) => e.errors)}::jsonb[],
+        ${events.map(failureOf)}::jsonb[],
+        ${events.map((e) => e.clientReference)}::text[],
+        ${events.map((e) => e.senderId)}::text[],
+        ${events.map((e) => e.order)}::bigint[]
       ) AS v(pid, status, at, errors, failure, client_reference, sender_id, ord)
     ), found AS MATERIALIZED (
       -- By provider id alone (unique), outbound checked after: with direction in this WHERE the
@@ -73,7 +73,7 @@ export function statusStatementHead(
       -- Not locked yet: see target.
       SELECT m.seq, m.provider_message_id, m.status, m.direction
       FROM messages m
-      WHERE m.provider_message_id = ANY(${arrayLiteral(providerIds)}::text[])
+      WHERE m.provider_message_id = ANY(${providerIds}::text[])
     ), known AS (
       SELECT f.seq, f.provider_message_id, f.status FROM found f WHERE f.direction = 'outbound'
       ${
@@ -352,7 +352,7 @@ async function applyClaimed(
   const { rows } = await sql<{ applied: number; messages: number }>`
     WITH ${statusStatementHead(input, clock.now())}, settled AS (
       DELETE FROM status_events s
-      WHERE s.id = ANY(${arrayLiteral(events.map((e) => e.id))}::bigint[])
+      WHERE s.id = ANY(${events.map((e) => e.id)}::bigint[])
         AND EXISTS (SELECT 1 FROM known k WHERE k.provider_message_id = s.provider_message_id)
       RETURNING 1
     )

@@ -1,5 +1,4 @@
 import { sql } from "kysely";
-import { arrayLiteral } from "../db/array-literal.ts";
 import type { Db } from "../db/connect.ts";
 import { eventEntriesAfter } from "../events/repository.ts";
 import type { Item } from "./delivery-window.ts";
@@ -81,11 +80,11 @@ export function writeProgress(
         INSERT INTO webhook_deliveries AS d
           (endpoint_id, seq, acknowledged, attempts, first_failed_at, next_attempt_at)
         SELECT ${endpoint.id}, * FROM unnest(
-          ${arrayLiteral(items.map((item) => item.seq))}::bigint[],
-          ${arrayLiteral(items.map((item) => item.state === "acked"))}::boolean[],
-          ${arrayLiteral(items.map((item) => item.attempts))}::int[],
-          ${arrayLiteral(items.map((item) => item.firstFailedAt?.toISOString() ?? null))}::timestamptz[],
-          ${arrayLiteral(items.map((item) => item.nextAttemptAt?.toISOString() ?? null))}::timestamptz[])
+          ${items.map((item) => item.seq)}::bigint[],
+          ${items.map((item) => item.state === "acked")}::boolean[],
+          ${items.map((item) => item.attempts)}::int[],
+          ${items.map((item) => item.firstFailedAt?.toISOString() ?? null)}::timestamptz[],
+          ${items.map((item) => item.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
         ON CONFLICT (endpoint_id, seq) DO UPDATE SET
           acknowledged = excluded.acknowledged, attempts = excluded.attempts,
           first_failed_at = excluded.first_failed_at, next_attempt_at = excluded.next_attempt_at`.execute(

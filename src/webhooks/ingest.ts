@@ -1,7 +1,6 @@
 import { sql } from "kysely";
 import { parseWebhook, type WebhookChange } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
-import { arrayLiteral } from "../db/array-literal.ts";
 import type { Db } from "../db/connect.ts";
 import { createGroupCommit, type GroupCommit } from "../db/group-commit.ts";
 import { ttlCache } from "../lib/ttl-cache.ts";
@@ -172,10 +171,10 @@ export async function commitWebhooks(
   const insertInbound = sql`
     INSERT INTO inbound_events (provider_message_id, tenant_id, sender_id, payload)
     SELECT v.id, v.tenant_id, v.sender_id, v.payload::jsonb
-    FROM unnest(${arrayLiteral(inbound.map((r) => r.provider_message_id))}::text[],
-                ${arrayLiteral(inbound.map((r) => r.tenant_id))}::text[],
-                ${arrayLiteral(inbound.map((r) => r.sender_id))}::text[],
-                ${arrayLiteral(inbound.map((r) => r.payload))}::text[]) AS v(id, tenant_id, sender_id, payload)
+    FROM unnest(${inbound.map((r) => r.provider_message_id)}::text[],
+                ${inbound.map((r) => r.tenant_id)}::text[],
+                ${inbound.map((r) => r.sender_id)}::text[],
+                ${inbound.map((r) => r.payload)}::text[]) AS v(id, tenant_id, sender_id, payload)
     ON CONFLICT (provider_message_id) DO NOTHING`;
   // Statuses of messages known by their provider id are applied here, in this statement (the
   // status rule in SQL, src/outbound/status.ts); only the rest is stored, to wait in status_events

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "kysely";
-import { arrayLiteral } from "../../src/db/array-literal.ts";
+import { arrayLiteral, withArrayLiterals } from "../../src/db/array-literal.ts";
 import { createTestEnv, type TestEnv } from "../support/index.ts";
 
 let env: TestEnv;
@@ -61,5 +61,14 @@ describe("a batch column as one array literal (src/db/array-literal.ts)", () => 
       t: [at, null],
       j: [{ a: 'x"y\\z\n' }, null],
     });
+  });
+
+  test("a plain array parameter goes as its literal on every connection; other values as they were", async () => {
+    const values = ['a "q"', "back\\slash", "line\nbreak", null];
+    const { rows } = await sql<{ v: (string | null)[] }>`SELECT ${values}::text[] AS v`.execute(env.deps.db);
+    expect(rows[0]!.v).toEqual(values);
+    const at = new Date("2026-11-26T10:00:00Z");
+    const params = [values, [at], [Number.NaN], "x", [[1]]];
+    expect(withArrayLiterals(params)).toEqual([arrayLiteral(values), [at], [Number.NaN], "x", [[1]]]);
   });
 });
