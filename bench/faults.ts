@@ -1511,7 +1511,8 @@ async function main(): Promise<number> {
     console.log("");
     printTable(rows);
     const failed = rows.filter((row) => failures(row).length > 0);
-    for (const row of failed) console.log(`${row.scenario}: ${failures(row).join("; ")}`);
+    // "FAILED <scenario>: …" lines: .ci/run repeats them at the end of its output.
+    for (const row of failed) console.log(`FAILED ${row.scenario}: ${failures(row).join("; ")}`);
     console.log(`faults: ${rows.length - failed.length} passed, ${failed.length} failed`);
     return failed.length;
   } finally {
