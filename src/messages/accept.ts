@@ -22,8 +22,9 @@ import {
   replayVerdict,
   requestFingerprint,
 } from "./idempotency.ts";
-import type { AcceptedMessage, StoredContent } from "./presenter.ts";
+import { type AcceptedMessage, acceptedMessageOf, type StoredContent } from "./presenter.ts";
 import { phoneOrRefuse, resolveRecipient } from "./recipient.ts";
+import { findMessage } from "./repository.ts";
 import type { SendMessageInput } from "./schemas.ts";
 import { checkShape, optedOut, scheduledTime, windowClosed } from "./send-checks.ts";
 import { bindTemplate, chooseTemplate } from "./template-binding.ts";
@@ -47,37 +48,10 @@ export interface AcceptOutcome {
 }
 
 async function replayOf(db: Db, tenantId: string, messageId: string): Promise<AcceptOutcome> {
-  const row = await db
-    .selectFrom("messages")
-    .innerJoin("contacts", "contacts.id", "messages.contact_id")
-    .select([
-      "messages.id",
-      "messages.sender_id",
-      "messages.contact_id",
-      "contacts.phone",
-      "messages.content",
-      "messages.client_reference",
-      "messages.send_at",
-      "messages.valid_for",
-      "messages.created_at",
-    ])
-    .where("messages.tenant_id", "=", tenantId)
-    .where("messages.id", "=", messageId)
-    .executeTakeFirstOrThrow();
-  return {
-    replayed: true,
-    message: {
-      id: messageId,
-      senderId: row.sender_id ?? "",
-      contactId: row.contact_id,
-      phone: row.phone,
-      content: row.content as unknown as StoredContent,
-      clientReference: row.client_reference,
-      sendAt: row.send_at,
-      validFor: row.valid_for,
-      createdAt: row.created_at,
-    },
-  };
+  const row = await findMessage(db, tenantId, messageId);
+  // The idempotency record names a message of this tenant, written in the same transaction.
+  if (!row) throw new Error(`the idempotency record's message ${messageId} is missing`);
+  return { replayed: true, message: acceptedMessageOf(row) };
 }
 
 /**

@@ -8,8 +8,8 @@ import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { apiRoutes } from "../http/scope.ts";
 import { nudgeSends } from "../queues/index.ts";
-import { findMessage } from "./lookup.ts";
 import { presentStoredMessage } from "./presenter.ts";
+import { findMessage } from "./repository.ts";
 import { MessageSchema } from "./schemas.ts";
 
 /**

@@ -1,45 +1,13 @@
 import { t } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
-import type { Db } from "../db/connect.ts";
 import { readWith } from "../db/read-replica.ts";
 import { ApiError } from "../http/errors.ts";
 import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { apiRoutes } from "../http/scope.ts";
-import { presentStoredMessage, type StoredMessageRow } from "./presenter.ts";
+import { presentStoredMessage } from "./presenter.ts";
+import { findMessage } from "./repository.ts";
 import { MessageSchema } from "./schemas.ts";
-
-/** A message of the tenant by its id, inbound or outbound, with its contact. */
-export function findMessage(db: Db, tenantId: string, id: string): Promise<StoredMessageRow | undefined> {
-  return (
-    db
-      .selectFrom("messages")
-      .innerJoin("contacts", "contacts.id", "messages.contact_id")
-      .select([
-        "messages.id",
-        "messages.direction",
-        "messages.status",
-        "messages.failure",
-        "messages.sender_id",
-        "messages.content",
-        "messages.preview",
-        "messages.client_reference",
-        "messages.send_at",
-        "messages.valid_for",
-        "messages.created_at",
-        "messages.send_attempts",
-        "messages.send_not_before",
-        "messages.last_error",
-        "contacts.id as contact_id",
-        "contacts.phone as contact_phone",
-      ])
-      .where("messages.tenant_id", "=", tenantId)
-      .where("messages.id", "=", id)
-      // Found by its id, so it has one (only legacy rows have none).
-      .$narrowType<{ id: string }>()
-      .executeTakeFirst()
-  );
-}
 
 /** GET /messages/{id} (DESIGN §13): one message, as POST returned it, with what happened to it since. */
 export function messageLookupRoutes(deps: AppDeps) {

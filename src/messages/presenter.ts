@@ -76,21 +76,26 @@ export interface StoredMessageRow extends RetryStateRow {
   contact_phone: string | null;
 }
 
-export function presentStoredMessage(row: StoredMessageRow) {
+/** The message as it was accepted: a replay of its send answers with this (see presentAcceptedMessage). */
+export function acceptedMessageOf(row: StoredMessageRow): AcceptedMessage {
   const content = row.content as StoredContent | null;
   return {
-    ...presentAcceptedMessage({
-      id: row.id,
-      senderId: row.sender_id ?? "",
-      contactId: row.contact_id,
-      phone: row.contact_phone ?? "",
-      // An inbound message (or one stored before contents were kept) shows its text as a preview.
-      content: row.direction === "outbound" && content ? content : { kind: "text", body: row.preview },
-      clientReference: row.client_reference,
-      sendAt: row.send_at,
-      validFor: row.valid_for,
-      createdAt: row.created_at,
-    }),
+    id: row.id,
+    senderId: row.sender_id ?? "",
+    contactId: row.contact_id,
+    phone: row.contact_phone ?? "",
+    // An inbound message (or one stored before contents were kept) shows its text as a preview.
+    content: row.direction === "outbound" && content ? content : { kind: "text", body: row.preview },
+    clientReference: row.client_reference,
+    sendAt: row.send_at,
+    validFor: row.valid_for,
+    createdAt: row.created_at,
+  };
+}
+
+export function presentStoredMessage(row: StoredMessageRow) {
+  return {
+    ...presentAcceptedMessage(acceptedMessageOf(row)),
     direction: row.direction,
     status: row.direction === "inbound" ? null : row.status,
     failure: row.status === "failed" ? row.failure : null,
