@@ -64,9 +64,15 @@ export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Poo
 function sendArraysAsLiterals(client: pg.PoolClient): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-    const [text, values] = args;
-    if (typeof text !== "string" || !Array.isArray(values) || args.length > 2) return query(...args);
-    return query(text, withArrayLiterals(values));
+    const [first, values] = args;
+    if (args.length > 2) return query(...args);
+    if (typeof first === "string")
+      return Array.isArray(values) ? query(first, withArrayLiterals(values)) : query(first);
+    // A config object: how prepareRepeatedStatements sends a named (prepared) statement.
+    const config = first as { values?: unknown } | null;
+    if (args.length === 1 && config && typeof config === "object" && Array.isArray(config.values))
+      return query({ ...config, values: withArrayLiterals(config.values) });
+    return query(...args);
   };
 }
 

@@ -63,6 +63,30 @@ describe("a batch column as one array literal (src/db/array-literal.ts)", () => 
     });
   });
 
+  test("the driver never escapes an array itself: not for a one-off query, nor for a prepared (repeated) one", async () => {
+    // pg's Query reads utils.prepareValue at each call: watch what it is handed.
+    const utils = require("pg/lib/utils.js") as { prepareValue: (value: unknown) => unknown };
+    const original = utils.prepareValue;
+    let arraysSeen = 0;
+    utils.prepareValue = (value: unknown) => {
+      if (Array.isArray(value)) arraysSeen++;
+      return original(value);
+    };
+    try {
+      const values = ['a "q"', "x", null];
+      // Repeated, the text is prepared from the third run on (src/db/connect.ts).
+      for (let run = 0; run < 5; run++) {
+        const { rows } = await sql<{
+          v: (string | null)[];
+        }>`SELECT ${values}::text[] AS v, ${run}::int AS run`.execute(env.deps.db);
+        expect(rows[0]!.v).toEqual(values);
+      }
+    } finally {
+      utils.prepareValue = original;
+    }
+    expect(arraysSeen).toBe(0);
+  });
+
   test("a plain array parameter goes as its literal on every connection; other values as they were", async () => {
     const values = ['a "q"', "back\\slash", "line\nbreak", null];
     const { rows } = await sql<{ v: (string | null)[] }>`SELECT ${values}::text[] AS v`.execute(env.deps.db);
