@@ -255,18 +255,7 @@ async function deliverForSender(deps: SendDeps, claimed: Claimed[], report: Batc
         const { ours: chunk, lost } = await stillClaimed(deps, sendable.splice(0, granted));
         // Another worker has claimed it since: left to it.
         for (const row of lost) report.outcomes.set(row.id, "skipped");
-        // Its valid_for may have ended while it waited for its tokens: never sent late.
-        const now = deps.clock.now();
-        const late = chunk.filter((row) => row.expires_at !== null && row.expires_at <= now);
-        const done = [
-          ...(late.length > 0 ? await failBeforeSending(deps, late, EXPIRED, report) : []),
-          ...(await sendChunk(
-            deps,
-            credentials,
-            late.length > 0 ? chunk.filter((row) => !late.includes(row)) : chunk,
-            report,
-          )),
-        ];
+        const done = await sendChunk(deps, credentials, chunk, report);
         // A successor (same sender) joins the next round: its own in-doubt check and tokens.
         queue.push(...(await claimSuccessors(deps, done, report)));
       }
@@ -287,24 +276,12 @@ function credentialsOf(deps: SendDeps, row: Claimed): SenderCredentials | Provid
   }
 }
 
-/** Claimed messages failed without a provider call (the attempt given back). */
-async function failBeforeSending(
-  deps: SendDeps,
-  rows: Claimed[],
-  failure: MessageFailure,
-  report: BatchReport,
-): Promise<Settled[]> {
-  const settled: Settled[] = rows.map((row) => ({
-    ...pairOf(row),
-    outcome: "failed",
-    refund: true,
-    failure,
-  }));
-  await settle(deps, settled, report);
-  return settled;
-}
-
-/** One chunk: the provider calls side by side, then the stash and the record of them all. */
+/**
+ * One chunk: the provider calls side by side, then the stash and the record of them all. A message's
+ * valid_for is looked at just before its own call: it may have ended while the message waited for
+ * its sender's tokens, or for a place behind the CALLS_IN_FLIGHT calls ahead of it (a slow provider
+ * holds those for seconds). Then it fails `expired` without a call: never sent late.
+ */
 async function sendChunk(
   deps: SendDeps,
   credentials: SenderCredentials,
@@ -312,6 +289,9 @@ async function sendChunk(
   report: BatchReport,
 ): Promise<Settled[]> {
   const settled = await inPool(chunk, CALLS_IN_FLIGHT, async (row): Promise<Settled> => {
+    if (row.expires_at !== null && row.expires_at <= deps.clock.now()) {
+      return { ...pairOf(row), outcome: "failed", refund: true, failure: EXPIRED };
+    }
     try {
       const payload = outboundPayload(row.content, row.phone, row.id);
       const { providerMessageId } = await deps.provider.sendMessage(credentials, payload);

@@ -105,6 +105,8 @@ export function graphRoutes(
       "/:version/:phoneNumberId/messages",
       async ({ params, body }) => {
         const { waId, summary } = checkSend(body, params.phoneNumberId, state.uploads);
+        // Received now, whenever it is answered.
+        const receivedAt = new Date().toISOString();
         // A slow answer: the send is accepted even if the caller gives up (or dies) meanwhile.
         const delay = state.pendingDelays.shift();
         if (delay !== undefined) await sleep(delay);
@@ -127,7 +129,7 @@ export function graphRoutes(
           id: wamid,
           phone_number_id: params.phoneNumberId,
           payload: body,
-          received_at: new Date().toISOString(),
+          received_at: receivedAt,
         });
         state.accepted.set(wamid, { phoneNumberId: params.phoneNumberId, waId });
         forgetOldSends(state, keepSends);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "kysely";
 import { systemClock } from "../../src/clock.ts";
 import { sweep } from "../../src/maintenance/sweeper.ts";
+import { CALLS_IN_FLIGHT } from "../../src/outbound/pacing.ts";
 import { deliverBatch } from "../../src/outbound/send.ts";
 import type { SenderRow } from "../../src/senders/repository.ts";
 import { createShop, freshPhone, postMessage, type Shop, simulatorSends } from "../support/fixtures.ts";
@@ -134,6 +135,48 @@ describe("a batch", () => {
     const sent = await sentBy(owner.sender);
     expect(sent.map((s) => s.messageId).sort()).toEqual(ids.filter((id) => id !== failed[0]!.id).sort());
   });
+
+  test("a message whose valid_for ends while the calls ahead of it are at a slow provider fails expired, never sent late", async () => {
+    const owner = await shop(1000);
+    // One more than a chunk's calls in flight, each valid for 3 s: the last waits for a place.
+    const template = { name: "order_shipped", language: "en", variables: { body: ["Ada", "#v"] } };
+    const ids = await Promise.all(
+      Array.from({ length: CALLS_IN_FLIGHT + 1 }, async () => {
+        const result = await postMessage(env.app, owner.token, { to: freshPhone(), template, valid_for: 3 });
+        expect(result.status).toBe(201);
+        return result.body.id as string;
+      }),
+    );
+    // The provider holds the first calls 5 s: a message behind them starts past its valid_for.
+    await control("slow-next", { count: CALLS_IN_FLIGHT, delay_ms: 5000 });
+    try {
+      const report = await deliverBatch({ ...env.deps, clock: systemClock }, ids);
+      const received = new Map(
+        (await simulatorSends(env, owner.sender.provider_phone_number_id)).map((send) => [
+          send.payload.biz_opaque_callback_data ?? "",
+          Date.parse(send.received_at),
+        ]),
+      );
+      const stored = await env.deps.db
+        .selectFrom("messages")
+        .select(["id", "status", "failure", "expires_at"])
+        .where("id", "in", ids)
+        .execute();
+      const expired = stored.filter((row) => row.status === "failed" && row.failure?.code === "expired");
+      expect(expired.length).toBeGreaterThanOrEqual(1);
+      for (const row of expired) {
+        expect(report.outcomes.get(row.id ?? "")).toBe("failed");
+        expect(received.has(row.id ?? "")).toBe(false);
+      }
+      // Every other one reached the provider before its valid_for ended (a call's way across the machine allowed).
+      const sent = stored.filter((row) => !expired.includes(row));
+      expect(sent.length + expired.length).toBe(ids.length);
+      for (const row of sent)
+        expect(received.get(row.id ?? "")!).toBeLessThan(row.expires_at!.getTime() + 500);
+    } finally {
+      await control("reset", {});
+    }
+  }, 60_000);
 });
 
 describe("pacing (real worker processes)", () => {
