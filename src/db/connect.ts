@@ -37,8 +37,7 @@ export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Poo
   // pool discards the broken client on release (it is no longer queryable), so the next query gets
   // a fresh connection.
   pool.on("connect", (client) => {
-    sendArraysAsLiterals(client);
-    prepareRepeatedStatements(client);
+    tuneQueries(client);
     client.on("error", () => {});
     // A FATAL error answers the query in flight and the server closes the connection right after:
     // released before the close arrives, the client would go back to the pool for the next query.
@@ -56,26 +55,6 @@ export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Poo
   return pool;
 }
 
-/**
- * Array parameters go as one literal each (src/db/array-literal.ts): the driver escapes an array
- * element by element in JavaScript, which for the batch statements (27 columns of the accept batch,
- * the status and send statements) cost the api more than the rest of building them.
- */
-function sendArraysAsLiterals(client: pg.PoolClient): void {
-  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-  (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-    const [first, values] = args;
-    if (args.length > 2) return query(...args);
-    if (typeof first === "string")
-      return Array.isArray(values) ? query(first, withArrayLiterals(values)) : query(first);
-    // A config object: how prepareRepeatedStatements sends a named (prepared) statement.
-    const config = first as { values?: unknown } | null;
-    if (args.length === 1 && config && typeof config === "object" && Array.isArray(config.values))
-      return query({ ...config, values: withArrayLiterals(config.values) });
-    return query(...args);
-  };
-}
-
 /** Texts (with parameters) seen this often are prepared: named, parsed and planned once per connection. */
 const PREPARE_AFTER = 3;
 /** At most this many prepared texts per process: texts that vary (IN lists) never fill a connection. */
@@ -91,27 +70,39 @@ let lastName = 0;
  * of each execution again: for the hot statements (the webhook store, the send claim, the accept
  * batch) that was much of their cost. A text repeated PREPARE_AFTER times gets a name, and pg then
  * sends its Parse once per connection and only Bind/Execute after (the protocol's prepared
- * statements; Postgres keeps a plan per statement and replans after DDL). Statements without
- * parameters (BEGIN, COMMIT, migrations) stay unnamed.
+ * statements; Postgres keeps a plan per statement and replans after DDL).
  */
-function prepareRepeatedStatements(client: pg.PoolClient): void {
+function preparedNameOf(text: string): string | undefined {
+  let name = preparedNames.get(text);
+  if (name !== undefined || preparedNames.size >= MAX_PREPARED || unpreparable.has(text)) return name;
+  const seen = (seenTimes.get(text) ?? 0) + 1;
+  if (seen >= PREPARE_AFTER) {
+    name = `k${++lastName}`;
+    preparedNames.set(text, name);
+    seenTimes.delete(text);
+  } else {
+    if (seenTimes.size >= 10 * MAX_PREPARED) seenTimes.clear();
+    seenTimes.set(text, seen);
+  }
+  return name;
+}
+
+/**
+ * Every query with parameters, as Kysely sends it (text, values), on each of the pool's connections:
+ * - its array parameters go as one literal each (src/db/array-literal.ts): the driver escapes an
+ *   array element by element in JavaScript, which for the batch statements (27 columns of the
+ *   accept batch, the status and send statements) cost the api more than the rest of building them;
+ * - a repeated text goes as a prepared statement (preparedNameOf).
+ * Statements without parameters (BEGIN, COMMIT, migrations) go as they are, unnamed.
+ */
+function tuneQueries(client: pg.PoolClient): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-    const [text, values] = args;
-    if (typeof text !== "string" || !Array.isArray(values) || values.length === 0 || args.length > 2)
+    const [text, params] = args;
+    if (typeof text !== "string" || !Array.isArray(params) || params.length === 0 || args.length > 2)
       return query(...args);
-    let name = preparedNames.get(text);
-    if (name === undefined && preparedNames.size < MAX_PREPARED && !unpreparable.has(text)) {
-      const seen = (seenTimes.get(text) ?? 0) + 1;
-      if (seen >= PREPARE_AFTER) {
-        name = `k${++lastName}`;
-        preparedNames.set(text, name);
-        seenTimes.delete(text);
-      } else {
-        if (seenTimes.size >= 10 * MAX_PREPARED) seenTimes.clear();
-        seenTimes.set(text, seen);
-      }
-    }
+    const values = withArrayLiterals(params);
+    const name = preparedNameOf(text);
     if (name === undefined) return query(text, values);
     return (query({ name, text, values }) as Promise<unknown>).catch(
       (error: { code?: string; message?: string }) => {
