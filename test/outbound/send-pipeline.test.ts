@@ -32,9 +32,14 @@ function shop(mps?: number): Promise<Shop> {
   return createShop(env, `Shop ${++shops}`, { sendLimit: 10_000, mps, templates: true });
 }
 
-async function accept(owner: Shop, to: string, tag: string): Promise<string> {
+async function accept(
+  owner: Shop,
+  to: string,
+  tag: string,
+  extra: { valid_for?: number } = {},
+): Promise<string> {
   const template = { name: "order_shipped", language: "en", variables: { body: ["Ada", tag] } };
-  const result = await postMessage(env.app, owner.token, { to, template });
+  const result = await postMessage(env.app, owner.token, { to, template, ...extra });
   expect(result.status).toBe(201);
   return result.body.id;
 }
@@ -139,13 +144,10 @@ describe("a batch", () => {
   test("a message whose valid_for ends while the calls ahead of it are at a slow provider fails expired, never sent late", async () => {
     const owner = await shop(1000);
     // One more than a chunk's calls in flight, each valid for 3 s: the last waits for a place.
-    const template = { name: "order_shipped", language: "en", variables: { body: ["Ada", "#v"] } };
     const ids = await Promise.all(
-      Array.from({ length: CALLS_IN_FLIGHT + 1 }, async () => {
-        const result = await postMessage(env.app, owner.token, { to: freshPhone(), template, valid_for: 3 });
-        expect(result.status).toBe(201);
-        return result.body.id as string;
-      }),
+      Array.from({ length: CALLS_IN_FLIGHT + 1 }, (_, i) =>
+        accept(owner, freshPhone(), `#v${i}`, { valid_for: 3 }),
+      ),
     );
     // The provider holds the first calls 5 s: a message behind them starts past its valid_for.
     await control("slow-next", { count: CALLS_IN_FLIGHT, delay_ms: 5000 });
