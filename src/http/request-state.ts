@@ -88,6 +88,17 @@ export interface RequestState {
   bodyPolicy?: BodyPolicy;
   /** The body was parsed from JSON or a form by the pipeline (so its route schema is checked there). */
   parsedBody?: boolean;
+  /**
+   * Counts this request as refused against its caller, when its route's policy turns away callers
+   * that keep being refused (webhooks). Called where the refusal is decided, before the answer
+   * leaves, so the caller's next request already sees it.
+   */
+  countRefusal?: () => void;
+}
+
+/** A refusal (a 4xx other than 429) counted against the caller, where its route's policy counts them. */
+export function noteRefused(request: Request, status: number): void {
+  if (status >= 400 && status < 500 && status !== 429) states.get(request)?.countRefusal?.();
 }
 
 const states = new WeakMap<Request, RequestState>();

@@ -1,7 +1,6 @@
 import { capText } from "../http/paths.ts";
 import { requestState } from "../http/request-state.ts";
 import type { PipelineDeps } from "./pipeline-deps.ts";
-import type { PolicyGate } from "./policy.ts";
 import type { RouteIndex } from "./route-index.ts";
 
 /** What the after-response hook is given (Elysia's `onAfterResponse` context). */
@@ -17,11 +16,7 @@ interface AnsweredContext {
  * The access log of an answered request, and its metrics: its status, duration, and the template of
  * the route it matched (or would have matched), never its raw path.
  */
-export function accessLog(
-  deps: Pick<PipelineDeps, "logger" | "metrics">,
-  index: RouteIndex,
-  noteAnswered: PolicyGate["noteAnswered"],
-) {
+export function accessLog(deps: Pick<PipelineDeps, "logger" | "metrics">, index: RouteIndex) {
   return ({ request, set, path, route, responseValue }: AnsweredContext) => {
     const state = requestState(request);
     if (!state) return;
@@ -35,7 +30,6 @@ export function accessLog(
     const seconds = (performance.now() - state.startedAt) / 1000;
     // The matched route's template, never the raw path: ids in paths would be unbounded series.
     const template = route || index.templateOf(request.method, path) || "unmatched";
-    noteAnswered(state, status);
     const labels = { method: request.method, route: template, status: String(status) };
     deps.metrics.httpRequests.inc(labels);
     deps.metrics.httpRequestDuration.observe(labels, seconds);

@@ -1,7 +1,7 @@
 import { isDependencyDown } from "../http/dependency-faults.ts";
 import { ApiError, apiErrorBody, OAuthError, oauthErrorBody, unknownPathError } from "../http/errors.ts";
 import { API_PREFIX, capText } from "../http/paths.ts";
-import { type RequestState, requestState } from "../http/request-state.ts";
+import { noteRefused, type RequestState, requestState } from "../http/request-state.ts";
 import { validationToApiError } from "../http/validation.ts";
 import { newId } from "../ids.ts";
 import type { PipelineDeps, ResponseSet } from "./pipeline-deps.ts";
@@ -65,6 +65,7 @@ export function errorRenderer(
     const errors = state?.policy?.errors;
     if (errors === "oauth" && failure instanceof ApiError) failure = toOAuthError(failure);
     if (state) state.status = failure.status;
+    noteRefused(request, failure.status);
     const pages = deps.pageErrors;
     if (
       pages &&

@@ -82,10 +82,13 @@ export function policyGate(deps: PipelineDeps, index: RouteIndex) {
     const policy = index.policyOf(request.method, context.route);
     state.policy = policy;
     state.bodyPolicy = bodyPolicy(policy.body ?? "form");
-    if (policy.limit === "webhook-rejections" && webhookRejections.exceeded(state.clientIp)) {
-      throw new ApiError("rate_limit_exceeded", "Too many rejected webhook requests from this address.", {
-        headers: { "retry-after": String(webhookRejections.retryAfterSeconds(state.clientIp())) },
-      });
+    if (policy.limit === "webhook-rejections") {
+      if (webhookRejections.exceeded(state.clientIp)) {
+        throw new ApiError("rate_limit_exceeded", "Too many rejected webhook requests from this address.", {
+          headers: { "retry-after": String(webhookRejections.retryAfterSeconds(state.clientIp())) },
+        });
+      }
+      state.countRefusal = () => webhookRejections.record(state.clientIp());
     }
     switch (policy.limit) {
       case "none":
@@ -108,13 +111,7 @@ export function policyGate(deps: PipelineDeps, index: RouteIndex) {
     return state;
   };
 
-  /** A webhook caller's refused request (a 4xx other than a 429) counts towards its rejections. */
-  const noteAnswered = (state: RequestState, status: number) => {
-    if (state.policy?.limit === "webhook-rejections" && status >= 400 && status < 500 && status !== 429)
-      webhookRejections.record(state.clientIp());
-  };
-
-  return { applyPolicy, spendCallerLimit, noteAnswered };
+  return { applyPolicy, spendCallerLimit };
 }
 
 export type PolicyGate = ReturnType<typeof policyGate>;

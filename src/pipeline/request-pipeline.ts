@@ -21,9 +21,9 @@ export { assertEveryRouteHasPolicy } from "./route-index.ts";
  */
 export function requestPipeline(deps: PipelineDeps, routes: () => readonly RouteInfo[]) {
   const index = routeIndex(routes);
-  const { applyPolicy, spendCallerLimit, noteAnswered } = policyGate(deps, index);
+  const { applyPolicy, spendCallerLimit } = policyGate(deps, index);
   const renderError = errorRenderer(deps, index, spendCallerLimit);
-  const logAnswer = accessLog(deps, index, noteAnswered);
+  const logAnswer = accessLog(deps, index);
 
   return (
     new Elysia()

@@ -3,7 +3,7 @@ import { Elysia, t } from "elysia";
 import type { AppDeps } from "../app-deps.ts";
 import { SIGNATURE_HEADER, verifySignature } from "../channel/signature.ts";
 import { parseJsonBytes } from "../http/body.ts";
-import { requestState, throwBodyProblem } from "../http/request-state.ts";
+import { noteRefused, requestState, throwBodyProblem } from "../http/request-state.ts";
 import { type RoutePolicy, routePolicy } from "../http/route-policy.ts";
 import { createWebhookIngest } from "./ingest.ts";
 
@@ -21,7 +21,7 @@ export function webhookRoutes(deps: AppDeps) {
     .use(routePolicy)
     .get(
       "/whatsapp",
-      ({ query, set }) => {
+      ({ query, request, set }) => {
         if (
           query["hub.mode"] === "subscribe" &&
           sameSecret(query["hub.verify_token"] ?? "", deps.config.whatsappVerifyToken)
@@ -30,6 +30,7 @@ export function webhookRoutes(deps: AppDeps) {
           return query["hub.challenge"] ?? "";
         }
         set.status = 403;
+        noteRefused(request, 403);
         return { error: "verification failed" };
       },
       {
@@ -57,6 +58,7 @@ export function webhookRoutes(deps: AppDeps) {
         if (!verifySignature(raw, request.headers.get(SIGNATURE_HEADER), deps.config.whatsappAppSecret)) {
           deps.metrics.webhookRejected.inc({ reason: "bad_signature" });
           set.status = 401;
+          noteRefused(request, 401);
           return { error: "invalid signature" };
         }
         let body: unknown;
