@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Queue } from "bullmq";
 import { sql } from "kysely";
-import { loadConfig } from "../src/config.ts";
+import { type Config, loadConfig } from "../src/config.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { createEventPartitions } from "../src/events/partitions.ts";
@@ -90,11 +90,11 @@ const limitSeconds =
 const disarm = guardRun("bench", limitSeconds, cleanup);
 
 /** Migrations, the event log's partitions, then --setup-sql and --grown. */
-async function prepareDatabase(db: Db, env: Record<string, string | undefined>): Promise<void> {
+async function prepareDatabase(db: Db, config: Config): Promise<void> {
   await migrate(db);
   // The partitions the maintenance worker keeps ahead of the clock (the bench runs none): events
   // go where they go in service, not into events_default.
-  await createEventPartitions(db, new Date(), loadConfig(env).workers.eventPartitionIntervalMs);
+  await createEventPartitions(db, new Date(), config.workers.eventPartitionIntervalMs);
   if (opts.setupSql) {
     // Experiments only (a dropped constraint, a setting): never part of a comparable run.
     await sql.raw(readFileSync(opts.setupSql, "utf8")).execute(db);
@@ -110,9 +110,9 @@ async function prepareDatabase(db: Db, env: Record<string, string | undefined>):
 }
 
 /** One tenant with a daily quota of 100,000,000, --apps applications, one sender of the simulator. */
-function seed(db: Db, env: Record<string, string | undefined>, simulatorUrl: string) {
+function seed(db: Db, config: Config, simulatorUrl: string) {
   say(`seeding: 1 tenant, ${opts.apps} applications, 1 sender with its templates`);
-  return createShop(db, loadConfig(env).providerTokenKey, {
+  return createShop(db, config.providerTokenKey, {
     name: "Bench tenant",
     dailyQuota: 100_000_000,
     apps: { count: opts.apps, name: (i) => `bench app ${i + 1}`, sendLimit: 100_000, readLimit: 100_000 },
@@ -223,11 +223,13 @@ async function main() {
   const redis = createRedis(REDIS_URL, { connectionName: "bench" });
   const queue = new Queue("send", { connection: redis, prefix: queuePrefix(opts.redisPrefix, "send") });
   try {
-    await prepareDatabase(db, env);
+    // The services' settings, as they will read them from `env`.
+    const config = loadConfig(env);
+    await prepareDatabase(db, config);
     // The simulator serves the template sync (and, in drain mode, the sends).
     const simulator = launcher.spawn("simulator", ["bun", "src/simulator/server.ts"], env);
     await waitHttp(`${simulatorUrl}/_sim/health`, "simulator", { check });
-    const shop = await seed(db, env, simulatorUrl);
+    const shop = await seed(db, config, simulatorUrl);
     if (opts.mode === "accept") await launcher.stop(simulator); // nothing is sent in accept mode
 
     const tokensFile = join(RUN_DIR, "tokens.txt");

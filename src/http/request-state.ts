@@ -1,5 +1,6 @@
 import type { BodyPolicy } from "./body.ts";
 import { ApiError } from "./errors.ts";
+import type { RejectionTally } from "./rejection-tally.ts";
 import type { RoutePolicy } from "./route-policy.ts";
 
 export type Scope = "messaging:send" | "messaging:read";
@@ -89,16 +90,10 @@ export interface RequestState {
   /** The body was parsed from JSON or a form by the pipeline (so its route schema is checked there). */
   parsedBody?: boolean;
   /**
-   * Counts this request as refused against its caller, when its route's policy turns away callers
-   * that keep being refused (webhooks). Called where the refusal is decided, before the answer
-   * leaves, so the caller's next request already sees it.
+   * The tally a refusal of this request counts in, when its route's policy turns away callers that
+   * keep being refused (webhooks; see noteRefused).
    */
-  countRefusal?: () => void;
-}
-
-/** A refusal (a 4xx other than 429) counted against the caller, where its route's policy counts them. */
-export function noteRefused(request: Request, status: number): void {
-  if (status >= 400 && status < 500 && status !== 429) states.get(request)?.countRefusal?.();
+  refusals?: RejectionTally;
 }
 
 const states = new WeakMap<Request, RequestState>();
@@ -109,6 +104,16 @@ export function setRequestState(request: Request, state: RequestState): void {
 
 export function requestState(request: Request): RequestState | undefined {
   return states.get(request);
+}
+
+/**
+ * A refusal (a 4xx other than 429) counted against the caller, where its route's policy counts them:
+ * called where the answer is made, before it leaves, so the caller's next request already sees it.
+ */
+export function noteRefused(request: Request, status: unknown): void {
+  if (typeof status !== "number" || status < 400 || status >= 500 || status === 429) return;
+  const state = states.get(request);
+  state?.refusals?.record(state.clientIp());
 }
 
 /** Raises a body problem the pipeline's parser recorded (it waits until the caller is authorized). */

@@ -88,7 +88,7 @@ export function policyGate(deps: PipelineDeps, index: RouteIndex) {
           headers: { "retry-after": String(webhookRejections.retryAfterSeconds(state.clientIp())) },
         });
       }
-      state.countRefusal = () => webhookRejections.record(state.clientIp());
+      state.refusals = webhookRejections;
     }
     switch (policy.limit) {
       case "none":

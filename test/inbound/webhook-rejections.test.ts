@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createApp } from "../../src/app.ts";
 import { signPayload } from "../../src/channel/signature.ts";
 import { buildWebhook } from "../../src/channel/webhook-payloads.ts";
 import { createRejectionTally } from "../../src/http/rejection-tally.ts";
 import { createShop, type Shop } from "../support/fixtures.ts";
-import { appWithLimits, createTestEnv, type TestEnv } from "../support/index.ts";
+import { createTestEnv, type TestEnv } from "../support/index.ts";
 
 /**
  * A caller that keeps posting webhooks we refuse (unsigned, badly signed) is turned away for the
@@ -43,7 +44,7 @@ describe("refused webhooks", () => {
 
   test("refusals raised as errors (a signed body that is not JSON: 400) count too", async () => {
     // A fresh app: its own tally, with nothing counted yet.
-    const app = await appWithLimits(env, {});
+    const app = createApp(env.deps);
     const notJson = "{ not json";
     for (let i = 0; i < 20; i++) {
       const answer = await post(notJson, signPayload(notJson, "dev-app-secret"), app);
