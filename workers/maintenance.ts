@@ -1,11 +1,12 @@
+import { deleteExpired } from "../src/db/batched-delete.ts";
 import { createEventPartitions, dropExpiredEventPartitions } from "../src/events/partitions.ts";
-import { deleteExpiredEvents } from "../src/events/repository.ts";
-import { deleteExpiredInboundEvents } from "../src/inbound/expiry.ts";
+import { EVENT_EXPIRY } from "../src/events/repository.ts";
+import { INBOUND_EVENT_EXPIRY } from "../src/inbound/expiry.ts";
 import { applyMessageRetention } from "../src/maintenance/retention.ts";
 import { sweep } from "../src/maintenance/sweeper.ts";
-import { deleteExpiredMedia } from "../src/media/repository.ts";
-import { deleteExpiredIdempotencyKeys } from "../src/messages/idempotency.ts";
-import { deleteExpiredStatusEvents } from "../src/outbound/status.ts";
+import { MEDIA_EXPIRY } from "../src/media/repository.ts";
+import { IDEMPOTENCY_EXPIRY } from "../src/messages/idempotency.ts";
+import { STATUS_EVENT_EXPIRY } from "../src/outbound/status.ts";
 import { syncAllActiveSenders } from "../src/senders/template-sync.ts";
 import { deleteExpiredPanelSessions } from "../src/users/repository.ts";
 import { startWorkerRuntime } from "./runtime.ts";
@@ -40,11 +41,11 @@ runtime.every("retention", runtime.config.workers.retentionIntervalMs, async () 
   const messages = await applyMessageRetention(runtime.db, now);
   const removed = {
     ...messages,
-    idempotencyKeys: await deleteExpiredIdempotencyKeys(runtime.db, now),
-    statusEvents: await deleteExpiredStatusEvents(runtime.db, now),
-    inboundEvents: await deleteExpiredInboundEvents(runtime.db, now),
-    expiredEvents: await deleteExpiredEvents(runtime.db, now),
-    media: await deleteExpiredMedia(runtime.db, now),
+    idempotencyKeys: await deleteExpired(runtime.db, now, IDEMPOTENCY_EXPIRY),
+    statusEvents: await deleteExpired(runtime.db, now, STATUS_EVENT_EXPIRY),
+    inboundEvents: await deleteExpired(runtime.db, now, INBOUND_EVENT_EXPIRY),
+    expiredEvents: await deleteExpired(runtime.db, now, EVENT_EXPIRY),
+    media: await deleteExpired(runtime.db, now, MEDIA_EXPIRY),
   };
   const { done, ...counts } = removed;
   if (Object.values(counts).some((n) => n > 0)) runtime.logger.info(removed, "retention removed old rows");

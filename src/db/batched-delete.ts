@@ -2,18 +2,28 @@ import type { RawBuilder } from "kysely";
 import type { Db } from "./connect.ts";
 
 /**
- * Retention without a long transaction or a table-wide delete: `statement(batch)` deletes at most
- * `batch` rows (its own bounded sub-select), and runs again until it deletes fewer. Returns the total.
+ * How long a table keeps its rows, declared by the feature that owns the table and applied by
+ * `deleteExpired` (the maintenance worker): one home for the cutoff and the bounded loop.
  */
-export async function deleteInBatches(
-  db: Db,
-  batch: number,
-  statement: (batch: number) => RawBuilder<unknown>,
-): Promise<number> {
+export interface Expiry {
+  /** A row is kept this long past the time its `statement` compares with the cutoff. */
+  keptMs: number;
+  /** Rows one statement deletes at most. */
+  batch: number;
+  /** Deletes at most `batch` rows older than `cutoff`, by its own bounded sub-select. */
+  statement: (cutoff: Date, batch: number) => RawBuilder<unknown>;
+}
+
+/**
+ * Retention without a long transaction or a table-wide delete: the expiry's statement runs again
+ * until it deletes fewer than a batch. Returns how many rows went.
+ */
+export async function deleteExpired(db: Db, now: Date, expiry: Expiry): Promise<number> {
+  const cutoff = new Date(now.getTime() - expiry.keptMs);
   let deleted = 0;
   for (;;) {
-    const count = Number((await statement(batch).execute(db)).numAffectedRows ?? 0);
+    const count = Number((await expiry.statement(cutoff, expiry.batch).execute(db)).numAffectedRows ?? 0);
     deleted += count;
-    if (count < batch) return deleted;
+    if (count < expiry.batch) return deleted;
   }
 }

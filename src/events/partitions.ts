@@ -111,7 +111,7 @@ async function eventHorizonMs(db: Db): Promise<number> {
 
 /**
  * Drops the partitions whose end is past every tenant's bound. A partition still holding rows some
- * tenant keeps stays; the per-row deletes (src/maintenance/retention.ts, deleteExpiredEvents) take
+ * tenant keeps stays; the per-row deletes (src/maintenance/retention.ts, EVENT_EXPIRY) take
  * the expired rows of it meanwhile. Returns the names dropped.
  */
 export async function dropExpiredEventPartitions(db: Db, now: Date): Promise<string[]> {

@@ -1,5 +1,5 @@
 import { sql } from "kysely";
-import { deleteInBatches } from "../db/batched-delete.ts";
+import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import type { EventType } from "../db/schema.ts";
 import type { FeedRow } from "../feed/repository.ts";
@@ -64,17 +64,11 @@ export async function eventHead(db: Db, tenantId: string): Promise<number> {
 
 /** Events are kept 30 days (DESIGN §12). */
 export const EVENT_RETENTION_MS = 30 * 86_400_000;
-const EVENT_EXPIRY_BATCH = 10_000;
 
-/** Drops events older than EVENT_RETENTION_MS, a bounded batch per statement. */
-export function deleteExpiredEvents(db: Db, now: Date): Promise<number> {
-  const cutoff = new Date(now.getTime() - EVENT_RETENTION_MS);
-  return deleteInBatches(
-    db,
-    EVENT_EXPIRY_BATCH,
-    (batch) => sql`
-      DELETE FROM events WHERE id = ANY(ARRAY(
-        SELECT id FROM events WHERE created_at < ${cutoff} LIMIT ${batch}
-      ))`,
-  );
-}
+/** Events older than EVENT_RETENTION_MS, 10,000 a statement (src/db/batched-delete.ts). */
+export const EVENT_EXPIRY: Expiry = {
+  keptMs: EVENT_RETENTION_MS,
+  batch: 10_000,
+  statement: (cutoff, batch) => sql`
+    DELETE FROM events WHERE id = ANY(ARRAY(SELECT id FROM events WHERE created_at < ${cutoff} LIMIT ${batch}))`,
+};

@@ -1,5 +1,5 @@
 import { type Insertable, type Selectable, sql } from "kysely";
-import { deleteInBatches } from "../db/batched-delete.ts";
+import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import type { MediaTable } from "../db/schema.ts";
 
@@ -22,15 +22,9 @@ export async function findMedia(db: Db, tenantId: string, mediaId: string): Prom
  * An expired handle answers 400 media_expired for this long after its expiry (a caller learns why),
  * then its row goes and the handle answers 404 like any unknown one.
  */
-export const EXPIRED_MEDIA_KEPT_MS = 90 * 86_400_000;
-
-/** Maintenance: media rows long past their expiry, a bounded batch per statement. */
-export function deleteExpiredMedia(db: Db, now: Date): Promise<number> {
-  const cutoff = new Date(now.getTime() - EXPIRED_MEDIA_KEPT_MS);
-  return deleteInBatches(
-    db,
-    1_000,
-    (batch) => sql`
-      DELETE FROM media WHERE id = ANY(ARRAY(SELECT id FROM media WHERE expires_at < ${cutoff} LIMIT ${batch}))`,
-  );
-}
+export const MEDIA_EXPIRY: Expiry = {
+  keptMs: 90 * 86_400_000,
+  batch: 1_000,
+  statement: (cutoff, batch) => sql`
+    DELETE FROM media WHERE id = ANY(ARRAY(SELECT id FROM media WHERE expires_at < ${cutoff} LIMIT ${batch}))`,
+};

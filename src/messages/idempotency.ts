@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { sql } from "kysely";
-import { deleteInBatches } from "../db/batched-delete.ts";
+import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
 import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
@@ -17,7 +17,6 @@ import { pipelinePerSlot, type RedisClient, type RedisKeys } from "../redis/conn
 
 export const IDEMPOTENCY_RETENTION_MS = 24 * 3600 * 1000;
 export const IN_FLIGHT_MS = 30_000;
-const IDEMPOTENCY_EXPIRY_BATCH = 10_000;
 /** 1-255 printable ASCII characters (documented as the header's pattern). */
 export const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
 
@@ -269,16 +268,13 @@ export async function claimIdempotencyKey(
   return claimFromAdmission(deps.redis, reservation!, fingerprint);
 }
 
-/** Maintenance: records past retention are dropped, oldest first, a bounded batch per statement. */
-export function deleteExpiredIdempotencyKeys(db: Db, now: Date): Promise<number> {
-  const cutoff = new Date(now.getTime() - IDEMPOTENCY_RETENTION_MS);
-  return deleteInBatches(
-    db,
-    IDEMPOTENCY_EXPIRY_BATCH,
-    (batch) => sql`
-      DELETE FROM idempotency_keys WHERE (application_id, key) IN (
-        SELECT application_id, key FROM idempotency_keys WHERE created_at < ${cutoff}
-        ORDER BY created_at LIMIT ${batch}
-      )`,
-  );
-}
+/** Maintenance: records past retention are dropped, oldest first. */
+export const IDEMPOTENCY_EXPIRY: Expiry = {
+  keptMs: IDEMPOTENCY_RETENTION_MS,
+  batch: 10_000,
+  statement: (cutoff, batch) => sql`
+    DELETE FROM idempotency_keys WHERE (application_id, key) IN (
+      SELECT application_id, key FROM idempotency_keys WHERE created_at < ${cutoff}
+      ORDER BY created_at LIMIT ${batch}
+    )`,
+};

@@ -2,7 +2,7 @@ import { sql } from "kysely";
 import { statusFailure } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
 import { OPTED_OUT_FAILURE, optOutContactsCtes } from "../contacts/opt-out.ts";
-import { deleteInBatches } from "../db/batched-delete.ts";
+import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent } from "../db/unsent.ts";
 import { echoLookup } from "./in-doubt.ts";
@@ -366,19 +366,11 @@ async function applyClaimed(
  * recorded nor adopted, or a provider's status of someone else's message): after a week nothing will
  * claim it, and the backlog table must not keep it forever.
  */
-export const STATUS_EVENT_RETENTION_MS = 7 * 86_400_000;
-const STATUS_EXPIRY_BATCH = 10_000;
-
-/** Drops waiting statuses older than STATUS_EVENT_RETENTION_MS, a bounded batch per statement. */
-export function deleteExpiredStatusEvents(db: Db, now: Date): Promise<number> {
-  const cutoff = new Date(now.getTime() - STATUS_EVENT_RETENTION_MS);
-  return deleteInBatches(
-    db,
-    STATUS_EXPIRY_BATCH,
-    (batch) => sql`
-      DELETE FROM status_events WHERE id IN (
-        SELECT id FROM status_events WHERE received_at < ${cutoff} LIMIT ${batch}
-        FOR UPDATE SKIP LOCKED
-      )`,
-  );
-}
+export const STATUS_EVENT_EXPIRY: Expiry = {
+  keptMs: 7 * 86_400_000,
+  batch: 10_000,
+  statement: (cutoff, batch) => sql`
+    DELETE FROM status_events WHERE id IN (
+      SELECT id FROM status_events WHERE received_at < ${cutoff} LIMIT ${batch} FOR UPDATE SKIP LOCKED
+    )`,
+};

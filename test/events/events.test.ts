@@ -5,7 +5,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import { buildWebhook, webhookTimestamp } from "../../src/channel/webhook-payloads.ts";
-import { deleteExpiredEvents, EVENT_RETENTION_MS } from "../../src/events/repository.ts";
+import { deleteExpired } from "../../src/db/batched-delete.ts";
+import { EVENT_EXPIRY, EVENT_RETENTION_MS } from "../../src/events/repository.ts";
 import { sequenceFeed } from "../../src/feed/sequencer.ts";
 import { finalizePendingInbound } from "../../src/inbound/finalize.ts";
 import { ORDER_SHIPPED, postMessage } from "../support/fixtures.ts";
@@ -201,7 +202,7 @@ describe("GET /events", () => {
       .where("tenant_id", "=", world.shop.tenantId)
       .where("type", "=", "message.received")
       .execute();
-    expect(await deleteExpiredEvents(world.env.deps.db, new Date())).toBe(1);
+    expect(await deleteExpired(world.env.deps.db, new Date(), EVENT_EXPIRY)).toBe(1);
     expect((await allEvents("?limit=500")).body.data.length).toBe(before - 1);
   });
 });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "kysely";
+import { deleteExpired } from "../../src/db/batched-delete.ts";
 import {
   createEventPartitions,
   dropExpiredEventPartitions,
@@ -8,10 +9,10 @@ import {
 } from "../../src/events/partitions.ts";
 import { sequenceFeed } from "../../src/feed/sequencer.ts";
 import { newId } from "../../src/ids.ts";
-import { deleteExpiredInboundEvents } from "../../src/inbound/expiry.ts";
+import { INBOUND_EVENT_EXPIRY } from "../../src/inbound/expiry.ts";
 import { applyMessageRetention } from "../../src/maintenance/retention.ts";
-import { deleteExpiredMedia, insertMedia } from "../../src/media/repository.ts";
-import { deleteExpiredIdempotencyKeys } from "../../src/messages/idempotency.ts";
+import { insertMedia, MEDIA_EXPIRY } from "../../src/media/repository.ts";
+import { IDEMPOTENCY_EXPIRY } from "../../src/messages/idempotency.ts";
 import { setMessageRetention } from "../../src/tenants/repository.ts";
 import {
   createShop,
@@ -247,7 +248,7 @@ describe("idempotency records", () => {
       created_at: new Date(now - hoursAgo * 3_600_000),
     }));
     await env.deps.db.insertInto("idempotency_keys").values(rows).execute();
-    expect(await deleteExpiredIdempotencyKeys(env.deps.db, env.clock.now())).toBeGreaterThanOrEqual(2);
+    expect(await deleteExpired(env.deps.db, env.clock.now(), IDEMPOTENCY_EXPIRY)).toBeGreaterThanOrEqual(2);
     const left = await env.deps.db
       .selectFrom("idempotency_keys")
       .select("key")
@@ -275,8 +276,8 @@ describe("the other tables' own bounds", () => {
         .execute();
     expect(await payloads()).toHaveLength(2);
     const at = (days: number) => new Date(env.clock.now().getTime() + days * DAY);
-    expect(await deleteExpiredInboundEvents(env.deps.db, at(6.9))).toBe(0);
-    expect(await deleteExpiredInboundEvents(env.deps.db, at(7.1))).toBeGreaterThanOrEqual(1);
+    expect(await deleteExpired(env.deps.db, at(6.9), INBOUND_EVENT_EXPIRY)).toBe(0);
+    expect(await deleteExpired(env.deps.db, at(7.1), INBOUND_EVENT_EXPIRY)).toBeGreaterThanOrEqual(1);
     expect((await payloads()).map((p) => p.provider_message_id)).toEqual([waiting]);
   });
 
@@ -298,9 +299,9 @@ describe("the other tables' own bounds", () => {
     const exists = async () =>
       (await env.deps.db.selectFrom("media").select("id").where("id", "=", media.id).executeTakeFirst()) !==
       undefined;
-    await deleteExpiredMedia(env.deps.db, new Date(createdAt.getTime() + 119 * DAY));
+    await deleteExpired(env.deps.db, new Date(createdAt.getTime() + 119 * DAY), MEDIA_EXPIRY);
     expect(await exists()).toBe(true);
-    await deleteExpiredMedia(env.deps.db, new Date(createdAt.getTime() + 121 * DAY));
+    await deleteExpired(env.deps.db, new Date(createdAt.getTime() + 121 * DAY), MEDIA_EXPIRY);
     expect(await exists()).toBe(false);
   });
 });

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApplication } from "../../src/applications/service.ts";
+import { deleteExpired } from "../../src/db/batched-delete.ts";
 import { finalizeInbound } from "../../src/inbound/finalize.ts";
 import { uploadMedia } from "../../src/media/service.ts";
-import { deleteExpiredIdempotencyKeys } from "../../src/messages/idempotency.ts";
+import { IDEMPOTENCY_EXPIRY } from "../../src/messages/idempotency.ts";
 import { type SenderRow, setSenderActive } from "../../src/senders/repository.ts";
 import {
   addSender,
@@ -533,7 +534,7 @@ describe("idempotency", () => {
       const again = await send(body, { key: "day-old", token: later });
       expect(again.status).toBe(201);
       expect(again.body.id).not.toBe(first.body.id);
-      expect(await deleteExpiredIdempotencyKeys(env.deps.db, env.clock.now())).toBeGreaterThanOrEqual(1);
+      expect(await deleteExpired(env.deps.db, env.clock.now(), IDEMPOTENCY_EXPIRY)).toBeGreaterThanOrEqual(1);
       const keys = await env.deps.db
         .selectFrom("idempotency_keys")
         .select(["key", "message_id"])

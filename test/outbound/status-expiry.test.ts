@@ -1,11 +1,12 @@
 /**
  * Issue 20: a status of a message we never knew by its provider id waited in `status_events` forever.
- * It now expires after 7 days (deleteExpiredStatusEvents, run by the maintenance worker).
+ * It now expires after 7 days (STATUS_EVENT_EXPIRY, applied by the maintenance worker).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "kysely";
 import { buildWebhook, type WebhookAccount, webhookTimestamp } from "../../src/channel/webhook-payloads.ts";
-import { deleteExpiredStatusEvents, STATUS_EVENT_RETENTION_MS } from "../../src/outbound/status.ts";
+import { deleteExpired } from "../../src/db/batched-delete.ts";
+import { STATUS_EVENT_EXPIRY } from "../../src/outbound/status.ts";
 import { createShop } from "../support/fixtures.ts";
 import { createTestEnv, postWebhook, type TestEnv } from "../support/index.ts";
 
@@ -37,15 +38,15 @@ test("waiting statuses older than 7 days go; younger ones stay", async () => {
   await unknownStatus("wamid.expiry-young");
   const now = env.clock.now();
   const age = (ms: number) => new Date(now.getTime() - ms);
-  await sql`UPDATE status_events SET received_at = ${age(STATUS_EVENT_RETENTION_MS + 60_000)} WHERE provider_message_id = 'wamid.expiry-old'`.execute(
+  await sql`UPDATE status_events SET received_at = ${age(STATUS_EVENT_EXPIRY.keptMs + 60_000)} WHERE provider_message_id = 'wamid.expiry-old'`.execute(
     env.deps.db,
   );
-  await sql`UPDATE status_events SET received_at = ${age(STATUS_EVENT_RETENTION_MS - 60_000)} WHERE provider_message_id = 'wamid.expiry-young'`.execute(
+  await sql`UPDATE status_events SET received_at = ${age(STATUS_EVENT_EXPIRY.keptMs - 60_000)} WHERE provider_message_id = 'wamid.expiry-young'`.execute(
     env.deps.db,
   );
   expect(await waiting()).toEqual(["wamid.expiry-old", "wamid.expiry-young"]);
 
-  expect(await deleteExpiredStatusEvents(env.deps.db, now)).toBe(1);
+  expect(await deleteExpired(env.deps.db, now, STATUS_EVENT_EXPIRY)).toBe(1);
   expect(await waiting()).toEqual(["wamid.expiry-young"]);
-  expect(await deleteExpiredStatusEvents(env.deps.db, now)).toBe(0);
+  expect(await deleteExpired(env.deps.db, now, STATUS_EVENT_EXPIRY)).toBe(0);
 });
