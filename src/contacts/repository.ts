@@ -2,21 +2,13 @@ import { type Selectable, sql } from "kysely";
 import { CHANNEL } from "../channel/provider.ts";
 import type { Db } from "../db/connect.ts";
 import type { ContactsTable } from "../db/schema.ts";
+import { findTenantRow } from "../db/tenant-row.ts";
 import type { OptOutChange } from "./opt-out.ts";
 
 export type ContactRow = Selectable<ContactsTable>;
 
-export async function findContact(
-  db: Db,
-  tenantId: string,
-  contactId: string,
-): Promise<ContactRow | undefined> {
-  return db
-    .selectFrom("contacts")
-    .selectAll()
-    .where("tenant_id", "=", tenantId)
-    .where("id", "=", contactId)
-    .executeTakeFirst();
+export function findContact(db: Db, tenantId: string, contactId: string): Promise<ContactRow | undefined> {
+  return findTenantRow(db, "contacts", tenantId, contactId);
 }
 
 /** `phone` must already be E.164 (contacts are stored that way). */

@@ -2,6 +2,7 @@ import { type Insertable, type Selectable, sql } from "kysely";
 import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import type { MediaTable } from "../db/schema.ts";
+import { findTenantRow } from "../db/tenant-row.ts";
 
 export type MediaRow = Selectable<MediaTable>;
 
@@ -9,13 +10,8 @@ export async function insertMedia(db: Db, media: Insertable<MediaTable>): Promis
   return db.insertInto("media").values(media).returningAll().executeTakeFirstOrThrow();
 }
 
-export async function findMedia(db: Db, tenantId: string, mediaId: string): Promise<MediaRow | undefined> {
-  return db
-    .selectFrom("media")
-    .selectAll()
-    .where("tenant_id", "=", tenantId)
-    .where("id", "=", mediaId)
-    .executeTakeFirst();
+export function findMedia(db: Db, tenantId: string, mediaId: string): Promise<MediaRow | undefined> {
+  return findTenantRow(db, "media", tenantId, mediaId);
 }
 
 /**

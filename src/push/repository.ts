@@ -1,6 +1,7 @@
 import { type Selectable, sql, type Updateable } from "kysely";
 import type { Db } from "../db/connect.ts";
 import type { EventType, WebhookEndpointsTable } from "../db/schema.ts";
+import { findTenantRow } from "../db/tenant-row.ts";
 
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
 
@@ -57,12 +58,7 @@ export function listEndpoints(db: Db, tenantId: string): Promise<EndpointRow[]> 
 }
 
 export function findEndpoint(db: Db, tenantId: string, id: string): Promise<EndpointRow | undefined> {
-  return db
-    .selectFrom("webhook_endpoints")
-    .selectAll()
-    .where("tenant_id", "=", tenantId)
-    .where("id", "=", id)
-    .executeTakeFirst();
+  return findTenantRow(db, "webhook_endpoints", tenantId, id);
 }
 
 /** The enabled endpoints of these tenants: whom a new event concerns. */

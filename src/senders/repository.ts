@@ -4,6 +4,7 @@ import { ProviderError, type SenderCredentials } from "../channel/provider.ts";
 import { isSealed, open, SEALED_PREFIX, SecretBoxError, seal } from "../crypto/secret-box.ts";
 import type { Db } from "../db/connect.ts";
 import type { SendersTable } from "../db/schema.ts";
+import { findTenantRow } from "../db/tenant-row.ts";
 import { unsent } from "../db/unsent.ts";
 import { newId } from "../ids.ts";
 
@@ -40,13 +41,8 @@ export async function insertSender(db: Db, tokenKey: Buffer, input: NewSender): 
     .executeTakeFirstOrThrow();
 }
 
-export async function findSender(db: Db, tenantId: string, senderId: string): Promise<SenderRow | undefined> {
-  return db
-    .selectFrom("senders")
-    .selectAll()
-    .where("tenant_id", "=", tenantId)
-    .where("id", "=", senderId)
-    .executeTakeFirst();
+export function findSender(db: Db, tenantId: string, senderId: string): Promise<SenderRow | undefined> {
+  return findTenantRow(db, "senders", tenantId, senderId);
 }
 
 /** The webhook's lookup: the provider's phone-number id is what tells us the tenant. */
