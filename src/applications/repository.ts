@@ -48,6 +48,11 @@ type Row = {
   previous_secret_expires_at: Date | null;
 };
 
+/** The applications table read with the columns `toRecord` maps. */
+function selectApplications(db: Db) {
+  return db.selectFrom("applications").select(COLUMNS);
+}
+
 function toRecord(row: Row): ApplicationRecord {
   return {
     clientId: row.client_id,
@@ -93,11 +98,7 @@ export async function findApplicationByClientId(
   db: Db,
   clientId: string,
 ): Promise<ApplicationRecord | undefined> {
-  const row = await db
-    .selectFrom("applications")
-    .select(COLUMNS)
-    .where("client_id", "=", clientId)
-    .executeTakeFirst();
+  const row = await selectApplications(db).where("client_id", "=", clientId).executeTakeFirst();
   return row && toRecord(row);
 }
 
@@ -107,9 +108,7 @@ export async function findTenantApplication(
   tenantId: string,
   clientId: string,
 ): Promise<ApplicationRecord | undefined> {
-  const row = await db
-    .selectFrom("applications")
-    .select(COLUMNS)
+  const row = await selectApplications(db)
     .where("tenant_id", "=", tenantId)
     .where("client_id", "=", clientId)
     .executeTakeFirst();
@@ -118,9 +117,7 @@ export async function findTenantApplication(
 
 /** A tenant's applications, revoked ones included: active first, then newest first. */
 export async function listTenantApplications(db: Db, tenantId: string): Promise<ApplicationRecord[]> {
-  const rows = await db
-    .selectFrom("applications")
-    .select(COLUMNS)
+  const rows = await selectApplications(db)
     .where("tenant_id", "=", tenantId)
     .orderBy((eb) => eb("revoked_at", "is not", null))
     .orderBy("created_at", "desc")
