@@ -93,6 +93,15 @@ const EVENT_HORIZON_MS = 31 * 86_400_000;
 /** The message's created_at and the log's clock_timestamp come from different clocks. */
 const CLOCK_SLACK_MS = 5 * 60_000;
 
+/** One message of the contact in the tenant, by its id (a caller checks the id's form first). */
+function contactMessage(db: Db, tenantId: string, contactId: string, messageId: string) {
+  return db
+    .selectFrom("messages")
+    .where("messages.tenant_id", "=", tenantId)
+    .where("messages.contact_id", "=", contactId)
+    .where("messages.id", "=", messageId);
+}
+
 /**
  * One message of the contact with its timeline (the details disclosure, loaded when opened). The
  * event log has no index by message: the lookup is bounded by the tenant and by the time from the
@@ -106,13 +115,7 @@ export async function messageDetails(
   messageId: string,
 ): Promise<MessageDetails> {
   const message = isId(messageId, "msg")
-    ? await db
-        .selectFrom("messages")
-        .select(THREAD_COLUMNS)
-        .where("messages.tenant_id", "=", tenantId)
-        .where("messages.contact_id", "=", contactId)
-        .where("messages.id", "=", messageId)
-        .executeTakeFirst()
+    ? await contactMessage(db, tenantId, contactId, messageId).select(THREAD_COLUMNS).executeTakeFirst()
     : undefined;
   if (!message) throw new ApiError("resource_missing", "No such message in this conversation.");
   if (message.direction === "inbound") return { message, steps: [] };
@@ -156,8 +159,7 @@ export async function inboundMediaSource(
   messageId: string,
 ): Promise<InboundMediaSource> {
   const row = isId(messageId, "msg")
-    ? await db
-        .selectFrom("messages")
+    ? await contactMessage(db, tenantId, contactId, messageId)
         .innerJoin("senders", (join) =>
           join
             .onRef("senders.id", "=", "messages.sender_id")
@@ -172,9 +174,6 @@ export async function inboundMediaSource(
           "senders.waba_id",
           "senders.access_token",
         ])
-        .where("messages.tenant_id", "=", tenantId)
-        .where("messages.contact_id", "=", contactId)
-        .where("messages.id", "=", messageId)
         .where("messages.direction", "=", "inbound")
         .where("messages.media_id", "is not", null)
         .executeTakeFirst()
