@@ -7,6 +7,9 @@ import type { OptOutChange } from "./opt-out.ts";
 
 export type ContactRow = Selectable<ContactsTable>;
 
+/** A message's contact as presentContactRef and the Message's `contact_id` and `phone` read it. */
+export const CONTACT_REF_COLUMNS = ["contacts.id as contact_id", "contacts.phone as contact_phone"] as const;
+
 export function findContact(db: Db, tenantId: string, contactId: string): Promise<ContactRow | undefined> {
   return findTenantRow(db, "contacts", tenantId, contactId);
 }

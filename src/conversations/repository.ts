@@ -1,4 +1,5 @@
 import { WINDOW_MS } from "../contacts/messaging-state.ts";
+import { CONTACT_REF_COLUMNS } from "../contacts/repository.ts";
 import type { Db } from "../db/connect.ts";
 import type { HistoryMessageRow } from "../history/presenter.ts";
 import { HISTORY_COLUMNS } from "../history/repository.ts";
@@ -60,9 +61,8 @@ export async function listConversationRows(db: Db, query: ConversationPageQuery)
     .innerJoin("messages", "messages.seq", "conversations.last_message_seq")
     .select(HISTORY_COLUMNS)
     .select([
-      "contacts.id as contact_id",
+      ...CONTACT_REF_COLUMNS,
       "contacts.name as contact_name",
-      "contacts.phone as contact_phone",
       "contacts.channel as contact_channel",
       "contacts.last_inbound_at as contact_last_inbound_at",
       "contacts.opted_out_at as contact_opted_out_at",

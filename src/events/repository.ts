@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { CONTACT_REF_COLUMNS } from "../contacts/repository.ts";
 import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import type { EventType } from "../db/schema.ts";
@@ -26,8 +27,7 @@ export function eventEntriesAfter(db: Db, tenantId: string, afterSeq: number, ty
     .select(HISTORY_COLUMNS)
     .select([
       "messages.seq",
-      "contacts.id as contact_id",
-      "contacts.phone as contact_phone",
+      ...CONTACT_REF_COLUMNS,
       "events.seq as event_seq",
       "events.id as event_id",
       "events.type as event_type",

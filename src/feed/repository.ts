@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { CONTACT_REF_COLUMNS } from "../contacts/repository.ts";
 import type { Db } from "../db/connect.ts";
 import type { HistoryMessageRow } from "../history/presenter.ts";
 import { HISTORY_COLUMNS } from "../history/repository.ts";
@@ -21,7 +22,7 @@ export async function readFeedEntries(
     .innerJoin("messages", "messages.id", "feed_entries.message_id")
     .innerJoin("contacts", "contacts.id", "messages.contact_id")
     .select(HISTORY_COLUMNS)
-    .select(["feed_entries.seq", "contacts.id as contact_id", "contacts.phone as contact_phone"])
+    .select(["feed_entries.seq", ...CONTACT_REF_COLUMNS])
     .where("feed_entries.tenant_id", "=", tenantId)
     .where("feed_entries.seq", ">", afterSeq)
     .orderBy("feed_entries.seq")

@@ -2,6 +2,13 @@ import { sql } from "kysely";
 import type { Db } from "../db/connect.ts";
 import type { HistoryMessageRow } from "./presenter.ts";
 
+/** The retry state presentRetrying reads: HistoryMessage's and Message's `retrying`, and the panel's. */
+export const RETRY_STATE_COLUMNS = [
+  "messages.send_attempts",
+  "messages.send_not_before",
+  "messages.last_error",
+] as const;
+
 /** What to select from `messages` for presentHistoryMessage (aliases keep joined queries unambiguous). */
 export const HISTORY_COLUMNS = [
   "messages.id",
@@ -15,10 +22,7 @@ export const HISTORY_COLUMNS = [
   "messages.failure",
   "messages.client_reference",
   "messages.created_at",
-  // The retry state (presentRetrying): HistoryMessage's `retrying`, and the panel's.
-  "messages.send_attempts",
-  "messages.send_not_before",
-  "messages.last_error",
+  ...RETRY_STATE_COLUMNS,
 ] as const;
 
 /** Where a message sits in its contact's history: created time, then the internal seq for ties. */

@@ -1,4 +1,6 @@
+import { CONTACT_REF_COLUMNS } from "../contacts/repository.ts";
 import type { Db } from "../db/connect.ts";
+import { RETRY_STATE_COLUMNS } from "../history/repository.ts";
 import type { StoredMessageRow } from "./presenter.ts";
 
 /** A message of the tenant by its id, inbound or outbound, with its contact. */
@@ -19,11 +21,8 @@ export function findMessage(db: Db, tenantId: string, id: string): Promise<Store
         "messages.send_at",
         "messages.valid_for",
         "messages.created_at",
-        "messages.send_attempts",
-        "messages.send_not_before",
-        "messages.last_error",
-        "contacts.id as contact_id",
-        "contacts.phone as contact_phone",
+        ...RETRY_STATE_COLUMNS,
+        ...CONTACT_REF_COLUMNS,
       ])
       .where("messages.tenant_id", "=", tenantId)
       .where("messages.id", "=", id)
