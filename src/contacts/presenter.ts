@@ -3,8 +3,14 @@ import type { ContactRow } from "./repository.ts";
 
 type ContactFields = Pick<ContactRow, "id" | "name" | "phone" | "channel">;
 
-/** SPEC §2 Contact. */
-export function presentContact(contact: ContactFields, messaging: MessagingState) {
+/** SPEC §2 Contact: a contact as the contacts service reads it, with its messaging state. */
+export function presentContact({
+  contact,
+  messaging,
+}: {
+  contact: ContactFields;
+  messaging: MessagingState;
+}) {
   return { ...presentContactSummary(contact), messaging };
 }
 

@@ -33,12 +33,12 @@ export function contactRoutes(deps: AppDeps) {
   return apiRoutes()
     .get(
       "/contacts/:contact_id",
-      async ({ auth, params }) => {
-        const { contact, messaging } = await readWith(deps, auth, (db) =>
-          getContact({ db, clock: deps.clock }, auth.tenantId, params.contact_id),
-        );
-        return presentContact(contact, messaging);
-      },
+      async ({ auth, params }) =>
+        presentContact(
+          await readWith(deps, auth, (db) =>
+            getContact({ db, clock: deps.clock }, auth.tenantId, params.contact_id),
+          ),
+        ),
       {
         policy: POLICIES.apiRead,
         scope: "messaging:read",
@@ -55,12 +55,12 @@ export function contactRoutes(deps: AppDeps) {
     )
     .get(
       "/contacts",
-      async ({ auth, query }) => {
-        const { contact, messaging } = await readWith(deps, auth, (db) =>
-          getContactByPhone({ db, clock: deps.clock }, auth.tenantId, query.phone),
-        );
-        return presentContact(contact, messaging);
-      },
+      async ({ auth, query }) =>
+        presentContact(
+          await readWith(deps, auth, (db) =>
+            getContactByPhone({ db, clock: deps.clock }, auth.tenantId, query.phone),
+          ),
+        ),
       {
         policy: POLICIES.apiRead,
         scope: "messaging:read",
@@ -96,13 +96,9 @@ export function contactRoutes(deps: AppDeps) {
 }
 
 async function presentOptOut(deps: AppDeps, tenantId: string, contactId: string, change: OptOutChange) {
-  const { contact, messaging } = await setContactOptOut(
-    { db: deps.db, clock: deps.clock },
-    tenantId,
-    contactId,
-    change,
+  return presentContact(
+    await setContactOptOut({ db: deps.db, clock: deps.clock }, tenantId, contactId, change),
   );
-  return presentContact(contact, messaging);
 }
 
 /** The route options of opt_out and opt_in: no body (an empty one, or none, is accepted). */
