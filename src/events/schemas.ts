@@ -1,6 +1,6 @@
 import { t } from "elysia";
 import { FEED_LIMIT, FeedMessageSchema } from "../feed/schemas.ts";
-import { cursorListOf } from "../http/schemas.ts";
+import { cursorListOf, literalUnion } from "../http/schemas.ts";
 import { queryInteger } from "../http/validation.ts";
 
 export const EVENT_TYPES = [
@@ -12,17 +12,7 @@ export const EVENT_TYPES = [
   "message.canceled",
 ] as const;
 
-export const EventTypeSchema = t.Union(
-  [
-    t.Literal("message.received"),
-    t.Literal("message.sent"),
-    t.Literal("message.delivered"),
-    t.Literal("message.read"),
-    t.Literal("message.failed"),
-    t.Literal("message.canceled"),
-  ],
-  { description: "What happened to the message." },
-);
+export const EventTypeSchema = literalUnion(EVENT_TYPES, { description: "What happened to the message." });
 
 export const EventQuery = t.Object({
   since: t.Optional(

@@ -1,11 +1,7 @@
-import { type TLiteral, Type } from "@sinclair/typebox";
+import { Type } from "@sinclair/typebox";
 import { t } from "elysia";
-import {
-  MESSAGE_FAILURE_CODES,
-  MESSAGE_FAILURES,
-  type MessageFailureCode,
-} from "../channel/failure-codes.ts";
-import { listOf } from "../http/schemas.ts";
+import { MESSAGE_FAILURE_CODES, MESSAGE_FAILURES } from "../channel/failure-codes.ts";
+import { listOf, literalUnion } from "../http/schemas.ts";
 import { queryInteger } from "../http/validation.ts";
 
 export const HISTORY_LIMIT = { minimum: 1, maximum: 200, default: 50 };
@@ -35,23 +31,16 @@ const MessageMediaSchema = t.Object(
 );
 
 /** `failure.code`: the catalogue's codes (src/channel/failure-codes.ts), each explained. */
-export const MessageFailureCodeSchema = t.Union(
-  // A tuple type: Elysia's handler typing does not take a union of a plain array.
-  MESSAGE_FAILURE_CODES.map((code) => t.Literal(code)) as [
-    TLiteral<MessageFailureCode>,
-    ...TLiteral<MessageFailureCode>[],
-  ],
-  {
-    title: "MessageFailureCode",
-    description: `Why the message failed (or why its last attempt did). Each code has its entry, with what to do, at \`{base_url}/docs#failure-<code>\`:\n${MESSAGE_FAILURE_CODES.map(
-      (code) =>
-        `- \`${code}\`${MESSAGE_FAILURES[code].retryable ? " (retryable)" : ""}: ${firstSentence(MESSAGE_FAILURES[code].meaning)}`,
-    ).join("\n")}`,
-    "x-enumDescriptions": Object.fromEntries(
-      MESSAGE_FAILURE_CODES.map((code) => [code, firstSentence(MESSAGE_FAILURES[code].meaning)]),
-    ),
-  },
-);
+export const MessageFailureCodeSchema = literalUnion(MESSAGE_FAILURE_CODES, {
+  title: "MessageFailureCode",
+  description: `Why the message failed (or why its last attempt did). Each code has its entry, with what to do, at \`{base_url}/docs#failure-<code>\`:\n${MESSAGE_FAILURE_CODES.map(
+    (code) =>
+      `- \`${code}\`${MESSAGE_FAILURES[code].retryable ? " (retryable)" : ""}: ${firstSentence(MESSAGE_FAILURES[code].meaning)}`,
+  ).join("\n")}`,
+  "x-enumDescriptions": Object.fromEntries(
+    MESSAGE_FAILURE_CODES.map((code) => [code, firstSentence(MESSAGE_FAILURES[code].meaning)]),
+  ),
+});
 
 function firstSentence(text: string): string {
   const end = text.search(/\.(\s|$)/);

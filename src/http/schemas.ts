@@ -1,6 +1,21 @@
-import { type TObject, type TProperties, type TSchema, Type } from "@sinclair/typebox";
+import {
+  type SchemaOptions,
+  type TLiteral,
+  type TObject,
+  type TProperties,
+  type TSchema,
+  Type,
+} from "@sinclair/typebox";
 import { t } from "elysia";
 import { API_ERRORS, type ApiErrorCode, ERROR_TYPES, OAUTH_ERRORS, type OAuthErrorCode } from "./errors.ts";
+
+/**
+ * A union of the string literals of a list kept in one place (error types, failure codes, event
+ * types). Typed as a tuple: Elysia's handler typing does not take a union of a plain array.
+ */
+export function literalUnion<T extends string>(values: readonly T[], options?: SchemaOptions) {
+  return t.Union(values.map((value) => t.Literal(value)) as [TLiteral<T>, ...TLiteral<T>[]], options);
+}
 
 /**
  * SPEC §2 list envelope around `item`; `extra` adds members (the feed's `next_cursor`). A titled item
@@ -101,10 +116,7 @@ export const ErrorResponse = t.Object(
   {
     error: t.Object(
       {
-        type: t.Union(
-          ERROR_TYPES.map((type) => t.Literal(type)),
-          { description: "The error's family." },
-        ),
+        type: literalUnion(ERROR_TYPES, { description: "The error's family." }),
         code: t.String({
           description:
             "Machine code to branch on; each response lists the codes it can carry, and `doc_url` explains them.",
