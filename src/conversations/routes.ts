@@ -6,20 +6,14 @@ import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { apiRoutes } from "../http/scope.ts";
 import { presentConversation } from "./presenter.ts";
-import { CONVERSATIONS_LIMIT, ConversationList, ConversationsQuery } from "./schemas.ts";
+import { ConversationList, ConversationsQuery } from "./schemas.ts";
 import { listConversations } from "./service.ts";
 
 export function conversationRoutes(deps: AppDeps) {
   return apiRoutes().get(
     "/conversations",
     async ({ auth, query, request }) => {
-      const page = await readWith(deps, auth, (db) =>
-        listConversations(db, auth.tenantId, {
-          order: query.order ?? "desc",
-          limit: query.limit ?? CONVERSATIONS_LIMIT.default,
-          before: query.before,
-        }),
-      );
+      const page = await readWith(deps, auth, (db) => listConversations(db, auth.tenantId, query));
       return listEnvelope(pathOf(request.url), page.rows.map(presentConversation), page.hasMore);
     },
     {

@@ -1,10 +1,12 @@
 import { epochSeconds } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { type ConversationNarrowing, type ConversationRow, listConversationRows } from "./repository.ts";
+import { CONVERSATIONS_LIMIT } from "./schemas.ts";
 
+/** The page asked for; what is left out takes the API's defaults (newest first, CONVERSATIONS_LIMIT). */
 export interface ConversationsRequest {
-  order: "asc" | "desc";
-  limit: number;
+  order?: "asc" | "desc";
+  limit?: number;
   /** Unix epoch seconds. */
   before?: number;
   /** The panel's filter and search (the API has none). */
@@ -22,17 +24,18 @@ export async function listConversations(
   tenantId: string,
   request: ConversationsRequest,
 ): Promise<{ rows: ConversationRow[]; hasMore: boolean }> {
+  const { order = "desc", limit = CONVERSATIONS_LIMIT.default } = request;
   const fetched = await listConversationRows(db, {
     tenantId,
-    order: request.order,
-    fetch: request.limit + 1,
+    order,
+    fetch: limit + 1,
     before: request.before === undefined ? undefined : new Date(request.before * 1000),
     narrow: request.narrow,
   });
-  const hasMore = fetched.length > request.limit;
-  let rows = fetched.slice(0, request.limit);
-  const firstLeftOut = fetched[request.limit];
-  if (hasMore && firstLeftOut && request.order === "desc") {
+  const hasMore = fetched.length > limit;
+  let rows = fetched.slice(0, limit);
+  const firstLeftOut = fetched[limit];
+  if (hasMore && firstLeftOut && order === "desc") {
     const splitSecond = epochSeconds(firstLeftOut.last_message_at);
     const whole = rows.filter((row) => epochSeconds(row.last_message_at) !== splitSecond);
     if (whole.length > 0) rows = whole;

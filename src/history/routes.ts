@@ -7,7 +7,7 @@ import { POLICIES } from "../http/route-policy.ts";
 import { standardErrors } from "../http/schemas.ts";
 import { apiRoutes } from "../http/scope.ts";
 import { presentHistoryMessage } from "./presenter.ts";
-import { HISTORY_LIMIT, HistoryList, HistoryQuery } from "./schemas.ts";
+import { HistoryList, HistoryQuery } from "./schemas.ts";
 import { listContactHistory } from "./service.ts";
 
 export function historyRoutes(deps: AppDeps) {
@@ -15,11 +15,7 @@ export function historyRoutes(deps: AppDeps) {
     "/contacts/:contact_id/messages",
     async ({ auth, params, query, request }) => {
       const page = await readWith(deps, auth, (db) =>
-        listContactHistory(db, auth.tenantId, params.contact_id, {
-          order: query.order ?? "asc",
-          limit: query.limit ?? HISTORY_LIMIT.default,
-          before: query.before,
-        }),
+        listContactHistory(db, auth.tenantId, params.contact_id, query),
       );
       return listEnvelope(pathOf(request.url), page.rows.map(presentHistoryMessage), page.hasMore);
     },

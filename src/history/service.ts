@@ -4,10 +4,12 @@ import { ApiError } from "../http/errors.ts";
 import { isId } from "../ids.ts";
 import type { HistoryMessageRow } from "./presenter.ts";
 import { findHistoryPosition, type HistoryPosition, listHistoryPage } from "./repository.ts";
+import { HISTORY_LIMIT } from "./schemas.ts";
 
+/** The page asked for; what is left out takes the API's defaults (oldest first, HISTORY_LIMIT). */
 export interface HistoryRequest {
-  order: "asc" | "desc";
-  limit: number;
+  order?: "asc" | "desc";
+  limit?: number;
   before?: string;
 }
 
@@ -31,8 +33,8 @@ export async function listContactHistory(
   return listHistoryPage(db, {
     tenantId,
     contactId: contact.id,
-    order: request.order,
-    limit: request.limit,
+    order: request.order ?? "asc",
+    limit: request.limit ?? HISTORY_LIMIT.default,
     before,
   });
 }
