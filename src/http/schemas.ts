@@ -17,11 +17,6 @@ export function literalUnion<T extends string>(values: readonly T[], options?: S
   return t.Union(values.map((value) => t.Literal(value)) as [TLiteral<T>, ...TLiteral<T>[]], options);
 }
 
-/**
- * SPEC §2 list envelope around `item`; `extra` adds members (the feed's `next_cursor`). A titled item
- * (`Message`) names the list `MessageList` in the OpenAPI document.
- */
-
 /** A contact's 24-hour window and opt-out (contacts, and the `messaging_window_closed` error's detail). */
 export const messagingExample = {
   sendable: true,
@@ -59,6 +54,10 @@ export const MessagingStateSchema = t.Object(
   },
 );
 
+/**
+ * SPEC §2 list envelope around `item`; `extra` adds members (the feed's `next_cursor`). A titled item
+ * (`Message`) names the list `MessageList` in the OpenAPI document.
+ */
 export function listOf<T extends TSchema, E extends TProperties = Record<never, never>>(
   item: T,
   description: string,
