@@ -26,7 +26,8 @@ export class ManualClock implements Clock {
   }
 }
 
-const DAY_MS = 86_400_000;
+/** A day in milliseconds (retention and partition bounds are whole days). */
+export const DAY_MS = 86_400_000;
 
 /** The UTC day the daily quota counts (its key names the day YYYYMMDD); the panel shows the same. */
 export function utcDay(date: Date): { key: string; start: Date; end: Date } {

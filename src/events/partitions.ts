@@ -10,10 +10,10 @@
  * tick and every reader behind them.
  */
 import { sql } from "kysely";
+import { DAY_MS } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { EVENT_RETENTION_MS } from "./repository.ts";
 
-const DAY_MS = 86_400_000;
 const LOCK_TIMEOUT = "2s";
 /** Partitions created ahead of the clock: a maintenance worker down for less than this changes nothing. */
 export const PARTITIONS_AHEAD = 3;

@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { DAY_MS } from "../clock.ts";
 import { CONTACT_REF_COLUMNS } from "../contacts/repository.ts";
 import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
@@ -63,7 +64,7 @@ export async function eventHead(db: Db, tenantId: string): Promise<number> {
 }
 
 /** Events are kept 30 days (DESIGN §12). */
-export const EVENT_RETENTION_MS = 30 * 86_400_000;
+export const EVENT_RETENTION_MS = 30 * DAY_MS;
 
 /** Events older than EVENT_RETENTION_MS, 10,000 a statement (src/db/batched-delete.ts). */
 export const EVENT_EXPIRY: Expiry = {

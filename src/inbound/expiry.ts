@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { DAY_MS } from "../clock.ts";
 import type { Expiry } from "../db/batched-delete.ts";
 
 /**
@@ -7,7 +8,7 @@ import type { Expiry } from "../db/batched-delete.ts";
  * An unfinalized one is never dropped (the sweeper finishes it).
  */
 export const INBOUND_EVENT_EXPIRY: Expiry = {
-  keptMs: 7 * 86_400_000,
+  keptMs: 7 * DAY_MS,
   batch: 10_000,
   // Oldest first, by inbound_events_finalized_idx.
   statement: (cutoff, batch) => sql`

@@ -11,12 +11,12 @@
  * reads on from the oldest retained entry; a conversation whose last message is gone leaves the list.
  */
 import { sql } from "kysely";
+import { DAY_MS } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { unsent } from "../db/unsent.ts";
 
 /** Rows per statement: a transaction of milliseconds, a bounded set of row locks. */
 export const RETENTION_BATCH = 2_000;
-const DAY_MS = 86_400_000;
 
 export interface RetentionResult {
   messages: number;

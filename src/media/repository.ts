@@ -1,4 +1,5 @@
 import { type Insertable, type Selectable, sql } from "kysely";
+import { DAY_MS } from "../clock.ts";
 import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import type { MediaTable } from "../db/schema.ts";
@@ -19,7 +20,7 @@ export function findMedia(db: Db, tenantId: string, mediaId: string): Promise<Me
  * then its row goes and the handle answers 404 like any unknown one.
  */
 export const MEDIA_EXPIRY: Expiry = {
-  keptMs: 90 * 86_400_000,
+  keptMs: 90 * DAY_MS,
   batch: 1_000,
   statement: (cutoff, batch) => sql`
     DELETE FROM media WHERE id = ANY(ARRAY(SELECT id FROM media WHERE expires_at < ${cutoff} LIMIT ${batch}))`,

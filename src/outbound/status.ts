@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import { statusFailure } from "../channel/webhook-events.ts";
-import type { Clock } from "../clock.ts";
+import { type Clock, DAY_MS } from "../clock.ts";
 import { OPTED_OUT_FAILURE, optOutContactsCtes } from "../contacts/opt-out.ts";
 import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
@@ -367,7 +367,7 @@ async function applyClaimed(
  * claim it, and the backlog table must not keep it forever.
  */
 export const STATUS_EVENT_EXPIRY: Expiry = {
-  keptMs: 7 * 86_400_000,
+  keptMs: 7 * DAY_MS,
   batch: 10_000,
   statement: (cutoff, batch) => sql`
     DELETE FROM status_events WHERE id IN (

@@ -82,17 +82,17 @@ export function policyGate(deps: PipelineDeps, index: RouteIndex) {
     const policy = index.policyOf(request.method, context.route);
     state.policy = policy;
     state.bodyPolicy = bodyPolicy(policy.body ?? "form");
-    if (policy.limit === "webhook-rejections") {
-      if (webhookRejections.exceeded(state.clientIp)) {
-        throw new ApiError("rate_limit_exceeded", "Too many rejected webhook requests from this address.", {
-          headers: { "retry-after": String(webhookRejections.retryAfterSeconds(state.clientIp())) },
-        });
-      }
-      state.refusals = webhookRejections;
-    }
     switch (policy.limit) {
       case "none":
+        break;
       case "webhook-rejections":
+        if (webhookRejections.exceeded(state.clientIp)) {
+          throw new ApiError("rate_limit_exceeded", "Too many rejected webhook requests from this address.", {
+            headers: { "retry-after": String(webhookRejections.retryAfterSeconds(state.clientIp())) },
+          });
+        }
+        // This request's refusals count in the tally (noteRefused).
+        state.refusals = webhookRejections;
         break;
       case "token-ip":
         await limitIp(set, state.clientIp(), "token");
