@@ -26,7 +26,8 @@ export function sendOptions(args: string[]) {
       batch: { type: "string", default: "0" },
       threads: { type: "string", default: "2" },
       apps: { type: "string", default: "50" },
-      "send-workers": { type: "string", default: "2" },
+      // As `bun run start` runs the service (SEND_WORKERS defaults to 1, src/config.ts).
+      "send-workers": { type: "string", default: "1" },
       "send-concurrency": { type: "string", default: "20" },
       "status-delay-ms": { type: "string", default: "20" },
       "drain-timeout": { type: "string", default: "60" },
@@ -55,7 +56,7 @@ export function sendOptions(args: string[]) {
                         no baseline then (it serves single sends only)
   --threads N           wrk threads (2)
   --apps N              applications whose tokens the requests rotate over (50)
-  --send-workers N      drain: send worker processes (2)
+  --send-workers N      drain: send worker processes (1, the service's default)
   --send-concurrency N  drain: SEND_CONCURRENCY of each send worker (20)
   --status-delay-ms MS  drain: simulator delay before each status webhook (20)
   --drain-timeout S     drain: how long to wait for the backlog after wrk stops (60)
