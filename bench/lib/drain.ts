@@ -180,7 +180,7 @@ export async function finishDrain(
       : `${what} ${fmt(at - wrkEnd, 1)} s after wrk stopped`;
   const mark = (t: number) => (start && end && t >= start.t && t <= end.t ? "*" : " ");
   const report = [
-    `drain (${settings.sendWorkers} send workers x SEND_CONCURRENCY ${settings.sendConcurrency}, 1 status worker, simulator status delay ${settings.statusDelayMs} ms):`,
+    `drain (${settings.sendWorkers} send worker${settings.sendWorkers === 1 ? "" : "s"} x SEND_CONCURRENCY ${settings.sendConcurrency}, 1 status worker, simulator status delay ${settings.statusDelayMs} ms):`,
     `    measured window ${fmt(window, 1)} s: accepted ${fmt(acceptedRate)}/s (the api's messages_accepted_total), delivered to the provider ${fmt(handedRate)}/s (sends the simulator received)`,
     `    send queue at the end of the window: ${fmt(end?.waiting ?? Number.NaN)} waiting, ${fmt(end?.active ?? Number.NaN)} active, ${fmt(end?.delayed ?? Number.NaN)} delayed; max waiting in the window ${fmt(maxWaiting)}`,
     `    oldest accepted-but-unsent message: ${fmt(end?.oldestUnsentMs ?? Number.NaN)} ms at the end of the window, max ${fmt(maxAge)} ms in it`,
