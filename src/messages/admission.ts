@@ -28,6 +28,7 @@ import {
   idempotencyRedisKey,
   inFlightMarker,
   KEY_FORMAT,
+  releaseIdempotencyMarker,
   releaseIdempotencyReservation,
 } from "./idempotency.ts";
 import type { SendMessageInput } from "./schemas.ts";
@@ -117,6 +118,10 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
         IN_FLIGHT_MS,
         idempotency ? inFlightMarker(idempotency.token) : "",
       ).catch(() => {
+        // The script may have claimed the key before its answer was lost (a failover): the request
+        // fails and created nothing, so its claim is given back once Redis answers again.
+        if (idempotency && idempotencyKey)
+          void releaseIdempotencyMarker(deps.redis, idempotencyKey, idempotency.token);
         throw serviceUnavailable();
       });
 

@@ -158,17 +158,40 @@ function takenVerdict(
   throw keyInUse();
 }
 
-/** Deletes an in-flight marker if it is still ours (a done marker, or another owner's, stays). */
-export async function releaseIdempotencyMarker(redis: RedisClient, redisKey: string, token: string) {
-  const raw = await redis.get(redisKey).catch(() => null);
-  if (!raw) return;
-  let owner: string | undefined;
+/** How soon a release that could not reach Redis is tried again. */
+const RELEASE_RETRY_MS = 500;
+
+/**
+ * Deletes an in-flight marker if it is still ours (a done marker, or another owner's, stays). While
+ * Redis cannot be reached (a restart, a Cluster failover) the release is tried again in the
+ * background until the marker would have expired anyway: a marker left behind would answer the
+ * client's retries of its key 409 for the rest of IN_FLIGHT_MS, long after Redis is back.
+ */
+export async function releaseIdempotencyMarker(
+  redis: RedisClient,
+  redisKey: string,
+  token: string,
+  until = Date.now() + IN_FLIGHT_MS,
+): Promise<void> {
   try {
-    owner = (JSON.parse(raw) as Marker).t;
+    const raw = await redis.get(redisKey);
+    if (raw && ownerOf(raw) === token) await redis.del(redisKey);
   } catch {
-    return;
+    if (Date.now() + RELEASE_RETRY_MS < until) {
+      setTimeout(
+        () => void releaseIdempotencyMarker(redis, redisKey, token, until),
+        RELEASE_RETRY_MS,
+      ).unref();
+    }
   }
-  if (owner === token) await redis.del(redisKey).catch(() => {});
+}
+
+function ownerOf(raw: string): string | undefined {
+  try {
+    return (JSON.parse(raw) as Marker).t;
+  } catch {
+    return undefined;
+  }
 }
 
 /** A whole batch's done markers pipelined (accept-batch.ts, after its commit). */
