@@ -160,6 +160,23 @@ function takenVerdict(
 
 /** How soon a release that could not reach Redis is tried again. */
 const RELEASE_RETRY_MS = 500;
+/**
+ * Releases being retried at once, at most: a failover leaves a few dozen; a long outage would leave one
+ * per refused send, each polling Redis, and a claim not given back still expires by itself.
+ */
+const MAX_RETRIED_RELEASES = 1_000;
+let retriedReleases = 0;
+
+/** One attempt: false when Redis could not be reached. */
+async function releaseOnce(redis: RedisClient, redisKey: string, token: string): Promise<boolean> {
+  try {
+    const raw = await redis.get(redisKey);
+    if (raw && ownerOf(raw) === token) await redis.del(redisKey);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * Deletes an in-flight marker if it is still ours (a done marker, or another owner's, stays). While
@@ -171,19 +188,16 @@ export async function releaseIdempotencyMarker(
   redis: RedisClient,
   redisKey: string,
   token: string,
-  until = Date.now() + IN_FLIGHT_MS,
 ): Promise<void> {
-  try {
-    const raw = await redis.get(redisKey);
-    if (raw && ownerOf(raw) === token) await redis.del(redisKey);
-  } catch {
-    if (Date.now() + RELEASE_RETRY_MS < until) {
-      setTimeout(
-        () => void releaseIdempotencyMarker(redis, redisKey, token, until),
-        RELEASE_RETRY_MS,
-      ).unref();
-    }
-  }
+  if ((await releaseOnce(redis, redisKey, token)) || retriedReleases >= MAX_RETRIED_RELEASES) return;
+  retriedReleases++;
+  const until = Date.now() + IN_FLIGHT_MS;
+  const retry = async () => {
+    if ((await releaseOnce(redis, redisKey, token)) || Date.now() + RELEASE_RETRY_MS >= until)
+      retriedReleases--;
+    else setTimeout(retry, RELEASE_RETRY_MS).unref();
+  };
+  setTimeout(retry, RELEASE_RETRY_MS).unref();
 }
 
 function ownerOf(raw: string): string | undefined {
