@@ -13,6 +13,12 @@ import { inboundWebhook, statusUpdate, webhookAccount } from "./webhook-bodies.t
  */
 
 const WEBHOOK_TIMEOUT_MS = 10_000;
+/**
+ * Posts in flight at once. Bun's fetch keeps at most 64 idle connections; beyond that, every post
+ * over the bound opens a connection and closes it again, and the gateway accepts a new connection
+ * for about every status it is sent (a provider, too, delivers over a bounded set of connections).
+ */
+const WEBHOOK_POSTS_IN_FLIGHT = 48;
 /** The first wait before a status webhook is posted again; each wait doubles, up to the cap. */
 const WEBHOOK_RETRY_FIRST_MS = 200;
 const WEBHOOK_RETRY_CAP_MS = 60_000;
@@ -32,9 +38,44 @@ function shuffled<T>(items: T[]): T[] {
   return copy;
 }
 
+/** At most `size` holders at once; the others wait their turn, first come first served. */
+function createGate(size: number) {
+  let held = 0;
+  const waiting: Array<() => void> = [];
+  return {
+    async enter(): Promise<void> {
+      if (held < size) {
+        held++;
+        return;
+      }
+      await new Promise<void>((resolve) => waiting.push(resolve));
+    },
+    /** Hands the place to the next waiter, if any. */
+    leave(): void {
+      const next = waiting.shift();
+      if (next) next();
+      else held--;
+    },
+  };
+}
+
 export function createWebhookSender(options: SimulatorOptions, state: SimulatorState, log: SimulatorLog) {
+  const postsInFlight = createGate(WEBHOOK_POSTS_IN_FLIGHT);
+
   /** The HTTP status the gateway answered, and the phone number ids it said it does not know. */
   async function postWebhook(
+    body: WebhookBody,
+    signal?: AbortSignal,
+  ): Promise<{ status: number; unknownNumbers: string[] }> {
+    await postsInFlight.enter();
+    try {
+      return await postWebhookNow(body, signal);
+    } finally {
+      postsInFlight.leave();
+    }
+  }
+
+  async function postWebhookNow(
     body: WebhookBody,
     signal?: AbortSignal,
   ): Promise<{ status: number; unknownNumbers: string[] }> {

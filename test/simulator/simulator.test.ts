@@ -390,6 +390,61 @@ describe("sending", () => {
   });
 });
 
+describe("webhook connections", () => {
+  test("statuses are posted over a bounded set of kept-alive connections", async () => {
+    // A slow receiver: every post is held 30 ms, so 100 sends' 300 statuses overlap.
+    let inFlight = 0;
+    let mostInFlight = 0;
+    let posts = 0;
+    const clientPorts = new Set<number>();
+    const slow = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(request, server) {
+        clientPorts.add(server.requestIP(request)?.port ?? 0);
+        inFlight++;
+        mostInFlight = Math.max(mostInFlight, inFlight);
+        await request.text();
+        await Bun.sleep(30);
+        inFlight--;
+        posts++;
+        return new Response(null, { status: 200 });
+      },
+    });
+    const busy = createSimulator({
+      webhookUrl: `http://127.0.0.1:${slow.port}/`,
+      appSecret: APP_SECRET,
+      statusDelayMs: 1,
+    });
+    busy.app.listen({ port: 0, hostname: "127.0.0.1" });
+    try {
+      const to = `http://127.0.0.1:${busy.app.server?.port}`;
+      await Promise.all(
+        Array.from({ length: 100 }, (_, i) =>
+          send(
+            {
+              messaging_product: "whatsapp",
+              to: `1415555${String(i).padStart(4, "0")}`,
+              text: { body: "hi" },
+            },
+            AUTH,
+            to,
+          ),
+        ),
+      );
+      await waitFor(() => (posts === 300 ? true : undefined), 10_000);
+      // Bun's fetch keeps at most 64 idle connections: more posts at once would each open (and
+      // close) one, and the gateway would accept a connection for about every status.
+      expect(mostInFlight).toBeLessThanOrEqual(48);
+      expect(clientPorts.size).toBeLessThanOrEqual(48);
+    } finally {
+      busy.stop();
+      await busy.app.stop(true);
+      await slow.stop(true);
+    }
+  }, 15_000);
+});
+
 describe("Graph errors", () => {
   test("no token: 190 with HTTP 401, in Graph's error shape", async () => {
     const response = await send(
