@@ -27,6 +27,7 @@ import { type DrainSampler, finishDrain, settleAccepted, startDrainSampler } fro
 import { say } from "./lib/format.ts";
 import { growDatabase } from "./lib/grow.ts";
 import { type Child, guardRun, Launcher } from "./lib/launcher.ts";
+import { describeMachineCosts, measureMachineCosts } from "./lib/machine-costs.ts";
 import { freePort, waitHttp } from "./lib/net.ts";
 import { loadPhase, type PhaseSettings } from "./lib/phase.ts";
 import { startProbes } from "./lib/probes.ts";
@@ -212,6 +213,9 @@ function sampleWindow(db: Db, redis: RedisClient, drain: DrainSampler | undefine
 async function main() {
   const what = opts.batch > 0 ? `, batches of ${opts.batch} (POST /v2/messages/batch)` : "";
   say(`send benchmark, mode ${opts.mode}${what}; logs and results in ${RUN_DIR}`);
+  // Before anything of the run is started: the kernel's prices, to compare the CPU figures with.
+  const machine = measureMachineCosts();
+  say(describeMachineCosts(machine));
   const ports = { api: freePort(), simulator: freePort(), baseline: freePort() };
   const apiUrl = `http://127.0.0.1:${ports.api}`;
   const simulatorUrl = `http://127.0.0.1:${ports.simulator}`;
@@ -233,7 +237,7 @@ async function main() {
     if (opts.mode === "accept") await launcher.stop(simulator); // nothing is sent in accept mode
 
     const tokensFile = join(RUN_DIR, "tokens.txt");
-    const results: Record<string, unknown> = { options: opts, runDir: RUN_DIR };
+    const results: Record<string, unknown> = { options: opts, runDir: RUN_DIR, machine };
 
     // 1. Baseline.
     const baseline = opts.baseline ? await runBaseline(db, env, ports.baseline, tokensFile) : undefined;
@@ -291,6 +295,7 @@ async function main() {
       ...workers.map((w) => ({ name: w.name, pid: w.proc.pid })),
     ];
     printReport(opts, {
+      machine,
       baseline,
       api: phase,
       ratio,

@@ -5,6 +5,7 @@
 import { type CounterDeltas, describeCounters } from "./counters.ts";
 import { describeCpu, describeThread } from "./cpu.ts";
 import { fmt, ms } from "./format.ts";
+import { describeMachineCosts, type MachineCosts } from "./machine-costs.ts";
 import type { PhaseResult } from "./phase.ts";
 import { describeProbes, type Probes } from "./probes.ts";
 import type { SendOptions } from "./send-options.ts";
@@ -102,6 +103,8 @@ export function verdict(
 export function printReport(
   opts: SendOptions,
   run: {
+    /** What the kernel charged on this machine before the run (bench/lib/machine-costs.ts). */
+    machine: MachineCosts;
     baseline: PhaseResult<undefined> | undefined;
     api: PhaseResult<ApiSamples>;
     ratio: number;
@@ -126,6 +129,7 @@ export function printReport(
       : `== POST /v2/messages, mode ${opts.mode}: wrk -t${opts.threads} -c${opts.connections}, ` +
           `${opts.warmup} s warm-up + ${opts.duration} s measured, ${opts.apps} applications, unique Idempotency-Keys ==`,
   );
+  console.log(describeMachineCosts(run.machine));
   if (baseline) {
     console.log(
       `baseline (bench/baseline.ts, same schema, no I/O):\n    ${describeWrk(baseline.measured, opts.batch)}`,
