@@ -67,6 +67,8 @@ const queues = createQueues(config, config.redisPrefix, {
 });
 let worker: ReturnType<typeof Bun.spawn> | undefined;
 let receiver: ReturnType<typeof Bun.serve> | undefined;
+/** The worker's connections to the receiver (each a client port): a new one costs a handshake (TLS in service). */
+const clientPorts = new Set<number>();
 const watchdog = setTimeout(() => {
   console.error("bench/webhooks.ts: watchdog fired");
   worker?.kill("SIGKILL");
@@ -112,7 +114,8 @@ try {
   receiver = Bun.serve({
     port: 0,
     hostname: "127.0.0.1",
-    async fetch(request) {
+    async fetch(request, server) {
+      clientPorts.add(server.requestIP(request)?.port ?? 0);
       const body = (await request.json()) as { id: string; data: { id: string; contact: { id: string } } };
       await Bun.sleep(RECEIVER_MS);
       const messageSeq = Number(body.data.id.slice("msg_bench".length));
@@ -166,6 +169,7 @@ try {
         events_per_s: round(seen.size / seconds, 0),
         first_delivery_ms: round(firstAt - started, 0),
         worker_cpu_ms_per_event: round((cpu * 1000) / Math.max(1, seen.size), 3),
+        connections: clientPorts.size,
       },
       null,
       2,
