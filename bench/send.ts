@@ -27,7 +27,7 @@ import { type DrainSampler, finishDrain, settleAccepted, startDrainSampler } fro
 import { say } from "./lib/format.ts";
 import { growDatabase } from "./lib/grow.ts";
 import { type Child, guardRun, Launcher } from "./lib/launcher.ts";
-import { describeMachineCosts, measureMachineCosts } from "./lib/machine-costs.ts";
+import { measureMachineCosts } from "./lib/machine-costs.ts";
 import { freePort, waitHttp } from "./lib/net.ts";
 import { loadPhase, type PhaseSettings } from "./lib/phase.ts";
 import { startProbes } from "./lib/probes.ts";
@@ -213,9 +213,9 @@ function sampleWindow(db: Db, redis: RedisClient, drain: DrainSampler | undefine
 async function main() {
   const what = opts.batch > 0 ? `, batches of ${opts.batch} (POST /v2/messages/batch)` : "";
   say(`send benchmark, mode ${opts.mode}${what}; logs and results in ${RUN_DIR}`);
-  // Before anything of the run is started: the kernel's prices, to compare the CPU figures with.
+  // Before anything of the run is started: the kernel's prices, to compare the CPU figures with
+  // (printed with the figures).
   const machine = measureMachineCosts();
-  say(describeMachineCosts(machine));
   const ports = { api: freePort(), simulator: freePort(), baseline: freePort() };
   const apiUrl = `http://127.0.0.1:${ports.api}`;
   const simulatorUrl = `http://127.0.0.1:${ports.simulator}`;

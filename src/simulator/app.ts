@@ -7,7 +7,11 @@ import { createWebhookSender } from "./webhook-sender.ts";
 
 export type { SentRecord, SimulatorOptions } from "./state.ts";
 export { SIMULATOR_DISPLAY_PHONE_NUMBER, SIMULATOR_WABA_ID } from "./webhook-bodies.ts";
-export { DEFAULT_WEBHOOK_RETRY_SECONDS, webhookRetryDelayMs } from "./webhook-sender.ts";
+export {
+  DEFAULT_WEBHOOK_RETRY_SECONDS,
+  WEBHOOK_POSTS_IN_FLIGHT,
+  webhookRetryDelayMs,
+} from "./webhook-sender.ts";
 
 /**
  * The WhatsApp Cloud API sandbox (DESIGN §4): Graph routes that validate sends like the real API and

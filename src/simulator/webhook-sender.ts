@@ -18,7 +18,7 @@ const WEBHOOK_TIMEOUT_MS = 10_000;
  * over the bound opens a connection and closes it again, and the gateway accepts a new connection
  * for about every status it is sent (a provider, too, delivers over a bounded set of connections).
  */
-const WEBHOOK_POSTS_IN_FLIGHT = 48;
+export const WEBHOOK_POSTS_IN_FLIGHT = 48;
 /** The first wait before a status webhook is posted again; each wait doubles, up to the cap. */
 const WEBHOOK_RETRY_FIRST_MS = 200;
 const WEBHOOK_RETRY_CAP_MS = 60_000;
