@@ -31,6 +31,7 @@ import { migrate } from "../src/db/migrate.ts";
 import { createEventPartitions, dropExpiredEventPartitions } from "../src/events/partitions.ts";
 import { queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
+import { describeEndpointBacklog, markLogs, newWarnings } from "./lib/fault-diagnostics.ts";
 import { waitHttp } from "./lib/net.ts";
 import { createShop } from "./lib/shop.ts";
 import { accessToken } from "./lib/token.ts";
@@ -312,6 +313,8 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 
 interface Shop {
   tenantId: string;
+  /** The endpoint its receiver is subscribed with. */
+  endpointId: string;
   token: string;
   phoneNumberId: string;
   /** The shop's webhook receiver (an endpoint subscribed to every event posts to it). */
@@ -379,7 +382,8 @@ async function openShop(db: Db, index: number, options: { mps?: number } = {}): 
   });
   if (endpoint.status !== 201)
     throw new Error(`webhook endpoint: ${endpoint.status} ${await endpoint.text()}`);
-  currentShop = { tenantId, token, phoneNumberId, receiver };
+  const { id: endpointId } = (await endpoint.json()) as { id: string };
+  currentShop = { tenantId, endpointId, token, phoneNumberId, receiver };
   return currentShop;
 }
 
@@ -1442,6 +1446,7 @@ async function main(): Promise<number> {
       reviveTheDead();
       await waitHttp(`${apiUrl}/readyz`, "api", { timeoutMs: 60_000 });
       say(`== ${scenario}`);
+      const logMarks = markLogs(LOG_DIR);
       let row: Row;
       switch (scenario) {
         case "baseline":
@@ -1494,10 +1499,9 @@ async function main(): Promise<number> {
           );
           break;
       }
-      if (currentShop) {
-        row.webhook = await webhookFigures(db, currentShop);
-        currentShop = undefined;
-      }
+      const shop = currentShop;
+      currentShop = undefined;
+      if (shop) row.webhook = await webhookFigures(db, shop);
       // Every process must still be there (the ones we killed were started again).
       for (const child of children.values()) {
         if (!alive(child) && !child.expectedExit && !row.died.includes(child.name)) row.died.push(child.name);
@@ -1505,6 +1509,13 @@ async function main(): Promise<number> {
       for (const note of row.notes) say(`   ${note}`);
       const problems = failures(row);
       say(`   ${problems.length === 0 ? "ok" : `FAILED: ${problems.join("; ")}`}`);
+      // CI keeps only this output: a failure says here what the processes and the queue saw.
+      if (problems.length > 0) {
+        if (shop && row.webhook && row.webhook.lost > 0)
+          for (const line of await describeEndpointBacklog(db, redisTarget(), REDIS_PREFIX, shop.endpointId))
+            say(`   ${line}`);
+        for (const line of newWarnings(LOG_DIR, logMarks)) say(`   ${line}`);
+      }
       rows.push(row);
     }
 
