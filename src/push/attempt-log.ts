@@ -1,3 +1,4 @@
+import { withTimeout } from "../lib/with-timeout.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import type { PostOutcome } from "./post.ts";
 
@@ -20,6 +21,12 @@ export interface DeliveryAttempt {
 }
 
 export const ATTEMPTS_KEPT = 50;
+/**
+ * A write of the log waits at most this long. A worker's Redis connection waits for Redis forever
+ * (BullMQ's setting), and a delivery run writes the log at every flush of its progress: unbounded,
+ * a Redis that never answered would hold the run, its job and its endpoint's deliveries for good.
+ */
+export const ATTEMPT_LOG_TIMEOUT_MS = 2000;
 
 /** The log's entry for one post of event `eventId` of `type`, answered (or given up) `at`. */
 export function attemptOf(eventId: string, type: string, outcome: PostOutcome, at: Date): DeliveryAttempt {
@@ -43,12 +50,15 @@ export async function recordAttempts(
   if (attempts.length === 0) return;
   const key = keys.webhookAttempts(endpointId);
   const newest = attempts.slice(-ATTEMPTS_KEPT).map((attempt) => JSON.stringify(attempt));
-  await redis
+  const written = redis
     .multi()
     .lpush(key, ...newest)
     .ltrim(key, 0, ATTEMPTS_KEPT - 1)
     .pexpire(key, 30 * 86_400_000)
     .exec();
+  // Given up on, it may still fail later: not an unhandled rejection.
+  written.catch(() => {});
+  await withTimeout(written, ATTEMPT_LOG_TIMEOUT_MS, "attempt log write timed out");
 }
 
 export async function recentAttempts(
