@@ -1,4 +1,4 @@
-import { DelayedError, type Processor, Worker } from "bullmq";
+import { DelayedError, type Processor, type Queue, Worker } from "bullmq";
 import { sql } from "kysely";
 import type { ChannelProvider } from "../src/channel/provider.ts";
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
@@ -15,6 +15,7 @@ import { startMetricsPublisher } from "../src/metrics/publish.ts";
 import { nudgeEndpointsOf } from "../src/push/service.ts";
 import { createQueues, type JobData, type QueueName, type Queues, queuePrefix } from "../src/queues/index.ts";
 import { createRedis, type RedisClient, redisKeys } from "../src/redis/connect.ts";
+import { type Consumer, superviseConsumer } from "./consumer-supervisor.ts";
 
 /** What every worker process has: configuration, Postgres, Redis, the queues, a clock, a logger. */
 export interface WorkerContext {
@@ -31,12 +32,11 @@ export interface WorkerContext {
 }
 
 export interface WorkerRuntime extends WorkerContext {
-  /** Runs `processor` for one queue; failures are retried with backoff by BullMQ. */
-  consume<N extends QueueName>(
-    name: N,
-    processor: Processor<JobData[N]>,
-    concurrency: number,
-  ): Worker<JobData[N]>;
+  /**
+   * Runs `processor` for one queue; failures are retried with backoff by BullMQ. A worker that stops
+   * taking jobs while jobs wait is replaced (workers/consumer-supervisor.ts).
+   */
+  consume<N extends QueueName>(name: N, processor: Processor<JobData[N]>, concurrency: number): void;
   /** A loop that survives Redis restarts (a timer, not a repeatable job); errors are logged, not fatal. */
   every(name: string, intervalMs: number, task: () => Promise<unknown>): void;
   /** The feed sequencer loop this process runs (DESIGN §6); kick it after finalizing a message. */
@@ -63,6 +63,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     logger,
   });
   const workers: Worker[] = [];
+  const consumers: Pick<Consumer<unknown>, "stop">[] = [];
   const timers: ReturnType<typeof setTimeout>[] = [];
   let stopping = false;
   const gate = createDependencyGate({ db, redis, logger, workers, stopping: () => stopping });
@@ -145,31 +146,51 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
           else logger.info(line, "job");
         }
       };
-      const worker = new Worker(name, timed, {
-        connection: createRedis(config, {
+      const create = (processor: Processor<JobData[typeof name]>) => {
+        const connection = createRedis(config, {
           forQueues: true,
           connectionName: `messaging-${processName}-${name}`,
-        }),
-        prefix: queuePrefix(config.redisPrefix, name),
+        });
+        const worker = new Worker(name, processor, {
+          connection,
+          prefix: queuePrefix(config.redisPrefix, name),
+          concurrency,
+          // A killed worker's job returns to the queue after the lock lapses.
+          lockDuration: config.workers.lockMs,
+          stalledInterval: config.workers.stalledIntervalMs,
+          maxStalledCount: 5,
+        });
+        // Failures the processor did not throw: BullMQ failing a job before running it (a deferred
+        // failure, too many starts) or after it returned (its result could not be stored).
+        worker.on("failed", (job, error) => {
+          if (logged.has(error)) return;
+          logger.warn(
+            { queue: name, job: job?.id, attempts: job?.attemptsMade, err: error.message },
+            "job failed",
+          );
+        });
+        worker.on("error", (error) => logger.error({ queue: name, err: error.message }, "worker error"));
+        return { worker, connection };
+      };
+      const queue = queues[name] as Queue;
+      const consumer = superviseConsumer({
+        queue: name,
         concurrency,
-        // A killed worker's job returns to the queue after the lock lapses.
-        lockDuration: config.workers.lockMs,
-        stalledInterval: config.workers.stalledIntervalMs,
-        maxStalledCount: 5,
+        processor: timed,
+        create,
+        waiting: async () => {
+          const counts = await queue.getJobCounts("wait", "prioritized");
+          return (counts.wait ?? 0) + (counts.prioritized ?? 0);
+        },
+        heldBack: () => stopping || gate.holding(),
+        onReplaced(previous, next) {
+          workers[workers.indexOf(previous as Worker)] = next as Worker;
+        },
+        logger,
       });
-      // Failures the processor did not throw: BullMQ failing a job before running it (a deferred
-      // failure, too many starts) or after it returned (its result could not be stored).
-      worker.on("failed", (job, error) => {
-        if (logged.has(error)) return;
-        logger.warn(
-          { queue: name, job: job?.id, attempts: job?.attemptsMade, err: error.message },
-          "job failed",
-        );
-      });
-      worker.on("error", (error) => logger.error({ queue: name, err: error.message }, "worker error"));
-      workers.push(worker as Worker);
+      consumers.push(consumer);
+      workers.push(consumer.current() as Worker);
       logger.info({ queue: name, concurrency }, "consuming");
-      return worker;
     },
     every(name, intervalMs, task) {
       // A tick that hangs (a dependency that neither answers nor fails) must not silence the loop:
@@ -197,6 +218,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     stopping = true;
     logger.info({ signal }, "stopping: finishing active jobs");
     for (const timer of timers) clearTimeout(timer);
+    for (const consumer of consumers) consumer.stop();
     gate.stop();
     // close() waits for active jobs, so none is left `active` for the stall checker to find.
     await Promise.race([Promise.all(workers.map((w) => w.close())), Bun.sleep(20_000)]);
@@ -258,6 +280,8 @@ function createDependencyGate(deps: {
   };
 
   return {
+    /** Whether the consumers are paused for a dependency now. */
+    holding: () => downSince !== undefined,
     trip(error: unknown) {
       if (downSince !== undefined || deps.stopping()) return;
       downSince = Date.now();
