@@ -12,7 +12,7 @@ export const CONSUMER_CHECK_MS = 10_000;
  */
 export const CONSUMER_STUCK_MS = 30_000;
 /** How long the count of waiting jobs may take before this check gives up for the round. */
-const WAITING_TIMEOUT_MS = 3000;
+const WAITING_TIMEOUT_MS = 8000;
 /** How long a replaced worker may take to close before its connection is cut anyway. */
 const CLOSE_TIMEOUT_MS = 5000;
 
@@ -47,7 +47,7 @@ export function superviseConsumer<T>(options: {
   processor: Processor<T>;
   /** A worker running `processor`, with a connection of its own. */
   create: (processor: Processor<T>) => ConsumerParts<T>;
-  /** Jobs ready to be taken (waiting or prioritized), read over another connection. */
+  /** Jobs ready to be taken (waiting or prioritized), read over another connection (8 s at most). */
   waiting: () => Promise<number>;
   /** True while the process holds its consumers back on purpose (a dependency away, stopping). */
   heldBack: () => boolean;

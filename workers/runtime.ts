@@ -1,4 +1,4 @@
-import { DelayedError, type Processor, type Queue, Worker } from "bullmq";
+import { DelayedError, type Processor, Queue, Worker } from "bullmq";
 import { sql } from "kysely";
 import type { ChannelProvider } from "../src/channel/provider.ts";
 import { createWhatsAppProvider } from "../src/channel/whatsapp.ts";
@@ -178,10 +178,19 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
         concurrency,
         processor: timed,
         create,
-        waiting: async () => {
-          const counts = await queue.getJobCounts("wait", "prioritized");
-          return (counts.wait ?? 0) + (counts.prioritized ?? 0);
-        },
+        // Over the process's producer connection; if that does not answer either, over a
+        // connection of its own, so that a process whose every connection hangs still finds out.
+        waiting: () =>
+          withTimeout(readyJobs(queue), WAITING_COUNT_MS).catch(async () => {
+            const connection = createRedis(config, { connectionName: `messaging-${processName}-count` });
+            const own = new Queue(name, { connection, prefix: queuePrefix(config.redisPrefix, name) });
+            try {
+              return await readyJobs(own);
+            } finally {
+              void own.close().catch(() => {});
+              connection.disconnect();
+            }
+          }),
         heldBack: () => stopping || gate.holding(),
         onReplaced(previous, next) {
           workers[workers.indexOf(previous as Worker)] = next as Worker;
@@ -234,6 +243,15 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
   return runtime;
+}
+
+/** How long the producer connection may take to count a queue's ready jobs. */
+const WAITING_COUNT_MS = 2000;
+
+/** Jobs a consumer could take now: waiting or prioritized. */
+async function readyJobs(queue: Queue): Promise<number> {
+  const counts = await queue.getJobCounts("wait", "prioritized");
+  return (counts.wait ?? 0) + (counts.prioritized ?? 0);
 }
 
 /** The least time a loop's tick may take before the loop moves on without it. */
