@@ -1,4 +1,4 @@
-import type { Job, Processor, Worker } from "bullmq";
+import type { Job, Processor, Queue, Worker } from "bullmq";
 import { withTimeout } from "../src/lib/with-timeout.ts";
 import type { Logger } from "../src/logger.ts";
 import type { RedisClient } from "../src/redis/connect.ts";
@@ -15,6 +15,12 @@ export const CONSUMER_STUCK_MS = 30_000;
 const WAITING_TIMEOUT_MS = 8000;
 /** How long a replaced worker may take to close before its connection is cut anyway. */
 const CLOSE_TIMEOUT_MS = 5000;
+
+/** Jobs a consumer could take now: waiting or prioritized. */
+export async function readyJobs(queue: Queue): Promise<number> {
+  const counts = await queue.getJobCounts("wait", "prioritized");
+  return (counts.wait ?? 0) + (counts.prioritized ?? 0);
+}
 
 /** A BullMQ worker and the connection made for it (closed with it). */
 export interface ConsumerParts<T> {

@@ -15,7 +15,7 @@ import { startMetricsPublisher } from "../src/metrics/publish.ts";
 import { nudgeEndpointsOf } from "../src/push/service.ts";
 import { createQueues, type JobData, type QueueName, type Queues, queuePrefix } from "../src/queues/index.ts";
 import { createRedis, type RedisClient, redisKeys } from "../src/redis/connect.ts";
-import { type Consumer, superviseConsumer } from "./consumer-supervisor.ts";
+import { type Consumer, readyJobs, superviseConsumer } from "./consumer-supervisor.ts";
 
 /** What every worker process has: configuration, Postgres, Redis, the queues, a clock, a logger. */
 export interface WorkerContext {
@@ -247,12 +247,6 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
 
 /** How long the producer connection may take to count a queue's ready jobs. */
 const WAITING_COUNT_MS = 2000;
-
-/** Jobs a consumer could take now: waiting or prioritized. */
-async function readyJobs(queue: Queue): Promise<number> {
-  const counts = await queue.getJobCounts("wait", "prioritized");
-  return (counts.wait ?? 0) + (counts.prioritized ?? 0);
-}
 
 /** The least time a loop's tick may take before the loop moves on without it. */
 const LOOP_TICK_LIMIT_MS = 30_000;

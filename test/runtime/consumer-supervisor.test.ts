@@ -8,7 +8,7 @@ import { type Processor, Worker } from "bullmq";
 import { createLogger } from "../../src/logger.ts";
 import { queuePrefix } from "../../src/queues/index.ts";
 import { createRedis, type RedisClient } from "../../src/redis/connect.ts";
-import { type ConsumerParts, superviseConsumer } from "../../workers/consumer-supervisor.ts";
+import { type ConsumerParts, readyJobs, superviseConsumer } from "../../workers/consumer-supervisor.ts";
 import { createTestEnv, eventually, type TestEnv } from "../support/index.ts";
 
 let env: TestEnv;
@@ -50,10 +50,7 @@ function supervised(options: {
       made.push({ worker, connection });
       return { worker, connection };
     },
-    waiting: async () => {
-      const counts = await queue.getJobCounts("wait", "prioritized");
-      return (counts.wait ?? 0) + (counts.prioritized ?? 0);
-    },
+    waiting: () => readyJobs(queue),
     heldBack: options.heldBack ?? (() => false),
     onReplaced: options.onReplaced,
     logger: createLogger("silent", "test"),
