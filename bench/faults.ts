@@ -29,6 +29,7 @@ import { loadConfig } from "../src/config.ts";
 import { createDb, type Db, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { createEventPartitions, dropExpiredEventPartitions } from "../src/events/partitions.ts";
+import { inPool } from "../src/outbound/pacing.ts";
 import { queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
 import { describeEndpointBacklog, markLogs, newWarnings } from "./lib/fault-diagnostics.ts";
@@ -1039,16 +1040,6 @@ const count = (statuses: Map<string, number>, label: string, by = 1) =>
   statuses.set(label, (statuses.get(label) ?? 0) + by);
 
 const sleepUntil = (epochMs: number) => Bun.sleep(Math.max(0, epochMs - Date.now()));
-
-/** `run` for every item, `width` at a time. */
-async function inPool<T>(items: readonly T[], width: number, run: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(width, items.length) }, async () => {
-      while (next < items.length) await run(items[next++]!);
-    }),
-  );
-}
 
 /**
  * One POST /v2/messages/batch, retried whole until it is answered 200 (its items keep their
