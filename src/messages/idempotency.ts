@@ -170,8 +170,7 @@ let retriedReleases = 0;
 /** One attempt: false when Redis could not be reached. */
 async function releaseOnce(redis: RedisClient, redisKey: string, token: string): Promise<boolean> {
   try {
-    const raw = await redis.get(redisKey);
-    if (raw && ownerOf(raw) === token) await redis.del(redisKey);
+    await redis.releaseClaim(redisKey, token);
     return true;
   } catch {
     return false;
@@ -198,14 +197,6 @@ export async function releaseIdempotencyMarker(
     else setTimeout(retry, RELEASE_RETRY_MS).unref();
   };
   setTimeout(retry, RELEASE_RETRY_MS).unref();
-}
-
-function ownerOf(raw: string): string | undefined {
-  try {
-    return (JSON.parse(raw) as Marker).t;
-  } catch {
-    return undefined;
-  }
 }
 
 /** A whole batch's done markers pipelined (accept-batch.ts, after its commit). */

@@ -40,6 +40,8 @@ export interface ScriptCommands {
     directoryVersionTtlSeconds: number,
     wanted: number,
   ): Promise<[number, number, number, string]>;
+  /** See scripts/release_claim.lua. */
+  releaseClaim(key: string, token: string): Promise<number>;
   /** See scripts/raise_feed_head.lua. */
   raiseFeedHead(key: string, epoch: number, lastSeq: number): Promise<number>;
   /** See scripts/take_send_tokens.lua. */
@@ -63,6 +65,7 @@ const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
   { name: "attemptWindow", file: "attempt_window.lua", keys: 1 },
   { name: "refundQuota", file: "refund_quota.lua", keys: 1 },
   { name: "reserveQuota", file: "reserve_quota.lua", keys: 2 },
+  { name: "releaseClaim", file: "release_claim.lua", keys: 1 },
   { name: "raiseFeedHead", file: "raise_feed_head.lua", keys: 1 },
   { name: "takeSendTokens", file: "take_send_tokens.lua", keys: 1 },
 ];

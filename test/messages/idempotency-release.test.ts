@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { localRedisArgs } from "../../scripts/services.ts";
-import { inFlightMarker, releaseIdempotencyMarker } from "../../src/messages/idempotency.ts";
+import { doneMarker, inFlightMarker, releaseIdempotencyMarker } from "../../src/messages/idempotency.ts";
 import { createRedis } from "../../src/redis/connect.ts";
-import { eventually, freePort } from "../support/index.ts";
+import { createTestEnv, eventually, freePort } from "../support/index.ts";
 
 /**
  * A request that fails while Redis is away (a Cluster failover) may have claimed its
@@ -46,5 +46,31 @@ test("a release that cannot reach Redis is tried again once it answers, and free
     server.kill();
     await server.exited;
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a release deletes only an in-flight claim of its own: never a done marker, another owner's claim or a value it cannot read", async () => {
+  const env = await createTestEnv();
+  const redis = env.deps.redis;
+  const key = (name: string) => `${env.config.redisPrefix}:{ten_release}:idem:${name}`;
+  try {
+    const values = {
+      mine: inFlightMarker("req_mine"),
+      theirs: inFlightMarker("req_theirs"),
+      done: doneMarker("ab12", "msg_1"),
+      unreadable: "not json",
+    };
+    for (const [name, value] of Object.entries(values)) await redis.set(key(name), value, "PX", 30_000);
+    for (const name of Object.keys(values)) await releaseIdempotencyMarker(redis, key(name), "req_mine");
+    expect(await redis.get(key("mine"))).toBeNull();
+    expect(await redis.get(key("theirs"))).toBe(values.theirs);
+    expect(await redis.get(key("done"))).toBe(values.done);
+    expect(await redis.get(key("unreadable"))).toBe(values.unreadable);
+    // A done marker that happens to carry the token field is still not a claim.
+    await redis.set(key("done-with-t"), JSON.stringify({ s: "d", t: "req_mine", m: "msg_2" }), "PX", 30_000);
+    await releaseIdempotencyMarker(redis, key("done-with-t"), "req_mine");
+    expect(await redis.get(key("done-with-t"))).not.toBeNull();
+  } finally {
+    await env.close();
   }
 });
