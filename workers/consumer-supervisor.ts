@@ -43,9 +43,10 @@ export interface Consumer<T> {
  * where they do not: a worker whose connection never comes back would otherwise leave its jobs
  * waiting for as long as the process lives (a failover in CI left a webhook worker taking no job
  * for minutes while every other process went on). Stuck means: jobs waiting all through `stuckMs`
- * while the consumer was not held back, had a slot free and started none. The replacement gets fresh connections; the old worker is
- * closed without waiting for its jobs, whose locks lapse so that the new worker's stalled check
- * hands them on (every processor here is safe to run twice: leases, claims, idempotent writes).
+ * while the consumer was not held back, had a slot free and started none. The replacement gets
+ * fresh connections; the old worker is closed without waiting for its jobs, whose locks lapse so
+ * that the new worker's stalled check hands them on (every processor here is safe to run twice:
+ * leases, claims, idempotent writes).
  */
 export function superviseConsumer<T>(options: {
   queue: string;
