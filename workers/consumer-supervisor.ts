@@ -58,8 +58,8 @@ export function superviseConsumer<T>(options: {
   waiting: () => Promise<number>;
   /** True while the process holds its consumers back on purpose (a dependency away, stopping). */
   heldBack: () => boolean;
-  /** Called with the new worker, so that whoever pauses and resumes workers holds the right one. */
-  onReplaced?: (previous: Worker<T>, next: Worker<T>) => void;
+  /** Called once a replacement is in service (`current()` already returns it). */
+  onReplaced?: () => void;
   logger: Logger;
   checkMs?: number;
   stuckMs?: number;
@@ -101,7 +101,7 @@ export function superviseConsumer<T>(options: {
     parts = options.create(tracked);
     replaced++;
     lastStartedAt = Date.now();
-    options.onReplaced?.(old.worker, parts.worker);
+    options.onReplaced?.();
     await withTimeout(old.worker.close(true), CLOSE_TIMEOUT_MS).catch(() => {});
     old.connection.disconnect();
   };

@@ -15,7 +15,7 @@ import { startMetricsPublisher } from "../src/metrics/publish.ts";
 import { nudgeEndpointsOf } from "../src/push/service.ts";
 import { createQueues, type JobData, type QueueName, type Queues, queuePrefix } from "../src/queues/index.ts";
 import { createRedis, type RedisClient, redisKeys } from "../src/redis/connect.ts";
-import { type Consumer, readyJobs, superviseConsumer } from "./consumer-supervisor.ts";
+import { readyJobs, superviseConsumer } from "./consumer-supervisor.ts";
 
 /** What every worker process has: configuration, Postgres, Redis, the queues, a clock, a logger. */
 export interface WorkerContext {
@@ -62,8 +62,9 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     metrics,
     logger,
   });
-  const workers: Worker[] = [];
-  const consumers: Pick<Consumer<unknown>, "stop">[] = [];
+  // Each consumer's worker in service now (a replaced one is the supervisor's to close).
+  const consumers: { current(): Worker; stop(): void }[] = [];
+  const workers = () => consumers.map((consumer) => consumer.current());
   const timers: ReturnType<typeof setTimeout>[] = [];
   let stopping = false;
   const gate = createDependencyGate({ db, redis, logger, workers, stopping: () => stopping });
@@ -192,13 +193,9 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
             }
           }),
         heldBack: () => stopping || gate.holding(),
-        onReplaced(previous, next) {
-          workers[workers.indexOf(previous as Worker)] = next as Worker;
-        },
         logger,
       });
       consumers.push(consumer);
-      workers.push(consumer.current() as Worker);
       logger.info({ queue: name, concurrency }, "consuming");
     },
     every(name, intervalMs, task) {
@@ -230,7 +227,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
     for (const consumer of consumers) consumer.stop();
     gate.stop();
     // close() waits for active jobs, so none is left `active` for the stall checker to find.
-    await Promise.race([Promise.all(workers.map((w) => w.close())), Bun.sleep(20_000)]);
+    await Promise.race([Promise.all(workers().map((w) => w.close())), Bun.sleep(20_000)]);
     await feedSequencer.stop();
     // The last counts, after the last job: visible to scrapes until the snapshot's TTL lapses.
     await metricsPublisher.stop();
@@ -265,7 +262,8 @@ function createDependencyGate(deps: {
   db: Db;
   redis: RedisClient;
   logger: Logger;
-  workers: readonly Worker[];
+  /** The process's workers as they are now (a consumer's may have been replaced). */
+  workers: () => readonly Worker[];
   stopping: () => boolean;
 }) {
   let downSince: number | undefined;
@@ -288,7 +286,7 @@ function createDependencyGate(deps: {
     }
     deps.logger.warn({ down_ms: Date.now() - downSince }, "dependencies answer again: consumers resumed");
     downSince = undefined;
-    for (const worker of deps.workers) void worker.resume();
+    for (const worker of deps.workers()) void worker.resume();
   };
 
   return {
@@ -298,7 +296,7 @@ function createDependencyGate(deps: {
       if (downSince !== undefined || deps.stopping()) return;
       downSince = Date.now();
       deps.logger.warn({ err: errorMessage(error) }, "dependency unavailable: consumers paused");
-      for (const worker of deps.workers) void worker.pause(true).catch(() => {});
+      for (const worker of deps.workers()) void worker.pause(true).catch(() => {});
       timer = setTimeout(probe, DEPENDENCY_PROBE_MS);
     },
     stop() {
