@@ -12,7 +12,7 @@ import type {
 } from "../http/request-state.ts";
 import type { Metrics, RateLimitKind } from "../metrics/index.ts";
 import { coalesced } from "../redis/coalesce.ts";
-import type { RedisClient, RedisKeys, ScriptCommands } from "../redis/connect.ts";
+import type { RedisClient, RedisKeys, ScriptCommands, SendAdmissionReply } from "../redis/connect.ts";
 import { DIRECTORY_VERSION_TTL_SECONDS } from "../senders/directory-version.ts";
 import { acceptedOnDay, tenantDailyQuota } from "../senders/quota.ts";
 import type { AcceptOutboundMessage, AcceptOutcome } from "./accept.ts";
@@ -48,6 +48,21 @@ export interface SendAdmission extends AdmittedSend {
 }
 
 const QUOTA_CACHE_MS = 30_000;
+/** Sends of one tenant admitted by one script call at most (a turn of the event loop may hold more). */
+const MAX_ADMISSIONS_A_CALL = 200;
+
+/** One send's part of a send_admission.lua call; the calls of a group share the first five. */
+interface AdmissionCall {
+  quotaKey: string;
+  versionKey: string;
+  quota: number;
+  ttl: number;
+  seed: number;
+  rateKey: string;
+  claimKey: string;
+  limit: number;
+  marker: string;
+}
 
 /** The tenant's daily quota (src/senders/quota.ts), cached briefly. */
 function cachedTenantQuota(deps: Pick<SendAdmissionDeps, "db" | "defaultDailyQuota">) {
@@ -71,23 +86,39 @@ function quotaExceeded(quota: number, now: Date, dayEnd: Date): ApiError {
 }
 
 /**
- * One Redis call per send decides both limits (scripts/send_admission.lua). The tenant's quota is
- * cached briefly; a counter Redis lost is rebuilt from the day's accepted messages in Postgres.
+ * One Redis script decides both limits and the key's claim (scripts/send_admission.lua), for the
+ * sends of a turn of the event loop together. The tenant's quota is cached briefly; a counter Redis
+ * lost is rebuilt from the day's accepted messages in Postgres.
  */
 export function createSendAdmission(deps: SendAdmissionDeps) {
   const tenantQuota = cachedTenantQuota(deps);
-  // The calls of a turn of the event loop share one write to Redis (src/redis/coalesce.ts).
-  type AdmissionArgs = Parameters<ScriptCommands["sendAdmission"]>;
-  const sendAdmission = coalesced<AdmissionArgs, Awaited<ReturnType<ScriptCommands["sendAdmission"]>>>(
-    deps.redis,
-    ([rateKey]) => rateKey,
-    (pipeline, args) => (pipeline as unknown as ScriptCommands).sendAdmission(...args),
-  );
+  // The sends of a turn of the event loop go to Redis together: one script call per tenant and day
+  // (src/redis/coalesce.ts), its keys in the tenant's slot.
+  const sendAdmission = coalesced<AdmissionCall, SendAdmissionReply>(deps.redis, {
+    groupOf: (c) => `${c.quotaKey}\u0000${c.seed}`,
+    keyOf: (c) => c.quotaKey,
+    add: (commands, calls) => {
+      const [first] = calls as [AdmissionCall];
+      return (commands as unknown as ScriptCommands).sendAdmission(
+        2 + 2 * calls.length,
+        first.quotaKey,
+        first.versionKey,
+        ...calls.flatMap((c) => [c.rateKey, c.claimKey]),
+        first.quota,
+        first.ttl,
+        first.seed,
+        DIRECTORY_VERSION_TTL_SECONDS,
+        IN_FLIGHT_MS,
+        ...calls.flatMap((c) => [c.limit, c.marker]),
+      );
+    },
+    maxCalls: MAX_ADMISSIONS_A_CALL,
+  });
 
   /**
    * Reserves a send: the rate limit, a unit of the daily quota and, with `idempotency` (the request's
    * Idempotency-Key, already checked for format, and a token naming this request: its request id),
-   * the key's claim, in one Redis call. A refusal (429, or the quota used up) is counted and thrown,
+   * the key's claim, in one Redis call (shared with the turn's other sends). A refusal (429, or the quota used up) is counted and thrown,
    * with the RateLimit-* headers; `rateMessage` words the 429 for the caller (the panel).
    */
   return async function admitSend(
@@ -104,20 +135,18 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
     const quota = await tenantQuota(auth.tenantId);
     const ttl = Math.ceil((day.end.getTime() - now.getTime()) / 1000) + 3600;
     const call = (seed: number) =>
-      sendAdmission(
+      sendAdmission({
         rateKey,
         quotaKey,
         versionKey,
         // Without a key, any key of the tenant's slot stands in (the script leaves it alone).
-        idempotencyKey ?? rateKey,
-        auth.sendLimit,
+        claimKey: idempotencyKey ?? rateKey,
+        limit: auth.sendLimit,
+        marker: idempotency ? inFlightMarker(idempotency.token) : "",
         quota,
         ttl,
         seed,
-        DIRECTORY_VERSION_TTL_SECONDS,
-        IN_FLIGHT_MS,
-        idempotency ? inFlightMarker(idempotency.token) : "",
-      ).catch(() => {
+      }).catch(() => {
         // The script may have claimed the key before its answer was lost (a failover): the request
         // fails and created nothing, so its claim is given back once Redis answers again.
         if (idempotency && idempotencyKey)

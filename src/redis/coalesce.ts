@@ -1,49 +1,77 @@
 import type { ChainableCommander } from "ioredis";
 import { pipelinePerSlot, type RedisClient } from "./connect.ts";
 
+/** A batch of calls that one Redis command answers (see `coalesced`). */
+export interface CoalescedCommand<Call> {
+  /** Calls of one group go in one command, so they must share a slot: one {hash tag}. */
+  groupOf: (call: Call) => string;
+  /** A key of the group's command (its hash tag places it on a Cluster). */
+  keyOf: (call: Call) => string;
+  /** Adds a group's one command; its reply holds one reply per call, in the calls' order. */
+  add: (commands: ChainableCommander, calls: Call[]) => unknown;
+  /** At most this many calls in one command (a longer group is split). */
+  maxCalls: number;
+}
+
 /**
- * Calls of one command gathered over a turn of the event loop and written to Redis as one pipeline
- * per slot (pipelinePerSlot: one socket write, one read of the replies) instead of a write each.
- * Under load the api admits sends by the dozen per turn, and the socket write per admission call
- * was its largest single cost (bench/send.ts --profile: 13% of the api's samples). Each call still
- * gets its own reply or error. `keyOf` names a key of the call (its hash tag places it on a Cluster).
+ * Calls gathered over a turn of the event loop and written to Redis together: the calls of a group
+ * as ONE command (a script that loops over them), the groups as one pipeline per slot
+ * (pipelinePerSlot: one socket write, one read of the replies). Under load the api admits sends by
+ * the dozen per turn; a command each cost the api a Command object and a reply to parse, and Redis
+ * a script run, for every send. Each call still gets its own reply, or its group's error.
  */
-export function coalesced<Args extends unknown[], Reply>(
+export function coalesced<Call, Reply>(
   redis: RedisClient,
-  keyOf: (args: Args) => string,
-  add: (commands: ChainableCommander, args: Args) => unknown,
-): (...args: Args) => Promise<Reply> {
+  command: CoalescedCommand<Call>,
+): (call: Call) => Promise<Reply> {
   interface Pending {
-    args: Args;
+    call: Call;
     resolve: (reply: Reply) => void;
     reject: (error: unknown) => void;
   }
   let pending: Pending[] = [];
 
   const flush = () => {
-    const calls = pending;
+    const byGroup = new Map<string, Pending[][]>();
+    for (const entry of pending) {
+      const key = command.groupOf(entry.call);
+      const chunks = byGroup.get(key);
+      const last = chunks?.at(-1);
+      if (!chunks) byGroup.set(key, [[entry]]);
+      else if (last && last.length < command.maxCalls) last.push(entry);
+      else chunks.push([entry]);
+    }
     pending = [];
+    const groups = [...byGroup.values()].flat();
     pipelinePerSlot(
       redis,
-      calls,
-      (call) => keyOf(call.args),
-      (pipeline, call) => add(pipeline, call.args),
+      groups,
+      (group) => command.keyOf(group[0]!.call),
+      (pipeline, group) =>
+        command.add(
+          pipeline,
+          group.map((entry) => entry.call),
+        ),
     ).then(
       (replies) =>
-        calls.forEach((call, i) => {
-          const [error, reply] = replies[i] ?? [new Error("no reply"), null];
-          if (error) call.reject(error);
-          else call.resolve(reply as Reply);
+        groups.forEach((group, g) => {
+          const [error, reply] = replies[g] ?? [new Error("no reply"), null];
+          group.forEach((entry, i) => {
+            const own = (reply as Reply[] | null)?.[i];
+            if (error) entry.reject(error);
+            else if (own === undefined) entry.reject(new Error("no reply"));
+            else entry.resolve(own);
+          });
         }),
       (error) => {
-        for (const call of calls) call.reject(error);
+        for (const group of groups) for (const entry of group) entry.reject(error);
       },
     );
   };
 
-  return (...args: Args) =>
+  return (call: Call) =>
     new Promise<Reply>((resolve, reject) => {
       if (pending.length === 0) setImmediate(flush);
-      pending.push({ args, resolve, reject });
+      pending.push({ call, resolve, reject });
     });
 }

@@ -7,20 +7,11 @@ import type { Config } from "../config.ts";
 export interface ScriptCommands {
   /** See scripts/rate_limit.lua. */
   rateLimit(key: string, limit: number): Promise<[number, number, number, number, number]>;
-  /** See scripts/send_admission.lua. */
-  sendAdmission(
-    rateKey: string,
-    quotaKey: string,
-    directoryVersionKey: string,
-    idempotencyKey: string,
-    limit: number,
-    quota: number,
-    quotaTtlSeconds: number,
-    seed: number,
-    directoryVersionTtlSeconds: number,
-    claimTtlMs: number,
-    claimMarker: string,
-  ): Promise<[number, number, number, number, number, number, string, string | null]>;
+  /**
+   * See scripts/send_admission.lua: a batch of sends of one tenant and day. `keys` and `args` are the
+   * script's KEYS and ARGV (its key count goes first, as for a script defined without one).
+   */
+  sendAdmission(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<SendAdmissionReply[]>;
   /** See scripts/attempt_window.lua. */
   attemptWindow(
     key: string,
@@ -53,15 +44,19 @@ export interface ScriptCommands {
   ): Promise<[number, number]>;
 }
 
+/** One send's answer from scripts/send_admission.lua (see there). */
+export type SendAdmissionReply = [number, number, number, number, number, number, string, string | null];
+
 /** One node, or a Redis Cluster (REDIS_CLUSTER_NODES): the code is the same for both. */
 export type RedisClient = (Redis | Cluster) & ScriptCommands;
 
 /** Where Redis is: the Cluster of `redisClusterNodes` when any, else the one node at `redisUrl`. */
 export type RedisTarget = Pick<Config, "redisUrl" | "redisClusterNodes">;
 
-const SCRIPTS: { name: keyof ScriptCommands; file: string; keys: number }[] = [
+/** `keys`: how many KEYS a script takes; without it, each call passes its count first. */
+const SCRIPTS: { name: keyof ScriptCommands; file: string; keys?: number }[] = [
   { name: "rateLimit", file: "rate_limit.lua", keys: 1 },
-  { name: "sendAdmission", file: "send_admission.lua", keys: 4 },
+  { name: "sendAdmission", file: "send_admission.lua" },
   { name: "attemptWindow", file: "attempt_window.lua", keys: 1 },
   { name: "refundQuota", file: "refund_quota.lua", keys: 1 },
   { name: "reserveQuota", file: "reserve_quota.lua", keys: 2 },

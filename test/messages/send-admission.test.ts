@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../../src/app.ts";
 import { CHANNEL } from "../../src/channel/provider.ts";
 import { utcDay } from "../../src/clock.ts";
+import type { ApiError } from "../../src/http/errors.ts";
 import type { AuthContext } from "../../src/http/request-state.ts";
 import { createSendAdmission } from "../../src/messages/admission.ts";
 import { idempotencyRedisKey, releaseIdempotencyReservation } from "../../src/messages/idempotency.ts";
@@ -228,10 +229,17 @@ describe("round trips", () => {
     expect(piped).toEqual([]);
   });
 
-  test("admissions of one turn of the event loop share one pipeline (src/redis/coalesce.ts)", async () => {
+  /** A Redis whose script calls (with their key counts) and pipelines are written down. */
+  const recordingRedis = () => {
+    const calls: { name: string; keys?: number }[] = [];
     const piped: string[][] = [];
     const redis = new Proxy(env.deps.redis, {
       get(target, property, receiver) {
+        if (property === "sendAdmission")
+          return (numberOfKeys: number, ...rest: (string | number)[]) => {
+            calls.push({ name: "sendAdmission", keys: numberOfKeys });
+            return target.sendAdmission(numberOfKeys, ...rest);
+          };
         if (property !== "pipeline") return Reflect.get(target, property, receiver);
         return () => {
           const pipeline = target.pipeline();
@@ -248,12 +256,92 @@ describe("round trips", () => {
         };
       },
     });
+    return { redis, calls, piped };
+  };
+
+  test("admissions of one turn of the event loop, one tenant: one script call for them all (src/redis/coalesce.ts)", async () => {
+    const { redis, calls, piped } = recordingRedis();
     const admitSend = createSendAdmission({ ...env.deps, redis, defaultDailyQuota: 1_000_000 });
     await (await admitSend({ ...auth(), sendLimit: 100 })).refund(); // the tenant's quota is cached now
-    piped.length = 0;
+    calls.length = 0;
     const admitted = await Promise.all([1, 2, 3].map(() => admitSend({ ...auth(), sendLimit: 100 })));
-    expect(piped).toEqual([["sendAdmission", "sendAdmission", "sendAdmission", "exec"]]);
+    // The quota counter, the directory version, and a window counter and a claim key for each send.
+    expect(calls).toEqual([{ name: "sendAdmission", keys: 2 + 2 * 3 }]);
+    expect(piped).toEqual([]);
+    expect(admitted.every((a) => a.rate.allowed)).toBe(true);
     await Promise.all(admitted.map((admission) => admission.refund()));
+  });
+
+  test("admissions of two tenants in one turn: a script call each, in one pipeline", async () => {
+    const other = await createTenantWithApp(env.deps, { sendLimit: 100 });
+    const otherAuth: AuthContext = { ...auth(), tenantId: other.tenant.id, clientId: other.clientId };
+    const { redis, calls, piped } = recordingRedis();
+    const admitSend = createSendAdmission({ ...env.deps, redis, defaultDailyQuota: 1_000_000 });
+    await Promise.all([auth(), otherAuth].map(async (a) => (await admitSend(a)).refund()));
+    calls.length = 0;
+    piped.length = 0;
+    const admitted = await Promise.all([auth(), otherAuth, auth()].map((a) => admitSend(a)));
+    // A Cluster takes a pipeline per slot (src/redis/connect.ts): the two tenants' slots differ.
+    expect(piped).toEqual(
+      env.deps.redis.isCluster
+        ? [
+            ["sendAdmission", "exec"],
+            ["sendAdmission", "exec"],
+          ]
+        : [["sendAdmission", "sendAdmission", "exec"]],
+    );
+    // The two sends of one application were counted in turn (in one second: the same window).
+    if (admitted[0]!.rate.resetEpoch === admitted[2]!.rate.resetEpoch)
+      expect(admitted[2]!.rate.remaining).toBe(admitted[0]!.rate.remaining - 1);
+    await Promise.all(admitted.map((admission) => admission.refund()));
+  });
+
+  test("within one call each send is decided in turn: the send limit, the quota and a key claimed twice", async () => {
+    const creds = await createTenantWithApp(env.deps, { sendLimit: 3, dailyQuota: 1_000_000 });
+    const small: AuthContext = {
+      ...auth(),
+      tenantId: creds.tenant.id,
+      clientId: creds.clientId,
+      sendLimit: 3,
+    };
+    const admitSend = createSendAdmission({ ...env.deps, defaultDailyQuota: 1_000_000 });
+    // The tenant's quota cached first, so that the four go in one turn, in order (one call).
+    await (await admitSend(small)).refund();
+    await nextSecond();
+    const outcomes = await Promise.allSettled([
+      admitSend(small, { key: "same-1", token: "req_a" }),
+      admitSend(small, { key: "same-1", token: "req_b" }),
+      admitSend(small),
+      admitSend(small),
+    ]);
+    const [first, twin, third, over] = outcomes;
+    expect(first.status === "fulfilled" && first.value.idempotency?.taken).toBeUndefined();
+    // The twin found the first's in-flight claim (answered 409 by the route); no unit reserved for it.
+    expect(twin.status === "fulfilled" && JSON.parse(twin.value.idempotency?.taken ?? "{}").t).toBe("req_a");
+    expect(third.status === "fulfilled" && third.value.rate.remaining).toBe(0);
+    expect(over.status).toBe("rejected");
+    expect(over.status === "rejected" && (over.reason as ApiError).code).toBe("rate_limit_exceeded");
+    const quotaKey = env.deps.keys.dailyQuota(creds.tenant.id, CHANNEL, utcDay(env.clock.now()).key);
+    // The first and the third reserved a unit each.
+    expect(Number(await env.deps.redis.get(quotaKey))).toBe(2);
+    for (const o of outcomes) if (o.status === "fulfilled") await o.value.refund();
+    expect(Number(await env.deps.redis.get(quotaKey))).toBe(0);
+  });
+
+  test("within one call the quota runs out at its last unit", async () => {
+    const creds = await createTenantWithApp(env.deps, { sendLimit: 100, dailyQuota: 2 });
+    const capped: AuthContext = {
+      ...auth(),
+      tenantId: creds.tenant.id,
+      clientId: creds.clientId,
+      sendLimit: 100,
+    };
+    const admitSend = createSendAdmission({ ...env.deps, defaultDailyQuota: 1_000_000 });
+    await (await admitSend(capped)).refund();
+    const outcomes = await Promise.allSettled([1, 2, 3].map(() => admitSend(capped)));
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "fulfilled", "rejected"]);
+    const refused = outcomes[2]!;
+    expect(refused.status === "rejected" && (refused.reason as ApiError).code).toBe("quota_exceeded");
   });
 });
 

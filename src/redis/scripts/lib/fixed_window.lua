@@ -3,9 +3,10 @@
 -- second starts. `key` is a counter worth `window second * 1e6 + requests counted in it`: one INCR
 -- counts a request and says which window the count is of (a hash {w, n} took an HMGET and an
 -- HINCRBY). The first request of a window sets it anew, with a 2 s expiry.
+-- `now`: Redis's TIME, when the caller read it already (one read for a batch of requests).
 -- Returns allowed (boolean), remaining, reset_ms (until the window ends), reset_epoch_s.
-local function take_fixed_window(key, limit)
-  local now = redis.call('TIME')
+local function take_fixed_window(key, limit, now)
+  now = now or redis.call('TIME')
   local second = tonumber(now[1])
   local reset_ms = 1000 - math.floor(tonumber(now[2]) / 1000)
   local value = redis.call('INCR', key)
