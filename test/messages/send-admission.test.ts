@@ -296,17 +296,25 @@ describe("round trips", () => {
     await Promise.all(admitted.map((admission) => admission.refund()));
   });
 
-  test("within one call each send is decided in turn: the send limit, the quota and a key claimed twice", async () => {
-    const creds = await createTenantWithApp(env.deps, { sendLimit: 3, dailyQuota: 1_000_000 });
-    const small: AuthContext = {
+  /**
+   * A new tenant's application and an admission whose cache holds the tenant's quota already, so
+   * that admissions started together go in one turn, in order: one script call.
+   */
+  const tenantReady = async (limits: { sendLimit: number; dailyQuota: number }) => {
+    const creds = await createTenantWithApp(env.deps, limits);
+    const tenantAuth: AuthContext = {
       ...auth(),
       tenantId: creds.tenant.id,
       clientId: creds.clientId,
-      sendLimit: 3,
+      sendLimit: limits.sendLimit,
     };
     const admitSend = createSendAdmission({ ...env.deps, defaultDailyQuota: 1_000_000 });
-    // The tenant's quota cached first, so that the four go in one turn, in order (one call).
-    await (await admitSend(small)).refund();
+    await (await admitSend(tenantAuth)).refund();
+    return { auth: tenantAuth, admitSend };
+  };
+
+  test("within one call each send is decided in turn: the send limit, the quota and a key claimed twice", async () => {
+    const { auth: small, admitSend } = await tenantReady({ sendLimit: 3, dailyQuota: 1_000_000 });
     await nextSecond();
     const outcomes = await Promise.allSettled([
       admitSend(small, { key: "same-1", token: "req_a" }),
@@ -321,7 +329,7 @@ describe("round trips", () => {
     expect(third.status === "fulfilled" && third.value.rate.remaining).toBe(0);
     expect(over.status).toBe("rejected");
     expect(over.status === "rejected" && (over.reason as ApiError).code).toBe("rate_limit_exceeded");
-    const quotaKey = env.deps.keys.dailyQuota(creds.tenant.id, CHANNEL, utcDay(env.clock.now()).key);
+    const quotaKey = env.deps.keys.dailyQuota(small.tenantId, CHANNEL, utcDay(env.clock.now()).key);
     // The first and the third reserved a unit each.
     expect(Number(await env.deps.redis.get(quotaKey))).toBe(2);
     for (const o of outcomes) if (o.status === "fulfilled") await o.value.refund();
@@ -329,15 +337,7 @@ describe("round trips", () => {
   });
 
   test("within one call the quota runs out at its last unit", async () => {
-    const creds = await createTenantWithApp(env.deps, { sendLimit: 100, dailyQuota: 2 });
-    const capped: AuthContext = {
-      ...auth(),
-      tenantId: creds.tenant.id,
-      clientId: creds.clientId,
-      sendLimit: 100,
-    };
-    const admitSend = createSendAdmission({ ...env.deps, defaultDailyQuota: 1_000_000 });
-    await (await admitSend(capped)).refund();
+    const { auth: capped, admitSend } = await tenantReady({ sendLimit: 100, dailyQuota: 2 });
     const outcomes = await Promise.allSettled([1, 2, 3].map(() => admitSend(capped)));
     expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "fulfilled", "rejected"]);
     const refused = outcomes[2]!;
