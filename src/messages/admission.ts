@@ -118,8 +118,9 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
   /**
    * Reserves a send: the rate limit, a unit of the daily quota and, with `idempotency` (the request's
    * Idempotency-Key, already checked for format, and a token naming this request: its request id),
-   * the key's claim, in one Redis call (shared with the turn's other sends). A refusal (429, or the quota used up) is counted and thrown,
-   * with the RateLimit-* headers; `rateMessage` words the 429 for the caller (the panel).
+   * the key's claim, in one Redis call (shared with the turn's other sends). A refusal (429, or the
+   * quota used up) is counted and thrown, with the RateLimit-* headers; `rateMessage` words the 429
+   * for the caller (the panel).
    */
   return async function admitSend(
     auth: AuthContext,

@@ -8,8 +8,9 @@ export interface ScriptCommands {
   /** See scripts/rate_limit.lua. */
   rateLimit(key: string, limit: number): Promise<[number, number, number, number, number]>;
   /**
-   * See scripts/send_admission.lua: a batch of sends of one tenant and day. `keys` and `args` are the
-   * script's KEYS and ARGV (its key count goes first, as for a script defined without one).
+   * See scripts/send_admission.lua: a batch of sends of one tenant and day. `keysThenArgs` is the
+   * script's KEYS, then its ARGV; `numberOfKeys` says how many are KEYS (the script is defined
+   * without a key count, which varies with the batch).
    */
   sendAdmission(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<SendAdmissionReply[]>;
   /** See scripts/attempt_window.lua. */
