@@ -4,13 +4,13 @@ import type { Logger } from "../src/logger.ts";
 import type { RedisClient } from "../src/redis/connect.ts";
 
 /** How often a consumer's progress is looked at. */
-export const CONSUMER_CHECK_MS = 10_000;
+const CONSUMER_CHECK_MS = 10_000;
 /**
  * A consumer with a free slot that started no job while jobs waited this long is stuck. Far above
  * BullMQ's own bounds: a lost wake-up costs a blocking read's timeout (10 s at most), a failover
  * a few seconds of retries.
  */
-export const CONSUMER_STUCK_MS = 30_000;
+const CONSUMER_STUCK_MS = 30_000;
 /** How long the count of waiting jobs may take before this check gives up for the round. */
 const WAITING_TIMEOUT_MS = 8000;
 /** How long a replaced worker may take to close before its connection is cut anyway. */
@@ -58,8 +58,6 @@ export function superviseConsumer<T>(options: {
   waiting: () => Promise<number>;
   /** True while the process holds its consumers back on purpose (a dependency away, stopping). */
   heldBack: () => boolean;
-  /** Called once a replacement is in service (`current()` already returns it). */
-  onReplaced?: () => void;
   logger: Logger;
   checkMs?: number;
   stuckMs?: number;
@@ -101,7 +99,6 @@ export function superviseConsumer<T>(options: {
     parts = options.create(tracked);
     replaced++;
     lastStartedAt = Date.now();
-    options.onReplaced?.();
     await withTimeout(old.worker.close(true), CLOSE_TIMEOUT_MS).catch(() => {});
     old.connection.disconnect();
   };

@@ -76,6 +76,23 @@ function cachedTenantQuota(deps: Pick<SendAdmissionDeps, "db" | "defaultDailyQuo
   };
 }
 
+/**
+ * The day's accepted messages counted in Postgres (the seed of a quota counter Redis lost), once
+ * for all who ask at the same time: after a Redis restart every send of a turn asks at once.
+ */
+function sharedDayCount(db: Db) {
+  const counting = new Map<string, Promise<number>>();
+  return (tenantId: string, day: ReturnType<typeof utcDay>): Promise<number> => {
+    const key = `${tenantId}\u0000${day.key}`;
+    let count = counting.get(key);
+    if (!count) {
+      count = acceptedOnDay(db, tenantId, day).finally(() => counting.delete(key));
+      counting.set(key, count);
+    }
+    return count;
+  };
+}
+
 function quotaExceeded(quota: number, now: Date, dayEnd: Date): ApiError {
   const secondsToMidnight = Math.max(1, Math.ceil((dayEnd.getTime() - now.getTime()) / 1000));
   return new ApiError(
@@ -92,6 +109,7 @@ function quotaExceeded(quota: number, now: Date, dayEnd: Date): ApiError {
  */
 export function createSendAdmission(deps: SendAdmissionDeps) {
   const tenantQuota = cachedTenantQuota(deps);
+  const dayCount = sharedDayCount(deps.db);
   // The sends of a turn of the event loop go to Redis together: one script call per tenant and day
   // (src/redis/coalesce.ts), its keys in the tenant's slot.
   const sendAdmission = coalesced<AdmissionCall, SendAdmissionReply>(deps.redis, {
@@ -156,7 +174,7 @@ export function createSendAdmission(deps: SendAdmissionDeps) {
       });
 
     let reply = await call(-1);
-    if (reply[0] === 3) reply = await call(await acceptedOnDay(deps.db, auth.tenantId, day));
+    if (reply[0] === 3) reply = await call(await dayCount(auth.tenantId, day));
     const [code, limit, remaining, resetMs, resetEpoch, , directoryVersion, marker] = reply;
     const rate = { allowed: code !== 0, limit, remaining, resetMs, resetEpoch };
     if (code === 0) {
@@ -220,6 +238,7 @@ export type AdmitSend = ReturnType<typeof createSendAdmission>;
 /** Reserves up to `wanted` units of the tenant's daily quota in one Redis call (scripts/reserve_quota.lua). */
 export function createQuotaReservation(deps: SendAdmissionDeps): ReserveQuota {
   const tenantQuota = cachedTenantQuota(deps);
+  const dayCount = sharedDayCount(deps.db);
   return async function reserveQuota(auth: AuthContext, wanted: number): Promise<QuotaReservation> {
     const now = deps.clock.now();
     const day = utcDay(now);
@@ -241,7 +260,7 @@ export function createQuotaReservation(deps: SendAdmissionDeps): ReserveQuota {
           throw serviceUnavailable();
         });
     let reply = await call(-1);
-    if (reply[0] === 3) reply = await call(await acceptedOnDay(deps.db, auth.tenantId, day));
+    if (reply[0] === 3) reply = await call(await dayCount(auth.tenantId, day));
     const [, granted, , directoryVersion] = reply;
     if (granted < wanted) deps.metrics.rateLimited.inc({ kind: "quota" satisfies RateLimitKind });
     return {

@@ -26,7 +26,7 @@ export const ATTEMPTS_KEPT = 50;
  * (BullMQ's setting), and a delivery run writes the log at every flush of its progress: unbounded,
  * a Redis that never answered would hold the run, its job and its endpoint's deliveries for good.
  */
-export const ATTEMPT_LOG_TIMEOUT_MS = 2000;
+const ATTEMPT_LOG_TIMEOUT_MS = 2000;
 
 /** The log's entry for one post of event `eventId` of `type`, answered (or given up) `at`. */
 export function attemptOf(eventId: string, type: string, outcome: PostOutcome, at: Date): DeliveryAttempt {

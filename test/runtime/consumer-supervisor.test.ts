@@ -29,7 +29,8 @@ function supervised(options: {
   processor: Processor;
   concurrency?: number;
   heldBack?: () => boolean;
-  onReplaced?: () => void;
+  /** Called when a worker is made for a replacement (before it takes anything). */
+  onReplacement?: () => void;
 }) {
   const made: ConsumerParts<unknown>[] = [];
   const queue = env.deps.queues.status;
@@ -38,6 +39,7 @@ function supervised(options: {
     concurrency: options.concurrency ?? 2,
     processor: options.processor,
     create(processor) {
+      if (made.length > 0) options.onReplacement?.();
       const connection = createRedis(env.config, { forQueues: true });
       const worker = new Worker("status", processor, {
         connection,
@@ -52,7 +54,6 @@ function supervised(options: {
     },
     waiting: () => readyJobs(queue),
     heldBack: options.heldBack ?? (() => false),
-    onReplaced: options.onReplaced,
     logger: createLogger("silent", "test"),
     checkMs: 50,
     stuckMs: 400,
@@ -71,7 +72,7 @@ test("a consumer whose connection is gone for good is replaced, and the waiting 
     processor: async (job) => {
       done.push(job.name);
     },
-    onReplaced: () => {
+    onReplacement: () => {
       doneAtReplacement = done.length;
     },
   });
