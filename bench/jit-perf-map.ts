@@ -38,7 +38,9 @@ function mapLines(file: string): { pid: number; lines: string[] } {
     if (id === CODE_LOAD) {
       const address = view.getBigUint64(at + 32, true);
       const codeSize = view.getBigUint64(at + 40, true);
-      const nameEnd = bytes.indexOf(0, at + CODE_LOAD_NAME_AT);
+      // The name ends at its NUL, within the record (the code bytes follow it).
+      const nul = bytes.indexOf(0, at + CODE_LOAD_NAME_AT);
+      const nameEnd = nul < 0 || nul > at + size ? at + size : nul;
       const name = bytes
         .subarray(at + CODE_LOAD_NAME_AT, nameEnd)
         .toString()

@@ -51,7 +51,11 @@ const QUOTA_CACHE_MS = 30_000;
 /** Sends of one tenant admitted by one script call at most (a turn of the event loop may hold more). */
 const MAX_ADMISSIONS_A_CALL = 200;
 
-/** One send's part of a send_admission.lua call; the calls of a group share the first five. */
+/**
+ * One send's part of a send_admission.lua call. A group (one tenant, day and seed) goes out with its
+ * first call's first five: the others' are the same but `ttl`, a second or so apart, which only moves
+ * the counter's expiry.
+ */
 interface AdmissionCall {
   quotaKey: string;
   versionKey: string;
