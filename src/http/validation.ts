@@ -11,6 +11,13 @@ import { ApiError } from "./errors.ts";
 // TypeBox ValueErrorType numbers we treat specially (typebox/errors).
 const REQUIRED_PROPERTY = 45;
 const UNEXPECTED_PROPERTY = 42;
+const STRING_PATTERN = 53;
+
+/**
+ * What a string whose `pattern` failed must be, in words (`"x-pattern-means"`: "printable ASCII
+ * characters only"): the error names what failed, not the string's length the schema also bounds.
+ */
+export const PATTERN_MEANS_KEY = "x-pattern-means";
 
 interface ValueErrorLike {
   type: number;
@@ -127,6 +134,10 @@ function valueErrorsToApiError(where: string, value: unknown, all: ValueErrorLik
   }
   if (first.type === UNEXPECTED_PROPERTY) {
     return new ApiError("parameter_unknown", `Received unknown parameter: ${named}.`, { param });
+  }
+  const patternMeans = first.schema?.[PATTERN_MEANS_KEY];
+  if (first.type === STRING_PATTERN && typeof patternMeans === "string") {
+    return new ApiError("parameter_invalid", `Invalid ${named}: must be ${patternMeans}.`, { param });
   }
   return new ApiError(
     "parameter_invalid",

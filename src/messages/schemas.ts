@@ -2,6 +2,11 @@ import { type Static, t } from "elysia";
 import { ContactRefSchema } from "../contacts/schemas.ts";
 import { MessageFailureSchema, MessageRetryingSchema } from "../history/schemas.ts";
 import { withExclusivePairs } from "../http/schemas.ts";
+import { PATTERN_MEANS_KEY } from "../http/validation.ts";
+
+/** What a value that fails a printable-ASCII pattern is told it must be. */
+export const PRINTABLE_ASCII =
+  "printable ASCII characters only (space to ~, no accents, emoji or control characters)";
 
 const MediaHeader = t.Object(
   {
@@ -62,6 +67,7 @@ export const ClientReference = t.String({
   minLength: 1,
   maxLength: 128,
   pattern: "^[\\x20-\\x7E]+$",
+  [PATTERN_MEANS_KEY]: PRINTABLE_ASCII,
   description:
     "Your own reference for this message (1-128 printable ASCII characters, not unique): echoed on the message in every view and on its events.",
 });

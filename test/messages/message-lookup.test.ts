@@ -82,6 +82,35 @@ describe("client_reference", () => {
     const none = await send({ to: "+4915100099002", template: ORDER_SHIPPED });
     expect(none.body.client_reference).toBe(null);
   });
+
+  test("a non-ASCII client_reference is told it must be printable ASCII (not a length), single and batch", async () => {
+    for (const bad of ["café", "tab\there", "😀"]) {
+      const single = await send({ to: "+4915100099004", template: ORDER_SHIPPED, client_reference: bad });
+      expect(single.status).toBe(400);
+      expect(single.body.error).toMatchObject({ code: "parameter_invalid", param: "client_reference" });
+      expect(single.body.error.message).toContain("printable ASCII");
+      expect(single.body.error.message).not.toMatch(/1 to 128 characters|expected a string/);
+
+      const batch = await call(world.env.app, "POST", "/v2/messages/batch", {
+        token: world.shop.token,
+        body: { messages: [{ to: "+4915100099004", template: ORDER_SHIPPED, client_reference: bad }] },
+      });
+      expect(batch.status).toBe(200);
+      expect(batch.body.data[0].status).toBe(400);
+      expect(batch.body.data[0].error).toMatchObject({
+        code: "parameter_invalid",
+        param: "client_reference",
+      });
+      expect(batch.body.data[0].error.message).toBe(single.body.error.message);
+    }
+    // Too long is still a length error.
+    const long = await send({
+      to: "+4915100099004",
+      template: ORDER_SHIPPED,
+      client_reference: "x".repeat(129),
+    });
+    expect(long.body.error.message).toContain("128 characters");
+  });
 });
 
 describe("GET /v2/messages/{id}", () => {
