@@ -30,7 +30,7 @@ export const DESCRIPTION = `Send notifications to customers over WhatsApp and re
 
 **Authentication.** Exchange your application's \`client_id\` and \`client_secret\` for an access token at
 \`POST /oauth/token\` and send it as \`Authorization: Bearer <token>\`. Tokens live ${TOKEN_LIFETIME_SECONDS} seconds; each
-endpoint needs the scope it names (\`messaging:send\` or \`messaging:read\`). OAuth client libraries can discover the
+endpoint needs the scope it names (\`messaging:send\`, \`messaging:read\` or \`webhooks:manage\`). OAuth client libraries can discover the
 token endpoint from the issuer \`{base_url}\` (RFC 8414 metadata at \`${METADATA_PATH}\` of its host).
 
 **Errors.** Every error has the envelope \`{"error": {"type", "code", "message", "param", "request_id", "doc_url"}}\`

@@ -1,3 +1,4 @@
+import { SCOPE_MEANINGS } from "../http/request-state.ts";
 import { POLICY_DETAIL_KEY } from "../http/route-policy.ts";
 import { ErrorResponse, OAuthErrorResponse } from "../http/schemas.ts";
 import { HEADERS, responsesOf } from "./openapi-responses.ts";
@@ -91,10 +92,7 @@ export function buildOpenApiDocument(routes: readonly DocumentedRoute[], options
           flows: {
             clientCredentials: {
               tokenUrl: `${options.baseUrl}/oauth/token`,
-              scopes: {
-                "messaging:send": "Send messages and upload media.",
-                "messaging:read": "Read senders, templates, contacts, conversations, history and the feed.",
-              },
+              scopes: { ...SCOPE_MEANINGS },
             },
           },
         },

@@ -209,7 +209,7 @@ export const OAUTH_ERRORS = {
     status: 400,
     meaning: "The requested `scope` is unknown or not granted to this application.",
     action:
-      "Request a subset of the application's scopes (`messaging:send`, `messaging:read`), or omit `scope`.",
+      "Request a subset of the application's scopes (`messaging:send`, `messaging:read`, `webhooks:manage`), or omit `scope`.",
   },
   rate_limit_exceeded: {
     status: 429,

@@ -3,8 +3,21 @@ import { ApiError } from "./errors.ts";
 import type { RejectionTally } from "./rejection-tally.ts";
 import type { RoutePolicy } from "./route-policy.ts";
 
-export type Scope = "messaging:send" | "messaging:read";
-export const ALL_SCOPES: readonly Scope[] = ["messaging:send", "messaging:read"];
+/**
+ * What an access token may do, each scope with what it allows (the OpenAPI document says it from
+ * here). `webhooks:manage` is apart from `messaging:read`: a credential that only reads can neither
+ * see an endpoint's secret nor repoint or silence the event stream (DESIGN §12).
+ */
+export const SCOPE_MEANINGS = {
+  "messaging:send": "Send messages and upload media.",
+  "messaging:read":
+    "Read senders, templates, contacts, conversations, history, the feed, events and webhook endpoints.",
+  "webhooks:manage":
+    "Create, change, delete, replay webhook endpoints and rotate their signing secrets (a secret is shown only then).",
+} as const;
+export type Scope = keyof typeof SCOPE_MEANINGS;
+/** Every scope; an application created without a choice of scopes gets them all. */
+export const ALL_SCOPES: readonly Scope[] = Object.keys(SCOPE_MEANINGS) as Scope[];
 
 /** Who is calling, from a verified access token. The tenant comes from here only, never from input. */
 export interface AuthContext {

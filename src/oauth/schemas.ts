@@ -48,7 +48,7 @@ export const TokenResponse = t.Object(
           "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJjaWRfNlloOFVqMElrMk9sNFBtNlFuOFJiMCJ9.c2lnbmF0dXJl",
         token_type: "Bearer",
         expires_in: TOKEN_LIFETIME_SECONDS,
-        scope: "messaging:send messaging:read",
+        scope: "messaging:send messaging:read webhooks:manage",
       },
     ],
   },

@@ -1,6 +1,6 @@
 import type { ApplicationRecord } from "../applications/repository.ts";
 import { previousSecretValidUntil } from "../applications/service.ts";
-import type { Scope } from "../http/request-state.ts";
+import { ALL_SCOPES, type Scope } from "../http/request-state.ts";
 import { TOKEN_LIFETIME_SECONDS } from "../oauth/tokens.ts";
 import {
   APPLICATIONS_PATH,
@@ -30,18 +30,26 @@ export { APPLICATIONS_PATH, type Frame, utcTimeTag } from "./applications-markup
  * list with its "new application" form; one application's pages are application-action-pages.ts.
  */
 
-export const SCOPE_CHOICES: { scope: Scope; label: string; hint: string }[] = [
-  {
-    scope: "messaging:send",
+/** How the form offers each scope; a Record, so that a new scope cannot be left out of the form. */
+const SCOPE_TEXTS: Record<Scope, { label: string; hint: string }> = {
+  "messaging:send": {
     label: "Send messages",
     hint: "Send text and template messages (POST /messages) and upload media (POST /media).",
   },
-  {
-    scope: "messaging:read",
+  "messaging:read": {
     label: "Read messages",
-    hint: "Read senders, templates, contacts, conversations, message history and the message feed.",
+    hint: "Read senders, templates, contacts, conversations, message history, the message feed and events, and list webhook endpoints.",
   },
-];
+  "webhooks:manage": {
+    label: "Manage webhooks",
+    hint: "Create, change, delete and replay webhook endpoints and rotate their signing secrets: whoever holds it can redirect or stop your event stream.",
+  },
+};
+
+export const SCOPE_CHOICES: { scope: Scope; label: string; hint: string }[] = ALL_SCOPES.map((scope) => ({
+  scope,
+  ...SCOPE_TEXTS[scope],
+}));
 
 export interface NewApplicationForm {
   name: string;

@@ -46,14 +46,15 @@ function expectOAuthError(result: Awaited<ReturnType<typeof call>>, status: numb
 }
 
 describe("POST /oauth/token", () => {
-  test("JSON body issues a Bearer token for an hour with the application's scopes", async () => {
+  test("JSON body issues a Bearer token for an hour with the application's scopes (all, by default)", async () => {
     const result = await tokenCall({ body: grant() });
     expect(result.status).toBe(200);
     expect(result.body).toEqual({
       access_token: expect.stringMatching(/^[\w-]+\.[\w-]+\.[\w-]+$/),
       token_type: "Bearer",
       expires_in: 3600,
-      scope: "messaging:send messaging:read",
+      // An application created without a choice of scopes has every one, webhooks:manage included.
+      scope: "messaging:send messaging:read webhooks:manage",
     });
     expect(result.headers.get("cache-control")).toBe("no-store");
     expect(result.headers.get("ratelimit-limit")).toBe("1000");
@@ -103,6 +104,10 @@ describe("POST /oauth/token", () => {
     const readOnly = await createTenantWithApp(env.deps, { scopes: ["messaging:read"] });
     const widened = await tokenCall({ body: { ...grant(readOnly), scope: "messaging:read messaging:send" } });
     expectOAuthError(widened, 400, "invalid_scope");
+    const managing = await tokenCall({ body: { ...grant(readOnly), scope: "webhooks:manage" } });
+    expectOAuthError(managing, 400, "invalid_scope");
+    const onlyManaging = await tokenCall({ body: { ...grant(), scope: "webhooks:manage" } });
+    expect(onlyManaging.body.scope).toBe("webhooks:manage");
     const unknown = await tokenCall({ body: { ...grant(), scope: "admin" } });
     expectOAuthError(unknown, 400, "invalid_scope");
   });
@@ -220,7 +225,7 @@ describe("OAuth 2.0 Authorization Server Metadata (RFC 8414)", () => {
       token_endpoint: `${issuer()}/oauth/token`,
       grant_types_supported: ["client_credentials"],
       token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
-      scopes_supported: ["messaging:send", "messaging:read"],
+      scopes_supported: ["messaging:send", "messaging:read", "webhooks:manage"],
       response_types_supported: [],
       service_documentation: `${issuer()}/reference`,
     });

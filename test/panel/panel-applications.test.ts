@@ -68,6 +68,8 @@ describe("panel: applications list and create", () => {
       "<legend>Scopes</legend>",
       'value="messaging:send"',
       'value="messaging:read"',
+      // Offered like the others, and chosen by default as the CLI's default has every scope.
+      'value="webhooks:manage" checked',
       'aria-describedby="app-name-hint"',
       'aria-current="page">Applications</a>',
     ]);

@@ -9,6 +9,7 @@ import {
 } from "../../applications/service.ts";
 import { systemClock } from "../../clock.ts";
 import { DEFAULT_LIMITS } from "../../http/rate-limit.ts";
+import { ALL_SCOPES } from "../../http/request-state.ts";
 import { type CliCommands, CliError, DURATION_UNITS, optionalInteger, required } from "../command.ts";
 import { requireTenant } from "./tenants.ts";
 
@@ -53,7 +54,7 @@ export const APPLICATION_COMMANDS: CliCommands = {
     flags: {
       tenant: "!the tenant's ten_ id",
       name: "!its name",
-      scopes: 'space-separated: "messaging:send messaging:read" (default: both)',
+      scopes: `space-separated, any of: ${ALL_SCOPES.join(" ")} (default: all of them)`,
       "read-limit": `read requests per second (default ${DEFAULT_LIMITS.read})`,
       "send-limit": `send requests per second (default ${DEFAULT_LIMITS.send})`,
     },
@@ -63,7 +64,7 @@ export const APPLICATION_COMMANDS: CliCommands = {
       if (flags.scopes !== undefined && !scopes) {
         throw new CliError(
           "invalid_flag",
-          "--scopes takes messaging:send and/or messaging:read, space-separated",
+          `--scopes takes one or more of ${ALL_SCOPES.join(", ")}, space-separated`,
         );
       }
       const { application, clientSecret } = await createApplication(db, {
