@@ -5,6 +5,7 @@ import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import type { EventType } from "../db/schema.ts";
 import type { FeedRow } from "../feed/repository.ts";
+import type { LogRead } from "../feed/service.ts";
 import { HISTORY_COLUMNS } from "../history/repository.ts";
 
 export interface EventRow extends FeedRow {
@@ -51,6 +52,42 @@ export function readEventEntries(
   types?: readonly EventType[],
 ): Promise<EventRow[]> {
   return eventEntriesAfter(db, tenantId, afterSeq, types).limit(fetch).execute();
+}
+
+/**
+ * Log rows a read filtered by type examines at most (GET /events?types=…). Unbounded, a filter whose
+ * types are rare walked the whole 30 days after the cursor on every call; bounded, a call reads at
+ * most this many positions and its cursor moves past them (src/feed/service.ts, LogRead).
+ */
+export const EVENT_SCAN_ROWS = 5000;
+
+/**
+ * The tenant's events of `types` among the next EVENT_SCAN_ROWS positions after `afterSeq`, `fetch` of
+ * them at most, and the last position examined.
+ *
+ * Two statements, the bound first: a tenant's positions become visible in order (the sequencer
+ * numbers them under its event_heads row lock), so the rows read by the second statement, which may
+ * see later commits, include every one up to the bound. The bound reads the (tenant_id, seq) index
+ * alone; the second statement that same range of it, EVENT_SCAN_ROWS rows at most.
+ */
+export async function readEventsOfTypes(
+  db: Db,
+  tenantId: string,
+  afterSeq: number,
+  fetch: number,
+  types: readonly EventType[],
+): Promise<LogRead<EventRow>> {
+  const { rows: bounds } = await sql<{ last: number | null; examined: number }>`
+    SELECT max(seq) AS last, count(*)::int AS examined
+    FROM (SELECT seq FROM events WHERE tenant_id = ${tenantId} AND seq > ${afterSeq}
+          ORDER BY seq LIMIT ${EVENT_SCAN_ROWS}) next_positions`.execute(db);
+  const last = bounds[0]?.last ?? null;
+  if (last === null) return { rows: [] };
+  const rows = await eventEntriesAfter(db, tenantId, afterSeq, types)
+    .where("events.seq", "<=", last)
+    .limit(fetch)
+    .execute();
+  return { rows, examinedTo: last, stoppedShort: bounds[0]?.examined === EVENT_SCAN_ROWS };
 }
 
 /** The tenant's last event position (0 before the first). */

@@ -1,5 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { deriveKey } from "../crypto/keys.ts";
+import { ApiError } from "../http/errors.ts";
 
 /**
  * `fd_` cursors (DESIGN §6 step 4): fixed-width base62 of version, key id, epoch and position, then a
@@ -17,8 +18,41 @@ export interface FeedPosition {
   seq: number;
 }
 
+/** A kind of cursor the service issues: its prefix, and what it is and where a client gets one (for errors). */
+export interface CursorKind {
+  prefix: string;
+  name: string;
+  source: string;
+}
+
+/**
+ * Every kind of cursor the service issues, in one place, so that a cursor given where another kind is
+ * taken is named for what it is (a feed cursor passed to GET /v2/events, or the converse).
+ */
+export const CURSOR_KINDS = {
+  feed: { prefix: "fd_", name: "a feed cursor", source: "the next_cursor of GET /v2/messages" },
+  event: {
+    prefix: "evc_",
+    name: "an event cursor",
+    source: "the next_cursor of GET /v2/events, or a webhook endpoint's delivery.cursor",
+  },
+} as const satisfies Record<string, CursorKind>;
+
+/**
+ * The 400 for a cursor a codec of `kind` did not open: another kind's cursor is named as such; else it
+ * is garbage, tampered with, signed by a secret no longer kept, or another account's.
+ */
+export function cursorRefused(kind: CursorKind, param: string, given: string): ApiError {
+  const other = Object.values(CURSOR_KINDS).find(
+    (candidate) => candidate.prefix !== kind.prefix && given.startsWith(candidate.prefix),
+  );
+  const message = other
+    ? `${param} is ${other.name} (${other.prefix}…, ${other.source}); ${param} here takes ${kind.name} (${kind.prefix}…): ${kind.source}.`
+    : `${param} is not ${kind.name} this service gave this account; pass ${kind.source}.`;
+  return new ApiError("parameter_invalid", message, { param });
+}
+
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-const FEED_PREFIX = "fd_";
 const VERSION = 2;
 const LEGACY_VERSION = 1;
 const LEGACY_KEY_ID = 1;
@@ -45,6 +79,8 @@ function decodeFixed(digits: string): bigint {
 }
 
 export interface FeedCursorCodec {
+  /** Which cursors it reads and writes. */
+  kind: CursorKind;
   encode(tenantId: string, position: FeedPosition): string;
   /** Undefined for anything this service did not issue to this tenant. */
   decode(tenantId: string, cursor: string): FeedPosition | undefined;
@@ -81,8 +117,9 @@ function legacyKey(rootSecret: string): CursorKey {
 export function createFeedCursorCodec(
   secret: string,
   previousSecrets: string[] = [],
-  prefix = FEED_PREFIX,
+  kind: CursorKind = CURSOR_KINDS.feed,
 ): FeedCursorCodec {
+  const { prefix } = kind;
   const pattern = new RegExp(`^${prefix}[0-9A-Za-z]{${BODY_LENGTH + WIDTH.mac}}$`);
   const signing = currentKey(secret);
   const secrets = [secret, ...previousSecrets];
@@ -91,6 +128,7 @@ export function createFeedCursorCodec(
     createHmac("sha256", key).update(`${prefix}${body}:${tenantId}`).digest().subarray(0, MAC_BYTES);
 
   return {
+    kind,
     encode(tenantId, position) {
       const body =
         encodeFixed(BigInt(signing.version), WIDTH.version) +

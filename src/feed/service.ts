@@ -1,6 +1,5 @@
 import type { Db } from "../db/connect.ts";
-import { ApiError } from "../http/errors.ts";
-import type { FeedCursorCodec, FeedPosition } from "./cursor.ts";
+import { cursorRefused, type FeedCursorCodec, type FeedPosition } from "./cursor.ts";
 import type { FeedHead } from "./heads.ts";
 import { currentFeedEpoch, type FeedRow, readFeedEntries } from "./repository.ts";
 
@@ -11,6 +10,18 @@ export interface CursorPage<Row> {
 }
 
 export type FeedPage = CursorPage<FeedRow>;
+
+/**
+ * What a read of a log after a position found: up to `fetch` rows in log order. A read that examines
+ * rows it does not return (a filter) says how far it looked: every row it would return up to
+ * `examinedTo` is among `rows` when they are fewer than `fetch`, so the next page may start after it;
+ * `stoppedShort` when it stopped there at its bound rather than at the end of the log.
+ */
+export interface LogRead<Row> {
+  rows: Row[];
+  examinedTo?: number;
+  stoppedShort?: boolean;
+}
 
 /**
  * GET /messages. The page and the epoch are read together; a cursor of another epoch (rare: an
@@ -31,14 +42,17 @@ export function readFeed(
 ): Promise<FeedPage> {
   return readCursorPage(
     { read, cursors, tenantId, since, limit, readHead },
-    (db, afterSeq, fetch) => readFeedEntries(db, tenantId, afterSeq, fetch),
+    async (db, afterSeq, fetch) => ({ rows: await readFeedEntries(db, tenantId, afterSeq, fetch) }),
     (row) => row.seq,
   );
 }
 
 /**
  * One page of a per-tenant log read from a cursor (the feed, the event log: DESIGN §6's rules). A
- * cursor this service did not give this tenant is a 400, param `since`.
+ * cursor this service did not give this tenant is a 400, param `since`. `next_cursor` is the last row
+ * of a full page; otherwise as far as the read examined (past rows a filter skipped), or where the
+ * page started. `has_more` also when a bounded read stopped before the end of the log, even on an
+ * empty page: the caller may ask again at once.
  */
 export async function readCursorPage<Row>(
   page: {
@@ -49,19 +63,13 @@ export async function readCursorPage<Row>(
     limit: number;
     readHead?: (tenantId: string) => Promise<FeedHead | undefined>;
   },
-  fetchAfter: (db: Db, afterSeq: number, fetch: number) => Promise<Row[]>,
+  fetchAfter: (db: Db, afterSeq: number, fetch: number) => Promise<LogRead<Row>>,
   seqOf: (row: Row) => number,
 ): Promise<CursorPage<Row>> {
   const { cursors, tenantId, since, limit, readHead } = page;
   const position = since === undefined ? undefined : cursors.decode(tenantId, since);
   if (since !== undefined && !position) {
-    throw new ApiError(
-      "parameter_invalid",
-      "since is not a cursor this service gave you; pass a next_cursor.",
-      {
-        param: "since",
-      },
-    );
+    throw cursorRefused(cursors.kind, "since", since);
   }
   if (position && readHead) {
     const empty = emptyPageAtHead(cursors, tenantId, position, await readHead(tenantId));
@@ -76,12 +84,15 @@ export async function readCursorPage<Row>(
     const fetched = after === (position?.seq ?? 0) ? optimistic : await fetchAfter(db, after, limit + 1);
     return { epoch, after, fetched };
   });
-  const rows = fetched.slice(0, limit);
+  const rows = fetched.rows.slice(0, limit);
+  const full = fetched.rows.length > limit;
   const last = rows.at(-1);
+  // A full page ends at its last row; a short one where the read stopped looking, or where it began.
+  const seq = full && last ? seqOf(last) : Math.max(last ? seqOf(last) : after, fetched.examinedTo ?? after);
   return {
     rows,
-    hasMore: fetched.length > limit,
-    nextCursor: cursors.encode(tenantId, { epoch, seq: last ? seqOf(last) : after }),
+    hasMore: full || fetched.stoppedShort === true,
+    nextCursor: cursors.encode(tenantId, { epoch, seq }),
   };
 }
 
