@@ -49,9 +49,22 @@ export interface AcceptOutcome {
 
 async function replayOf(db: Db, tenantId: string, messageId: string): Promise<AcceptOutcome> {
   const row = await findMessage(db, tenantId, messageId);
-  // The idempotency record names a message of this tenant, written in the same transaction.
-  if (!row) throw new Error(`the idempotency record's message ${messageId} is missing`);
+  if (!row) throw replayedMessageGone(messageId);
   return { replayed: true, message: acceptedMessageOf(row) };
+}
+
+/**
+ * The key's message was accepted and then removed by the tenant's message retention, inside the
+ * key's 24 hours. A retention of 2 days or more (the CLI's floor) leaves no such case; one set
+ * shorter by hand still may. Sending anew would break the key's promise (the customer would get
+ * the message twice), so the key stays spent until it expires and the answer says so.
+ */
+function replayedMessageGone(messageId: string): ApiError {
+  return new ApiError(
+    "resource_missing",
+    `This Idempotency-Key was already used: it created message ${messageId}, which is no longer kept (your account's message retention removed it). Nothing was sent again; to send a new message, use a new key.`,
+    { param: "Idempotency-Key" },
+  );
 }
 
 /**

@@ -1,9 +1,12 @@
 import { t } from "elysia";
 import { toE164 } from "../contacts/phone.ts";
+import { isDependencyDown, serviceUnavailable } from "../http/dependency-faults.ts";
 import { ApiError } from "../http/errors.ts";
+import { capText } from "../http/paths.ts";
 import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
 import { withExclusivePairs } from "../http/schemas.ts";
-import { bodyValidationProblem } from "../http/validation.ts";
+import { bodyValidationProblem, PATTERN_MEANS_KEY } from "../http/validation.ts";
+import type { Logger } from "../logger.ts";
 import type { AcceptOutboundMessage, AcceptOutcome } from "./accept.ts";
 import {
   claimIdempotencyKeys,
@@ -11,7 +14,7 @@ import {
   KEY_FORMAT,
   releaseIdempotencyReservation,
 } from "./idempotency.ts";
-import { type SendMessageInput, SendMessageRequest } from "./schemas.ts";
+import { PRINTABLE_ASCII, type SendMessageInput, SendMessageRequest } from "./schemas.ts";
 
 /**
  * POST /messages/batch (DESIGN §13): up to 1,000 sends in one call, each validated and answered on
@@ -40,6 +43,7 @@ export const IdempotencyKeyProperty = t.String({
   minLength: 1,
   maxLength: 255,
   pattern: KEY_FORMAT.source,
+  [PATTERN_MEANS_KEY]: PRINTABLE_ASCII,
   description:
     "1-255 printable ASCII characters, in your application's namespace of Idempotency-Keys (shared with the header of single sends), kept 24 hours: the same key with the same item replays the original message (200); with another item, `idempotency_key_reused`.",
 });
@@ -148,6 +152,27 @@ function chainsOf(items: ValidItem[]): ValidItem[][] {
   return [...chains.values()];
 }
 
+/**
+ * What an item that failed on our side answers in its row, as the error renderer would answer it
+ * alone (src/pipeline/error-render.ts): Postgres or Redis away is 503, anything else a 500, logged.
+ */
+function failureOf(error: unknown, logger: Logger, requestId: string, index?: number): ApiError {
+  if (error instanceof ApiError) return error;
+  if (isDependencyDown(error)) return serviceUnavailable();
+  logger.error(
+    {
+      request_id: requestId,
+      item: index,
+      error:
+        error instanceof Error
+          ? { type: error.name, message: capText(error.message), stack: capText(error.stack ?? "", 4000) }
+          : { type: typeof error, message: capText(String(error)) },
+    },
+    "unhandled error in a batch item",
+  );
+  return new ApiError("internal_error", "An internal error occurred. It has been logged.");
+}
+
 /** Errors about the idempotency key name the item's field, not the single send's header. */
 function relativeToItem(error: ApiError): ApiError {
   if (error.param !== "Idempotency-Key") return error;
@@ -161,17 +186,23 @@ function relativeToItem(error: ApiError): ApiError {
 export interface BatchAcceptorDeps extends IdempotencyDeps {
   accept: AcceptOutboundMessage;
   reserveQuota: ReserveQuota;
+  logger: Logger;
 }
 
 export function createBatchAcceptor(deps: BatchAcceptorDeps) {
   const { accept, reserveQuota } = deps;
 
-  /** One item through the one acceptor; its refusal becomes its row. */
+  /**
+   * One item through the one acceptor; whatever it fails with becomes its row, never the call's:
+   * its neighbours may already be stored (DESIGN §13), and their rows are the only place the client
+   * learns their ids.
+   */
   async function acceptItem(
     auth: AuthContext,
     item: ValidItem,
     version: string,
     reservation: IdempotencyReservation | undefined,
+    requestId: string,
   ): Promise<BatchItemResult> {
     try {
       const outcome = await accept(auth, item.input, item.key, version, reservation);
@@ -179,10 +210,7 @@ export function createBatchAcceptor(deps: BatchAcceptorDeps) {
     } catch (error) {
       // A key claimed for the item and not yet settled (a refusal before its claim was used).
       if (reservation) await releaseIdempotencyReservation(deps.redis, reservation);
-      // A dependency away (503) or a fault of ours fails the call: retried with the same item keys,
-      // nothing already accepted is sent twice.
-      if (!(error instanceof ApiError) || error.status >= 500) throw error;
-      return itemError(item.index, relativeToItem(error));
+      return itemError(item.index, relativeToItem(failureOf(error, deps.logger, requestId, item.index)));
     }
   }
 
@@ -196,6 +224,7 @@ export function createBatchAcceptor(deps: BatchAcceptorDeps) {
     items: ValidItem[],
     version: string,
     keysSeen: Set<string>,
+    requestId: string,
   ) {
     // Every key's first item claims it in one pipeline for the round; a later item with the same
     // key claims it on its own once the earlier one is done (its retry).
@@ -213,16 +242,19 @@ export function createBatchAcceptor(deps: BatchAcceptorDeps) {
     const results = await Promise.all(
       chainsOf(items).map(async (chain) => {
         const done: BatchItemResult[] = [];
-        for (const item of chain) done.push(await acceptItem(auth, item, version, reservations.get(item)));
+        for (const item of chain)
+          done.push(await acceptItem(auth, item, version, reservations.get(item), requestId));
         return done;
       }),
     );
     return results.flat();
   }
 
+  /** `requestId`: the call's, for the log of an item that failed on our side. */
   return async function acceptBatch(
     auth: AuthContext,
     items: readonly unknown[],
+    requestId = "",
   ): Promise<BatchItemResult[]> {
     const results: BatchItemResult[] = new Array(items.length);
     const keysSeen = new Set<string>();
@@ -232,27 +264,49 @@ export function createBatchAcceptor(deps: BatchAcceptorDeps) {
       if ("input" in valid) pending.push(valid);
       else results[index] = valid;
     });
-    // The quota is spent by accepted items only, and the items past it are the last ones: units are
-    // reserved for the next items in order; units of items that end without a new message are given
-    // back, and reserved again for the items after them.
-    while (pending.length > 0) {
-      const reservation = await reserveQuota(auth, pending.length);
-      const granted = pending.slice(0, reservation.granted);
-      const rest = pending.slice(reservation.granted);
+    let stored = 0;
+
+    /**
+     * The next items in order that the quota grants: their rows, and the items left for the next
+     * round. The quota is spent by stored items only, and the items past it are the last ones: units
+     * of items that end without a new message are given back, and reserved again for the items after
+     * them.
+     */
+    async function round(items: ValidItem[]): Promise<ValidItem[]> {
+      const reservation = await reserveQuota(auth, items.length);
+      const granted = items.slice(0, reservation.granted);
+      const rest = items.slice(reservation.granted);
       if (granted.length === 0) {
         for (const item of rest) results[item.index] = itemError(item.index, reservation.exceeded);
-        break;
+        return [];
       }
       let created = 0;
       try {
-        for (const result of await acceptGranted(auth, granted, reservation.directoryVersion, keysSeen)) {
-          results[result.index] = result;
-          if (result.status === 201) created++;
+        const rows = await acceptGranted(auth, granted, reservation.directoryVersion, keysSeen, requestId);
+        for (const row of rows) {
+          results[row.index] = row;
+          if (row.status === 201) created++;
         }
       } finally {
         await reservation.refund(granted.length - created);
+        stored += created;
       }
-      pending = rest;
+      return rest;
+    }
+
+    while (pending.length > 0) {
+      try {
+        pending = await round(pending);
+      } catch (error) {
+        // Each item answers in its own row (acceptItem); a round fails whole only before its items
+        // run (Redis away for the quota or the keys' claim). With nothing stored yet the call
+        // fails whole, and its retry is safe; after some items were stored, the rest get the
+        // failure in their rows and the call answers 200 (DESIGN §13).
+        if (stored === 0) throw error;
+        const failure = failureOf(error, deps.logger, requestId);
+        for (const item of pending) results[item.index] ??= itemError(item.index, failure);
+        break;
+      }
     }
     return results;
   };

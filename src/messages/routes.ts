@@ -21,7 +21,7 @@ const BatchResultSchema = t.Object(
     index: t.Integer({ description: "The item's position in `messages` (from 0)." }),
     status: t.Integer({
       description:
-        "The HTTP status the item would have had alone: 201 accepted, 200 a replay of its `idempotency_key`, 400/404/409/429 refused.",
+        "The HTTP status the item would have had alone: 201 accepted, 200 a replay of its `idempotency_key`, 400/404/409/429 refused, 500/503 failed on our side (retry the item, with its `idempotency_key`).",
     }),
     message: t.Nullable(MessageSchema),
     // The envelope's error object (its schema, typed as apiErrorBody writes it).
@@ -199,7 +199,7 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
           );
         }
         const state = requestState(request);
-        const results = await sending.acceptBatch(auth, body.messages);
+        const results = await sending.acceptBatch(auth, body.messages, state?.requestId);
         const list: Static<typeof BatchResultList> = {
           object: "list" as const,
           url: new URL(request.url).pathname,
@@ -232,7 +232,7 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
         detail: {
           operationId: "sendMessageBatch",
           summary: "Send a batch of messages",
-          description: `Up to ${BATCH_MAX_ITEMS} sends in one call, each validated and answered on its own: 200 with one \`batch_result\` per item, in item order, whose \`status\` is what the item would have had alone (201, 200 for a replay, 400/404/409/429) with its \`message\` or its \`error\` (\`param\` relative to the item, e.g. \`template.name\`). Give each item its own \`idempotency_key\` (an \`Idempotency-Key\` header is refused): a retried batch then sends nothing twice. The call spends one unit of the send limit (${DEFAULT_LIMITS.send} per second; 429 for the whole call); each accepted item spends one unit of the daily quota, and the items past it (the last ones) get 429 \`quota_exceeded\` in their row. Messages to one contact are handed to the provider in item order.`,
+          description: `Up to ${BATCH_MAX_ITEMS} sends in one call, each validated and answered on its own: 200 with one \`batch_result\` per item, in item order, whose \`status\` is what the item would have had alone (201, 200 for a replay, 400/404/409/429, 500/503 when it failed on our side) with its \`message\` or its \`error\` (\`param\` relative to the item, e.g. \`template.name\`). An item that fails answers in its own row; the call as a whole answers 5xx only when none of its items was stored. Give each item its own \`idempotency_key\` (an \`Idempotency-Key\` header is refused): a retried batch then sends nothing twice. The call spends one unit of the send limit (${DEFAULT_LIMITS.send} per second; 429 for the whole call); each accepted item spends one unit of the daily quota, and the items past it (the last ones) get 429 \`quota_exceeded\` in their row. Messages to one contact are handed to the provider in item order.`,
           tags: ["Messages"],
           requestBody: {
             schema: SendBatchRequestDocumented,
