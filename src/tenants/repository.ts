@@ -44,6 +44,14 @@ function presentTenantRow(row: {
   };
 }
 
+/**
+ * The shortest message retention an operator may set (DESIGN §13): longer than the Idempotency-Key
+ * window (24 h, src/messages/idempotency.ts), so a replayed key always finds its message. Tests and
+ * benches that need less write the column directly (setMessageRetention does not check it).
+ */
+export const MIN_MESSAGE_RETENTION_DAYS = 2;
+
+/** Writes the tenant's retention as given: the operator's bounds are checked by the CLI (src/cli/commands/tenants.ts). */
 export async function setMessageRetention(db: Db, tenantId: string, days: number): Promise<void> {
   await db.updateTable("tenants").set({ message_retention_days: days }).where("id", "=", tenantId).execute();
 }

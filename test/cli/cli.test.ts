@@ -124,7 +124,7 @@ describe("operator CLI", () => {
     for (const [keep, days] of [
       ["90", 90],
       ["30d", 30],
-      ["12h", 0.5],
+      ["48h", 2],
     ] as const) {
       const set = await cli("tenant", "retention", "--tenant", tenant.id, "--keep", keep);
       expect(set.code).toBe(0);
@@ -140,6 +140,28 @@ describe("operator CLI", () => {
       expect(refused.code).not.toBe(0);
       expect(JSON.parse(refused.stderr).error.code).toBe("invalid_flag");
     }
+  });
+
+  test("tenant retention refuses less than 2 days (an Idempotency-Key's 24 hours must find its message)", async () => {
+    const tenant = JSON.parse((await cli("tenant", "create", "--name", "Short keeper")).stdout);
+    for (const keep of ["1", "1d", "12h", "47h", "2879m", "60s"]) {
+      const refused = await cli("tenant", "retention", "--tenant", tenant.id, "--keep", keep);
+      expect(refused.code).not.toBe(0);
+      const { error } = JSON.parse(refused.stderr);
+      expect(error.code).toBe("invalid_flag");
+      expect(error.message).toContain("at least 2 days");
+    }
+    await withDb(async (db) => {
+      const row = await db
+        .selectFrom("tenants")
+        .select("message_retention_days")
+        .where("id", "=", tenant.id)
+        .executeTakeFirstOrThrow();
+      expect(row.message_retention_days).toBe(400);
+    });
+    const least = await cli("tenant", "retention", "--tenant", tenant.id, "--keep", "2880m");
+    expect(least.code).toBe(0);
+    expect(JSON.parse(least.stdout).message_retention_days).toBe(2);
   });
 
   test("--help prints the commands, <command> --help its flags, without touching the database", async () => {
