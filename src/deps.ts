@@ -25,10 +25,11 @@ export function buildDeps(
 ): AppDeps {
   const clock = overrides.clock ?? systemClock;
   const metrics = createMetrics({ process: "api" });
-  const redis = createRedis(config, { connectionName: "messaging-api" });
-  const db = createDb(config.databaseUrl, { applicationName: "messaging-api", ...overrides.db });
-  const keys = redisKeys(config.redisPrefix);
   const logger = overrides.logger ?? createLogger(config.logLevel, "api");
+  // The connections log a dependency's outage once, to the process's logger.
+  const redis = createRedis(config, { connectionName: "messaging-api", logger });
+  const db = createDb(config.databaseUrl, { applicationName: "messaging-api", logger, ...overrides.db });
+  const keys = redisKeys(config.redisPrefix);
   return {
     config,
     db,
@@ -38,6 +39,7 @@ export function buildDeps(
           // A replica that does not answer holds a read a second at most, then the primary answers it.
           replica: createDb(config.databaseReadUrl, {
             applicationName: "messaging-api-read",
+            logger,
             ...overrides.db,
             connectionTimeoutMillis: 1000,
           }),
@@ -49,7 +51,7 @@ export function buildDeps(
         })
       : undefined,
     redis,
-    queues: createQueues(config, config.redisPrefix, { connectionName: "messaging-api-queues" }),
+    queues: createQueues(config, config.redisPrefix, { connectionName: "messaging-api-queues", logger }),
     provider: instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics),
     metrics,
     metricsPublisher: createMetricsPublisher({ redis, keys, metrics, logger }),

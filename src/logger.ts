@@ -75,3 +75,61 @@ export function createLogger(level: string, name?: string, destination?: pino.De
   };
   return destination ? pino(options, destination) : pino(options);
 }
+
+/** What a process depends on over the network, as its outage lines name it. */
+export type Dependency = "redis" | "postgres";
+
+/**
+ * A process's connections to one dependency, as one log: a line when the first of them loses its
+ * server, another when the last of those is back, whatever the number of connections and retries
+ * in between (each of a worker's half-dozen Redis connections fails every reconnect attempt).
+ */
+export interface OutageLog {
+  /** `connection` failed (a connection 'error' event): the dependency is away. */
+  down(dependency: Dependency, connection: object, error: unknown): void;
+  /** `connection` is connected and ready again. */
+  up(dependency: Dependency, connection: object): void;
+  /** `connection` was closed for good: it no longer counts as away. */
+  closed(dependency: Dependency, connection: object): void;
+}
+
+const outageLogs = new WeakMap<Logger, OutageLog>();
+
+/** The outage log of `logger`'s process: one per logger, so every connection factory shares it. */
+export function outageLog(logger: Logger): OutageLog {
+  let log = outageLogs.get(logger);
+  if (!log) {
+    log = createOutageLog(logger);
+    outageLogs.set(logger, log);
+  }
+  return log;
+}
+
+function createOutageLog(logger: Logger): OutageLog {
+  const outages = new Map<Dependency, { since: number; away: Set<object> }>();
+  const leave = (dependency: Dependency, connection: object, recovered: boolean) => {
+    const outage = outages.get(dependency);
+    if (!outage?.away.delete(connection) || outage.away.size > 0) return;
+    outages.delete(dependency);
+    // A connection closed while away ends the outage silently: nothing says the server is back.
+    if (recovered) {
+      logger.info({ dependency, down_ms: Date.now() - outage.since }, "dependency connection restored");
+    }
+  };
+  return {
+    down(dependency, connection, error) {
+      const outage = outages.get(dependency);
+      if (outage) {
+        outage.away.add(connection);
+        return;
+      }
+      outages.set(dependency, { since: Date.now(), away: new Set([connection]) });
+      logger.warn(
+        { dependency, err: error instanceof Error ? error.message : String(error) },
+        "dependency connection lost",
+      );
+    },
+    up: (dependency, connection) => leave(dependency, connection, true),
+    closed: (dependency, connection) => leave(dependency, connection, false),
+  };
+}

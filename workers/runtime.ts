@@ -13,7 +13,14 @@ import { createMetrics, type Metrics } from "../src/metrics/index.ts";
 import { instrumentProvider } from "../src/metrics/provider.ts";
 import { startMetricsPublisher } from "../src/metrics/publish.ts";
 import { nudgeEndpointsOf } from "../src/push/service.ts";
-import { createQueues, type JobData, type QueueName, type Queues, queuePrefix } from "../src/queues/index.ts";
+import {
+  createQueues,
+  type JobData,
+  type QueueName,
+  type Queues,
+  queueErrorListener,
+  queuePrefix,
+} from "../src/queues/index.ts";
 import { createRedis, type RedisClient, redisKeys } from "../src/redis/connect.ts";
 import { readyJobs, superviseConsumer } from "./consumer-supervisor.ts";
 
@@ -48,11 +55,13 @@ export interface WorkerRuntime extends WorkerContext {
 export function startWorkerRuntime(processName: string): WorkerRuntime {
   const config = loadConfigOrExit();
   const logger = createLogger(config.logLevel, processName);
-  const db = createDb(config.databaseUrl, { applicationName: `messaging-${processName}`, max: 10 });
-  const redis = createRedis(config, { forQueues: true, connectionName: `messaging-${processName}` });
+  // Every connection logs a dependency's outage once, to the process's logger (not once a retry).
+  const db = createDb(config.databaseUrl, { applicationName: `messaging-${processName}`, max: 10, logger });
+  const redis = createRedis(config, { forQueues: true, connectionName: `messaging-${processName}`, logger });
   const queues = createQueues(config, config.redisPrefix, {
     forQueues: true,
     connectionName: `messaging-${processName}-queues`,
+    logger,
   });
   const metrics = createMetrics({ process: processName });
   const provider = instrumentProvider(createWhatsAppProvider({ baseUrl: config.whatsappGraphUrl }), metrics);
@@ -151,6 +160,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
         const connection = createRedis(config, {
           forQueues: true,
           connectionName: `messaging-${processName}-${name}`,
+          logger,
         });
         const worker = new Worker(name, processor, {
           connection,
@@ -170,7 +180,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
             "job failed",
           );
         });
-        worker.on("error", (error) => logger.error({ queue: name, err: error.message }, "worker error"));
+        worker.on("error", queueErrorListener(name, logger));
         return { worker, connection };
       };
       const queue = queues[name] as Queue;
@@ -183,8 +193,12 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
         // connection of its own, so that a process whose every connection hangs still finds out.
         waiting: () =>
           withTimeout(readyJobs(queue), WAITING_COUNT_MS).catch(async () => {
-            const connection = createRedis(config, { connectionName: `messaging-${processName}-count` });
+            const connection = createRedis(config, {
+              connectionName: `messaging-${processName}-count`,
+              logger,
+            });
             const own = new Queue(name, { connection, prefix: queuePrefix(config.redisPrefix, name) });
+            own.on("error", queueErrorListener(name, logger));
             try {
               return await readyJobs(own);
             } finally {

@@ -1,6 +1,7 @@
 import type { EventEmitter } from "node:events";
 import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
+import { type Logger, outageLog } from "../logger.ts";
 import { withArrayLiterals } from "./array-literal.ts";
 import type { Database } from "./schema.ts";
 
@@ -17,6 +18,11 @@ export interface DbOptions {
   applicationName?: string;
   /** How long one query may take before the client gives up (30 s; bulk jobs such as bench fills set more). */
   queryTimeoutMs?: number;
+  /**
+   * The process's logger: a connection lost is written there once an outage, and its return once
+   * (src/logger.ts, outageLog). Without one, failures surface only on the queries that fail.
+   */
+  logger?: Logger;
 }
 
 export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Pool {
@@ -36,9 +42,12 @@ export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Poo
   // unhandled 'error' and kill the process. The failure reaches the caller through its query, and the
   // pool discards the broken client on release (it is no longer queryable), so the next query gets
   // a fresh connection.
+  const outages = options.logger && outageLog(options.logger);
+  const lost = (error: unknown) => outages?.down("postgres", pool, error);
   pool.on("connect", (client) => {
+    outages?.up("postgres", pool);
     tuneQueries(client);
-    client.on("error", () => {});
+    client.on("error", lost);
     // A FATAL error answers the query in flight and the server closes the connection right after:
     // released before the close arrives, the client would go back to the pool for the next query.
     (client as unknown as { connection: EventEmitter }).connection.on(
@@ -51,7 +60,7 @@ export function createPool(databaseUrl: string, options: DbOptions = {}): pg.Poo
   pool.on("release", (error, client) => {
     if (!error && doomed.has(client)) void client.end().catch(() => {}); // ending: the pool drops it
   });
-  pool.on("error", () => {});
+  pool.on("error", lost);
   return pool;
 }
 

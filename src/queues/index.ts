@@ -1,5 +1,12 @@
 import { type JobsOptions, Queue } from "bullmq";
-import { createRedis, type RedisClientOptions, type RedisTarget } from "../redis/connect.ts";
+import { isDependencyDown } from "../http/dependency-faults.ts";
+import type { Logger } from "../logger.ts";
+import {
+  createRedis,
+  type RedisClientOptions,
+  type RedisTarget,
+  reportedByConnection,
+} from "../redis/connect.ts";
 
 /**
  * BullMQ queues. Redis may restart empty, so a job is only ever a nudge: Postgres says what is
@@ -55,12 +62,15 @@ export const DEFAULT_JOB_OPTIONS: JobsOptions = {
  */
 export function createQueues(target: RedisTarget, redisPrefix: string, options: RedisClientOptions): Queues {
   const connection = createRedis(target, options);
-  const make = <N extends QueueName>(name: N) =>
-    new Queue<JobData[N]>(name, {
+  const make = <N extends QueueName>(name: N) => {
+    const queue = new Queue<JobData[N]>(name, {
       connection,
       prefix: queuePrefix(redisPrefix, name),
       defaultJobOptions: DEFAULT_JOB_OPTIONS,
     });
+    queue.on("error", queueErrorListener(name, options.logger));
+    return queue;
+  };
   const queues = {
     send: make("send"),
     finalize: make("finalize"),
@@ -73,6 +83,19 @@ export function createQueues(target: RedisTarget, redisPrefix: string, options: 
       await Promise.all(Object.values(queues).map((q) => q.close()));
       await connection.quit().catch(() => connection.disconnect());
     },
+  };
+}
+
+/**
+ * A BullMQ Queue's or Worker's 'error' listener. Without one BullMQ prints each error raw on
+ * stderr, outside the JSON log: a line block per reconnect attempt while Redis is away. Redis
+ * going away is the connection's to log (once an outage, src/redis/connect.ts); anything else is
+ * written here.
+ */
+export function queueErrorListener(queue: string, logger: Logger | undefined): (error: Error) => void {
+  return (error) => {
+    if (reportedByConnection(error) || isDependencyDown(error)) return;
+    logger?.error({ queue, err: error.message }, "queue error");
   };
 }
 

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type ChainableCommander, Cluster, Redis, type RedisOptions } from "ioredis";
 import type { Config } from "../config.ts";
+import { type Logger, outageLog } from "../logger.ts";
 
 /** Our Lua commands, registered with defineCommand on every connection we create. */
 export interface ScriptCommands {
@@ -79,6 +80,44 @@ export interface RedisClientOptions {
   /** BullMQ's blocking connections need this to be null. */
   forQueues?: boolean;
   connectionName?: string;
+  /**
+   * The process's logger: the connection's failures are written there once an outage
+   * (watchConnection). Without one they surface only on the commands that fail.
+   */
+  logger?: Logger;
+}
+
+/** Errors a connection already reported (BullMQ hands them on as its Queue's and Worker's 'error'). */
+const connectionErrors = new WeakSet<object>();
+
+/**
+ * Whether a connection's own 'error' event carried `error`: the outage log has it (once an outage),
+ * so a Queue's or Worker's 'error' listener need not write it again (once a retry).
+ */
+export function reportedByConnection(error: unknown): boolean {
+  return typeof error === "object" && error !== null && connectionErrors.has(error);
+}
+
+/**
+ * Every 'error' of a connection is a failed (re)connect; an unhandled one would kill the process
+ * (and ioredis prints it raw). With a logger, the process's outage log gets one line when its
+ * first connection loses Redis and one when the last is back. The copies BullMQ makes of the
+ * connection (a Worker's blocking and main connections) are watched the same way.
+ */
+function watchConnection<T extends Redis | Cluster>(connection: T, logger: Logger | undefined): T {
+  const outages = logger && outageLog(logger);
+  connection.on("error", (error: unknown) => {
+    if (typeof error === "object" && error !== null) connectionErrors.add(error);
+    outages?.down("redis", connection, error);
+  });
+  if (outages) {
+    connection.on("ready", () => outages.up("redis", connection));
+    connection.on("end", () => outages.closed("redis", connection));
+  }
+  const duplicate = connection.duplicate.bind(connection) as (...args: unknown[]) => T;
+  (connection as unknown as { duplicate: (...args: unknown[]) => T }).duplicate = (...args) =>
+    watchConnection(duplicate(...args), logger);
+  return connection;
 }
 
 const COMMAND_TIMEOUT_MS = 2000;
@@ -143,8 +182,8 @@ export function createRedis(target: RedisTarget | string, options: RedisClientOp
       : new Redis(redisUrl, { ...settings, retryStrategy })
   ) as RedisClient;
   if (redis instanceof Cluster && !options.forQueues) boundOfflineWait(redis);
-  // Errors surface on the commands that fail; an unhandled 'error' event would kill the process.
-  redis.on("error", () => {});
+  // Errors surface on the commands that fail; the outage log says when Redis went and came back.
+  watchConnection(redis, options.logger);
   for (const script of SCRIPTS) {
     redis.defineCommand(script.name, { numberOfKeys: script.keys, lua: scriptSource.get(script.name) ?? "" });
   }
