@@ -5,11 +5,20 @@
  */
 import { MessagingClient, type Scope } from "../src/index.ts";
 
+/** Where the examples call the API (with the `/v2`). */
+export const BASE_URL = process.env.MESSAGING_BASE_URL ?? "http://localhost:3000/v2";
+
+/** The client; exits with a message when the credentials are not set (nothing to try them with). */
 export function clientFromEnv(scope: Scope): MessagingClient {
-  return new MessagingClient({
-    baseUrl: process.env.MESSAGING_BASE_URL ?? "http://localhost:3000/v2",
-    clientId: process.env.MESSAGING_CLIENT_ID ?? "",
-    clientSecret: process.env.MESSAGING_CLIENT_SECRET ?? "",
-    scopes: [scope],
-  });
+  const clientId = process.env.MESSAGING_CLIENT_ID ?? "";
+  const clientSecret = process.env.MESSAGING_CLIENT_SECRET ?? "";
+  if (!clientId || !clientSecret) {
+    console.error(
+      "Set MESSAGING_CLIENT_ID and MESSAGING_CLIENT_SECRET to the application's credentials " +
+        "(`bun run cli seed` prints the development ones), and MESSAGING_BASE_URL when the API is " +
+        `not at ${BASE_URL}.`,
+    );
+    process.exit(1);
+  }
+  return new MessagingClient({ baseUrl: BASE_URL, clientId, clientSecret, scopes: [scope] });
 }

@@ -3,25 +3,25 @@
  * drops repeats (by event id), answers 204 at once and handles the event after, in arrival order.
  * At start it first catches up with GET /events from its stored cursor, so that what happened while
  * it was away (an endpoint disabled after days of failures, a receiver moved to a new URL) is read too.
+ * A catch-up that fails (the API unreachable, credentials refused) stops it with exit code 1.
  *
- *   WEBHOOK_SECRET=whsec_... MESSAGING_CLIENT_ID=cid_... MESSAGING_CLIENT_SECRET=csec_... \
- *     bun sdk/examples/webhook-receiver.ts
+ *   MESSAGING_BASE_URL=http://localhost:3000/v2 MESSAGING_CLIENT_ID=cid_... MESSAGING_CLIENT_SECRET=csec_... \
+ *     WEBHOOK_SECRET=whsec_... PORT=8080 bun sdk/examples/webhook-receiver.ts
  *
  * The endpoint, and its secret (shown once), with the SDK:
  *   const { id, secret } = await client.webhookEndpoints.create({ url: "https://hooks.example.com/webhooks" });
  * (`http` and loopback URLs, such as http://127.0.0.1:8080/webhooks, only in development.)
  *
  * Environment: PORT (8080; 0 picks a free one), WEBHOOK_SECRET, EVENTS_CURSOR_FILE
- * (events-cursor.txt), MESSAGING_BASE_URL / _CLIENT_ID / _CLIENT_SECRET (for the catch-up).
+ * (events-cursor.txt), MESSAGING_BASE_URL (http://localhost:3000/v2) / _CLIENT_ID / _CLIENT_SECRET
+ * (for the catch-up).
  */
 import { readFile, rename, writeFile } from "node:fs/promises";
-import { type WebhookEvent, WebhookVerificationError } from "../src/index.ts";
-import { clientFromEnv } from "./client-from-env.ts";
+import { ApiError, type WebhookEvent, WebhookVerificationError } from "../src/index.ts";
+import { BASE_URL, clientFromEnv } from "./client-from-env.ts";
 
 const SECRET = process.env.WEBHOOK_SECRET ?? "";
 const CURSOR_FILE = process.env.EVENTS_CURSOR_FILE ?? "events-cursor.txt";
-/** The catch-up is over once the log has had nothing new for this long. */
-const CATCH_UP_IDLE_MS = 2_000;
 /** How many handled event ids are remembered to drop repeats. */
 const REMEMBERED_IDS = 10_000;
 
@@ -96,31 +96,41 @@ const shutDown = () => {
 process.once("SIGINT", shutDown);
 process.once("SIGTERM", shutDown);
 
-// The catch-up: GET /events from the stored cursor until nothing new comes, the cursor stored after
-// each page was handled. Without a stored cursor it starts at the oldest event kept (30 days).
+// The catch-up: GET /events from the stored cursor up to the head of the log (`stopAtHead`), the
+// cursor stored after each page was handled. Without a stored cursor it starts at the oldest event
+// kept (30 days). However slow the API is to answer (the SDK retries), "caught up" means read.
 const since = (await readFile(CURSOR_FILE, "utf8").catch(() => "")).trim() || undefined;
 console.error(since ? `catching up from ${since}` : "catching up from the oldest event kept");
-const catchUp = new AbortController();
-stop.signal.addEventListener("abort", () => catchUp.abort());
-let idle = setTimeout(() => catchUp.abort(), CATCH_UP_IDLE_MS);
+let read = 0;
 try {
   for await (const event of client.events.consume({
     since,
-    signal: catchUp.signal,
+    stopAtHead: true,
+    signal: stop.signal,
     onCursor: async (cursor) => {
       await writeFile(`${CURSOR_FILE}.tmp`, cursor);
       await rename(`${CURSOR_FILE}.tmp`, CURSOR_FILE);
     },
   })) {
-    clearTimeout(idle);
     // Done before the page's cursor is stored (onCursor comes after the page's last event).
     await handle(event, "catch-up");
-    idle = setTimeout(() => catchUp.abort(), CATCH_UP_IDLE_MS);
+    read++;
   }
 } catch (error) {
-  // A catch-up that fails (the API unreachable, wrong credentials) does not stop the pushes.
-  console.error("the catch-up stopped:", error);
-} finally {
-  clearTimeout(idle);
+  // Without the catch-up, what happened while it was away would go unread: say why, and stop.
+  console.error(`the catch-up failed: ${whyFailed(error)}`);
+  server.stop(true);
+  process.exit(1);
 }
-console.error("caught up; waiting for deliveries");
+if (stop.signal.aborted) console.error("stopped before it caught up");
+else console.error(`caught up (${read} events read); waiting for deliveries`);
+
+/** A catch-up's failure, for the person who runs this: what went wrong, and which setting to check. */
+function whyFailed(error: unknown): string {
+  if (error instanceof ApiError && error.status === 401)
+    return `${BASE_URL} refused the credentials (${error.code}: ${error.message}); check MESSAGING_CLIENT_ID and MESSAGING_CLIENT_SECRET`;
+  if (error instanceof ApiError)
+    return `${BASE_URL} answered ${error.status} ${error.code}: ${error.message}${error.requestId ? ` (${error.requestId})` : ""}`;
+  const reason = error instanceof Error ? error.message : String(error);
+  return `could not reach ${BASE_URL} (${reason}); check MESSAGING_BASE_URL`;
+}

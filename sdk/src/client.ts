@@ -125,7 +125,8 @@ export class MessagingClient {
   readonly events = {
     /**
      * Follows the log from `since` (absent: the oldest event kept) for as long as the caller
-     * iterates, like `feed.consume`: redeliveries dropped, `onCursor` after each page was taken.
+     * iterates, like `feed.consume`: redeliveries dropped, `onCursor` after each page was taken;
+     * with `stopAtHead`, until it has read up to the head (a catch-up).
      */
     consume: (options: FeedOptions & { types?: EventType[] } = {}): AsyncGenerator<WebhookEvent> =>
       consumeEvents(this.transport, options),

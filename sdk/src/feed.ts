@@ -20,6 +20,14 @@ export interface FeedOptions {
   minWaitMs?: number;
   /** Longest wait between polls of an empty feed. Default 5 000 ms. */
   maxWaitMs?: number;
+  /**
+   * Ends the iteration (normally, no error) at the head: after the first page that says nothing more
+   * is beyond its cursor (`has_more` false), once that page was taken and its cursor reported. A
+   * catch-up that reads everything there is, however long the requests and their retries take; a
+   * failure is thrown as it is without this option. Default false: follow the log for as long as
+   * the caller iterates.
+   */
+  stopAtHead?: boolean;
 }
 
 /** A set that remembers only the most recently added `capacity` values. */
@@ -70,9 +78,9 @@ async function* consumeLog<T extends { id: string | null }>(
   let cursor = options.since;
   let wait = minWait;
   while (!signal?.aborted) {
-    let page: { data: T[]; next_cursor: string };
+    let page: { data: T[]; has_more: boolean; next_cursor: string };
     try {
-      page = await transport.request<{ data: T[]; next_cursor: string }>("GET", path, {
+      page = await transport.request<{ data: T[]; has_more: boolean; next_cursor: string }>("GET", path, {
         query: { since: cursor, limit: options.limit, ...extraQuery },
         signal,
       });
@@ -91,6 +99,7 @@ async function* consumeLog<T extends { id: string | null }>(
       cursor = page.next_cursor;
       await onCursor?.(cursor);
     }
+    if (options.stopAtHead && !page.has_more) return;
     if (page.data.length > 0) {
       wait = minWait;
       continue;

@@ -68,6 +68,13 @@ function isRedirect(response: Response): boolean {
   return response.status >= 300 && response.status < 400 && response.status !== 304;
 }
 
+/**
+ * Network errors thrown after their call's retries ran out. The token request retries on its own; an
+ * API call waiting for that token must not retry the same failure again (5 token attempts for each of
+ * its 5 attempts: minutes, not seconds, before an unreachable API is reported).
+ */
+const retriesSpent = new WeakSet<object>();
+
 /** Statuses a retry may cure: the service (or a proxy before it) could not take the request now. */
 const TRANSIENT_STATUSES = new Set([502, 503, 504]);
 
@@ -227,10 +234,14 @@ export class Transport {
       try {
         outcome = await attempt();
       } catch (error) {
-        // The caller's abort, or an error of ours: not a network failure to retry.
-        if (signal?.aborted || !isNetworkError(error)) throw error;
+        // The caller's abort, or an error of ours: not a network failure to retry; nor one the token
+        // request already retried.
+        if (signal?.aborted || !isNetworkError(error) || retriesSpent.has(error)) throw error;
         transientFailures++;
-        if (transientFailures >= this.retry.maxAttempts) throw error;
+        if (transientFailures >= this.retry.maxAttempts) {
+          retriesSpent.add(error);
+          throw error;
+        }
         await sleep(this.backoffMs(transientFailures), signal);
         continue;
       }
@@ -287,7 +298,7 @@ export class Transport {
  * ApiError (it has a `code` too) is an answer, already retried as far as it should be: the token
  * request's own errors (a redirect, invalid_client) reach an API call's loop through currentToken.
  */
-function isNetworkError(error: unknown): boolean {
+function isNetworkError(error: unknown): error is Error {
   if (!(error instanceof Error) || error instanceof ApiError) return false;
   if (error.name === "AbortError" || error.name === "TimeoutError") return false;
   return error instanceof TypeError || "code" in error;
