@@ -5,6 +5,8 @@
  * union-of-literal encodings are rewritten as plain JSON Schema 2020-12 (OpenAPI 3.1).
  */
 
+import { PATTERN_MEANS_KEY } from "../http/validation.ts";
+
 export type Json = Record<string, unknown>;
 
 export const isObject = (value: unknown): value is Json =>
@@ -70,6 +72,7 @@ export class Components {
     // OpenAPI 3.0's flag (3.1 says null with `type`), Elysia's validation hints, t.File's default.
     delete node.nullable;
     delete node["x-param"];
+    delete node[PATTERN_MEANS_KEY];
     delete node.elysiaMeta;
     // A file (t.File's `format: binary`) is, in OpenAPI 3.1, a string of some media type; the
     // request's `encoding` names the types taken.

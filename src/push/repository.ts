@@ -80,8 +80,6 @@ export type EndpointChange = Pick<
   | "description"
   | "status"
   | "disabled_reason"
-  | "secret"
-  | "previous_secrets"
   | "cursor_seq"
   | "paused_until"
   | "retry_at"
@@ -121,6 +119,40 @@ export async function updateEndpoint(
         .execute();
     }
     return row;
+  });
+}
+
+/** An endpoint's signing secrets after a rotation: the new one, and the one previous (null: none). */
+export type SecretChange = Pick<
+  Updateable<WebhookEndpointsTable>,
+  "secret" | "previous_secret" | "previous_secret_expires_at"
+>;
+
+/**
+ * Rotates an endpoint's secret: `rotate` makes the new secrets from the row as it is, locked, so two
+ * rotations at once take turns and each one's new secret is the next one's previous.
+ */
+export async function replaceEndpointSecret(
+  db: Db,
+  tenantId: string,
+  id: string,
+  rotate: (current: EndpointRow) => SecretChange,
+): Promise<EndpointRow | undefined> {
+  return db.transaction().execute(async (trx) => {
+    const current = await trx
+      .selectFrom("webhook_endpoints")
+      .selectAll()
+      .where("tenant_id", "=", tenantId)
+      .where("id", "=", id)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!current) return undefined;
+    return trx
+      .updateTable("webhook_endpoints")
+      .set(rotate(current))
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
   });
 }
 

@@ -22,14 +22,15 @@ import {
   findEndpoint,
   insertEndpoint,
   listEndpoints,
+  replaceEndpointSecret,
   updateEndpoint,
 } from "./repository.ts";
-import { ENDPOINTS_PER_TENANT } from "./schemas.ts";
+import { ENDPOINTS_PER_TENANT, MAX_PREVIOUS_SECRET_SECONDS } from "./schemas.ts";
 import { newEndpointSecret } from "./signature.ts";
 import { endpointAddressProblem } from "./url-safety.ts";
 
-/** After a rotation the old secret still signs for this long (DESIGN §12). */
-export const SECRET_OVERLAP_MS = 24 * 3600_000;
+/** After a rotation the replaced secret still signs for this long, unless the rotation says less (DESIGN §12). */
+const SECRET_OVERLAP_SECONDS = MAX_PREVIOUS_SECRET_SECONDS;
 
 export type EndpointDeps = Pick<AppDeps, "db" | "clock" | "queues"> & {
   config: Pick<AppDeps["config"], "providerTokenKey" | "jwtSecret" | "previousSecrets"> & {
@@ -66,14 +67,18 @@ export async function scheduleEndpointRetry(
   );
 }
 
-/** The secrets a delivery is signed with now: the current one, and the replaced ones still in their overlap. */
+/** The context a replaced secret is sealed with (the current one's is the endpoint's id). */
+const previousContext = (id: string) => `${id}:previous`;
+
+/**
+ * The secrets a delivery is signed with now: the current one, and the replaced one while in its
+ * overlap. At most two: the row holds no more (sql/030).
+ */
 export function signingSecrets(key: Buffer, row: EndpointRow, now: Date): string[] {
-  return [
-    open(key, row.secret, row.id),
-    ...row.previous_secrets
-      .filter((previous) => new Date(previous.expires_at) > now)
-      .map((previous) => open(key, previous.secret, `${row.id}:previous`)),
-  ];
+  const current = open(key, row.secret, row.id);
+  const { previous_secret: previous, previous_secret_expires_at: until } = row;
+  if (previous === null || until === null || until <= now) return [current];
+  return [current, open(key, previous, previousContext(row.id))];
 }
 
 async function checkUrl(deps: EndpointDeps, url: string): Promise<void> {
@@ -158,7 +163,8 @@ export async function changeWebhookEndpoint(
     status?: "enabled" | "disabled";
   },
 ) {
-  if (!(await findEndpoint(deps.db, tenantId, id))) throw endpointMissing(id);
+  const found = await findEndpoint(deps.db, tenantId, id);
+  if (!found) throw endpointMissing(id);
   if (body.url !== undefined) await checkUrl(deps, body.url);
   const change: EndpointChange = {
     ...(body.url !== undefined && { url: body.url }),
@@ -173,6 +179,8 @@ export async function changeWebhookEndpoint(
       retry_at: null,
     }),
   };
+  // Nothing to change (`{}`): the endpoint as it is, as Stripe answers an empty update.
+  if (Object.keys(change).length === 0) return presentOne(deps, found);
   const row = await updateEndpoint(deps.db, tenantId, id, change, {
     // Other event types: the run that reads the old ones stops, and delivery starts over from the cursor.
     restart: body.events !== undefined,
@@ -188,26 +196,29 @@ export async function deleteWebhookEndpoint(deps: EndpointDeps, tenantId: string
   return { object: "webhook_endpoint" as const, id, deleted: true as const };
 }
 
-/** A new secret; the old one keeps signing for SECRET_OVERLAP_MS, so receivers can switch without a gap. */
-export async function rotateWebhookSecret(deps: EndpointDeps, tenantId: string, id: string) {
-  const current = await findEndpoint(deps.db, tenantId, id);
-  if (!current) throw endpointMissing(id);
+/**
+ * A new secret. The replaced one keeps signing for `expirePreviousIn` seconds (0: it stops now), so
+ * receivers can switch without a gap; a secret replaced before it stops at once, so that at most
+ * two sign (the signature header stays small however often the secret is rotated).
+ */
+export async function rotateWebhookSecret(
+  deps: EndpointDeps,
+  tenantId: string,
+  id: string,
+  expirePreviousIn: number = SECRET_OVERLAP_SECONDS,
+) {
   const key = deps.config.providerTokenKey;
   const secret = newEndpointSecret();
   const now = deps.clock.now();
-  // The replaced secret signs for SECRET_OVERLAP_MS more, as do earlier ones still in theirs: a
-  // rotation repeated (a retry after a lost answer) never cuts off the secret the receiver has.
-  const previous = [
-    {
-      secret: seal(key, open(key, current.secret, id), `${id}:previous`),
-      expires_at: new Date(now.getTime() + SECRET_OVERLAP_MS).toISOString(),
-    },
-    ...current.previous_secrets.filter((old) => new Date(old.expires_at) > now),
-  ];
-  const row = await updateEndpoint(deps.db, tenantId, id, {
+  const row = await replaceEndpointSecret(deps.db, tenantId, id, (current) => ({
     secret: seal(key, secret, id),
-    previous_secrets: JSON.stringify(previous),
-  });
+    ...(expirePreviousIn > 0
+      ? {
+          previous_secret: seal(key, open(key, current.secret, id), previousContext(id)),
+          previous_secret_expires_at: new Date(now.getTime() + expirePreviousIn * 1000),
+        }
+      : { previous_secret: null, previous_secret_expires_at: null }),
+  }));
   if (!row) throw endpointMissing(id);
   return { ...(await presentOne(deps, row)), secret };
 }
