@@ -299,8 +299,9 @@ export interface WebhookEndpointsTable {
   status: Generated<"enabled" | "disabled">;
   disabled_reason: string | null;
   secret: string;
-  /** Replaced secrets still signing during their overlap: sealed, with their expiry (ISO). */
-  previous_secrets: ColumnType<PreviousSecret[], string | undefined, string>;
+  /** The one replaced secret that may still sign (sealed), until its expiry; both null or both set (sql/030). */
+  previous_secret: string | null;
+  previous_secret_expires_at: Date | null;
   cursor_seq: number;
   generation: Generated<number>;
   lease: string | null;
@@ -311,11 +312,6 @@ export interface WebhookEndpointsTable {
   last_failure_status: number | null;
   last_failure_error: string | null;
   created_at: CreatedAt;
-}
-
-export interface PreviousSecret {
-  secret: string;
-  expires_at: string;
 }
 
 /** Past an endpoint's cursor: events acknowledged out of order, and events waiting for a retry. */

@@ -39,7 +39,14 @@ export function queryInteger(name: string, options: { minimum: number; maximum: 
   return t.Integer({ ...options, "x-param": name, description: `${options.minimum} to ${options.maximum}` });
 }
 
+/**
+ * A schema may say in its own words what it expects (`"x-expected"`), where the words made from its
+ * type would point the wrong way (an empty list is still "an array"; a nullable string is a union).
+ */
+export const EXPECTED_KEY = "x-expected";
+
 function describeSchema(schema: Record<string, unknown>): string {
+  if (typeof schema[EXPECTED_KEY] === "string") return schema[EXPECTED_KEY];
   const anyOf = schema.anyOf as Record<string, unknown>[] | undefined;
   if (anyOf) {
     const literals = anyOf.map((s) => s.const).filter((v) => v !== undefined);

@@ -9,6 +9,7 @@ import {
   DeletedEndpointSchema,
   EndpointIdParams,
   ReplayBody,
+  RotateSecretBody,
   UpdateEndpointBody,
   WebhookEndpointList,
   WebhookEndpointSchema,
@@ -40,7 +41,7 @@ export function webhookEndpointRoutes(deps: AppDeps) {
       },
       {
         policy: POLICIES.apiRead,
-        scope: "messaging:read",
+        scope: "webhooks:manage",
         body: CreateEndpointBody,
         response: {
           201: WebhookEndpointWithSecretSchema,
@@ -93,7 +94,7 @@ export function webhookEndpointRoutes(deps: AppDeps) {
       ({ auth, params, body }) => changeWebhookEndpoint(endpoints, auth.tenantId, params.endpoint_id, body),
       {
         policy: POLICIES.apiRead,
-        scope: "messaging:read",
+        scope: "webhooks:manage",
         params: EndpointIdParams,
         body: UpdateEndpointBody,
         response: { 200: WebhookEndpointSchema, ...standardErrors(...BODY_ERRORS, "resource_missing") },
@@ -111,7 +112,7 @@ export function webhookEndpointRoutes(deps: AppDeps) {
       ({ auth, params }) => deleteWebhookEndpoint(endpoints, auth.tenantId, params.endpoint_id),
       {
         policy: POLICIES.apiRead,
-        scope: "messaging:read",
+        scope: "webhooks:manage",
         params: EndpointIdParams,
         response: { 200: DeletedEndpointSchema, ...standardErrors("parameter_invalid", "resource_missing") },
         detail: {
@@ -124,20 +125,22 @@ export function webhookEndpointRoutes(deps: AppDeps) {
     )
     .post(
       "/webhook_endpoints/:endpoint_id/rotate_secret",
-      ({ auth, params }) => rotateWebhookSecret(endpoints, auth.tenantId, params.endpoint_id),
+      ({ auth, params, body }) =>
+        rotateWebhookSecret(endpoints, auth.tenantId, params.endpoint_id, body?.expire_previous_in),
       {
         policy: POLICIES.apiRead,
-        scope: "messaging:read",
+        scope: "webhooks:manage",
         params: EndpointIdParams,
+        body: RotateSecretBody,
         response: {
           200: WebhookEndpointWithSecretSchema,
-          ...standardErrors("parameter_invalid", "resource_missing"),
+          ...standardErrors(...BODY_ERRORS, "resource_missing"),
         },
         detail: {
           operationId: "rotateWebhookEndpointSecret",
           summary: "Rotate an endpoint's secret",
           description:
-            "A new `secret`, returned only here. For 24 hours every delivery carries two signatures, one by each secret, so your receiver can switch to the new one without a gap.",
+            "A new `secret`, returned only here. The replaced secret keeps signing for `expire_previous_in` seconds (24 hours by default; 0 ends it now, e.g. after a leak): meanwhile every delivery carries two signatures, one by each secret, so your receiver can switch to the new one without a gap. At most two secrets sign at once: rotating again ends the older previous secret at once.",
           tags: TAGS,
         },
       },
@@ -148,7 +151,7 @@ export function webhookEndpointRoutes(deps: AppDeps) {
         replayWebhookEndpoint(endpoints, auth.tenantId, params.endpoint_id, body.since),
       {
         policy: POLICIES.apiRead,
-        scope: "messaging:read",
+        scope: "webhooks:manage",
         params: EndpointIdParams,
         body: ReplayBody,
         response: { 200: WebhookEndpointSchema, ...standardErrors(...BODY_ERRORS, "resource_missing") },

@@ -1,6 +1,7 @@
 import { t } from "elysia";
 import { EventTypeSchema } from "../events/schemas.ts";
 import { listOf } from "../http/schemas.ts";
+import { EXPECTED_KEY } from "../http/validation.ts";
 import { ENDPOINT_URL_MAX } from "./url-safety.ts";
 
 /** At most this many endpoints per tenant (DESIGN §12). */
@@ -16,15 +17,19 @@ const endpointUrl = t.String({
   description:
     "Where events are posted: `https` to a public host (a name resolving to a private, loopback or link-local address is refused).",
   "x-param": "url",
+  [EXPECTED_KEY]: `an https URL of at most ${ENDPOINT_URL_MAX} characters`,
 });
 const endpointEvents = t.Array(EventTypeSchema, {
   minItems: 1,
   uniqueItems: true,
-  description: "The event types posted to this endpoint.",
+  description: "The event types posted to this endpoint: at least one, each once. Omit it for every type.",
   "x-param": "events",
+  // An empty list is refused, not read as "none" or "all": it would say the opposite of either.
+  [EXPECTED_KEY]: "a list of at least one event type, each named once; omit events to receive every type",
 });
 const endpointDescription = t.Nullable(
   t.String({ maxLength: DESCRIPTION_MAX, description: "Your note on what this endpoint is for." }),
+  { [EXPECTED_KEY]: `a string of at most ${DESCRIPTION_MAX} characters, or null` },
 );
 
 export const CreateEndpointBody = t.Object(
@@ -47,6 +52,27 @@ export const UpdateEndpointBody = t.Object({
   ),
 });
 
+/** The longest a replaced secret may keep signing after a rotation (DESIGN §12: 0–24 h). */
+export const MAX_PREVIOUS_SECRET_SECONDS = 24 * 3600;
+
+/** Optional: no body, or `{}`, keeps the replaced secret for 24 hours. */
+export const RotateSecretBody = t.Optional(
+  t.Object({
+    expire_previous_in: t.Optional(
+      // A JSON number (t.Integer would take "60" too), whole.
+      t.Number({
+        multipleOf: 1,
+        minimum: 0,
+        maximum: MAX_PREVIOUS_SECRET_SECONDS,
+        description:
+          "Seconds the replaced secret keeps signing, alongside the new one (default 86400, 24 hours). 0: it stops now (a leaked secret). A secret replaced before it stops at once either way.",
+        "x-param": "expire_previous_in",
+        [EXPECTED_KEY]: `a whole number of seconds from 0 to ${MAX_PREVIOUS_SECRET_SECONDS}`,
+      }),
+    ),
+  }),
+);
+
 export const ReplayBody = t.Object({
   since: t.Nullable(
     t.String({
@@ -54,6 +80,7 @@ export const ReplayBody = t.Object({
         "An `evc_` cursor (a `next_cursor` of GET /events, or an endpoint's `delivery.cursor`): delivery restarts with the events after it. `null`: the oldest event kept.",
       "x-param": "since",
     }),
+    { [EXPECTED_KEY]: "an `evc_` cursor, or null for the oldest event kept" },
   ),
 });
 

@@ -3,19 +3,31 @@
  * update, delete, rotate_secret, replay; URL rules; the per-tenant limit; another tenant's is 404.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { sql } from "kysely";
 import { createApp } from "../../src/app.ts";
+import { findApplicationByClientId } from "../../src/applications/repository.ts";
+import { createApplication } from "../../src/applications/service.ts";
 import { ENDPOINTS_PER_TENANT } from "../../src/push/schemas.ts";
 import { endpointAddressProblem } from "../../src/push/url-safety.ts";
-import { call, createTenantWithApp, createTestEnv, getToken, type TestEnv } from "../support/index.ts";
+import {
+  call,
+  createTenantWithApp,
+  createTestEnv,
+  expectApiError,
+  getToken,
+  type TestEnv,
+} from "../support/index.ts";
 
 let env: TestEnv;
 let token: string;
 let otherToken: string;
+let created: Awaited<ReturnType<typeof createTenantWithApp>>;
 const URL = "https://hooks.example.com/messaging";
 
 beforeAll(async () => {
   env = await createTestEnv();
-  const created = await createTenantWithApp(env.deps);
+  created = await createTenantWithApp(env.deps);
   token = await getToken(env.app, created.clientId, created.clientSecret);
   const other = await createTenantWithApp(env.deps, { name: "Other" });
   otherToken = await getToken(env.app, other.clientId, other.clientSecret);
@@ -123,6 +135,56 @@ describe("webhook endpoints", () => {
     expect((await call(env.app, "GET", path, { token })).status).toBe(200);
   });
 
+  test("PATCH with nothing to change ({}) answers 200 with the endpoint unchanged", async () => {
+    const { body: endpoint } = await create({ url: URL, events: ["message.read"], description: "kept" });
+    const path = `/v2/webhook_endpoints/${endpoint.id}`;
+    const before = (await call(env.app, "GET", path, { token })).body;
+    const patched = await call(env.app, "PATCH", path, { token, body: {} });
+    expect(patched.status).toBe(200);
+    expect(patched.body).toEqual(before);
+    expect((await call(env.app, "GET", path, { token })).body).toEqual(before);
+    // Still 404 for an id that is not the caller's.
+    const foreign = await call(env.app, "PATCH", path, { token: otherToken, body: {} });
+    expectApiError(foreign, 404, "resource_missing", "endpoint_id");
+  });
+
+  test("events: [] says what is wrong (not 'expected an array'), on create and on update", async () => {
+    const { body: endpoint } = await create({ url: URL });
+    const answers = [
+      await create({ url: URL, events: [] }),
+      await call(env.app, "PATCH", `/v2/webhook_endpoints/${endpoint.id}`, { token, body: { events: [] } }),
+    ];
+    for (const response of answers) {
+      expectApiError(response, 400, "parameter_invalid", "events");
+      expect(response.body.error.message).toContain("at least one event type");
+      expect(response.body.error.message).toContain("omit events to receive every type");
+    }
+    const twice = await create({ url: URL, events: ["message.read", "message.read"] });
+    expect(twice.body.error.message).toContain("each named once");
+  });
+
+  test("validation messages of the endpoint bodies point the right way", async () => {
+    const { body: endpoint } = await create({ url: URL });
+    const path = `/v2/webhook_endpoints/${endpoint.id}`;
+    const cases: [Promise<Awaited<ReturnType<typeof create>>>, string, string][] = [
+      [create({ url: URL, description: 5 }), "description", "a string of at most 500 characters, or null"],
+      [create({ url: URL, description: "x".repeat(501) }), "description", "at most 500 characters"],
+      [create({ url: 42 }), "url", "an https URL of at most"],
+      [call(env.app, "PATCH", path, { token, body: { url: null } }), "url", "an https URL"],
+      [
+        call(env.app, "POST", `${path}/replay`, { token, body: { since: 5 } }),
+        "since",
+        "an `evc_` cursor, or null",
+      ],
+    ];
+    for (const [answer, param, words] of cases) {
+      const response = await answer;
+      expectApiError(response, 400, "parameter_invalid", param);
+      expect(response.body.error.message).toContain(words);
+      expect(response.body.error.message).not.toContain("another type");
+    }
+  });
+
   test("bad bodies: 400 in the envelope, naming the parameter", async () => {
     const cases: [unknown, string][] = [
       [{}, "url"],
@@ -169,6 +231,62 @@ describe("webhook endpoints", () => {
     const over = await create({ url: URL }, freshToken);
     expect(over.status).toBe(409);
     expect(over.body.error.code).toBe("resource_limit_reached");
+  });
+});
+
+describe("webhooks:manage (issue 42): a credential that only reads cannot take over the event stream", () => {
+  test("a messaging:read token: 403 insufficient_scope on create, update, delete, rotate and replay; 200 on list and get", async () => {
+    const { body: endpoint } = await create({ url: URL });
+    const path = `/v2/webhook_endpoints/${endpoint.id}`;
+    // Another application of the same tenant, holding only messaging:read.
+    const readOnly = await createApplication(env.deps.db, {
+      tenantId: created.tenant.id,
+      name: "Dashboard",
+      scopes: ["messaging:read"],
+      readLimit: 1000,
+    });
+    const reader = await getToken(env.app, readOnly.application.clientId, readOnly.clientSecret);
+    const managing: [string, string, unknown][] = [
+      ["POST", "/v2/webhook_endpoints", { url: URL }],
+      ["PATCH", path, { url: "https://attacker.example.com/x" }],
+      ["DELETE", path, undefined],
+      ["POST", `${path}/rotate_secret`, {}],
+      ["POST", `${path}/replay`, { since: null }],
+    ];
+    for (const [method, target, body] of managing) {
+      const refused = await call(env.app, method, target, { token: reader, body });
+      expectApiError(refused, 403, "insufficient_scope", null);
+      expect(refused.body.error.message).toContain("webhooks:manage");
+      expect(refused.headers.get("www-authenticate")).toContain('scope="webhooks:manage"');
+      expect(refused.text).not.toContain("whsec_");
+    }
+    expect((await call(env.app, "GET", "/v2/webhook_endpoints", { token: reader })).status).toBe(200);
+    const read = await call(env.app, "GET", path, { token: reader });
+    expect(read.status).toBe(200);
+    // Nothing changed: same url, still there, and no secret in sight.
+    expect(read.body).toMatchObject({ url: URL, status: "enabled" });
+    expect(read.body.secret).toBeUndefined();
+  });
+
+  test("an application created without a choice of scopes has webhooks:manage", () => {
+    expect(created.application.scopes).toEqual(["messaging:send", "messaging:read", "webhooks:manage"]);
+  });
+
+  test("sql/029 grants webhooks:manage to applications holding both messaging scopes, and to no other", async () => {
+    const both = await createTenantWithApp(env.deps, { scopes: ["messaging:send", "messaging:read"] });
+    const readOnly = await createTenantWithApp(env.deps, { scopes: ["messaging:read"] });
+    const sendOnly = await createTenantWithApp(env.deps, { scopes: ["messaging:send"] });
+    const migration = await Bun.file(join(import.meta.dir, "../../sql/029_webhooks_manage_scope.sql")).text();
+    // Applied twice: the second run changes nothing.
+    for (let run = 0; run < 2; run++) await sql.raw(migration).execute(env.deps.db);
+    const scopesOf = async (clientId: string) =>
+      (await findApplicationByClientId(env.deps.db, clientId))?.scopes;
+    expect(await scopesOf(both.clientId)).toEqual(["messaging:send", "messaging:read", "webhooks:manage"]);
+    expect(await scopesOf(readOnly.clientId)).toEqual(["messaging:read"]);
+    expect(await scopesOf(sendOnly.clientId)).toEqual(["messaging:send"]);
+    const granted = await getToken(env.app, both.clientId, both.clientSecret);
+    const made = await call(env.app, "POST", "/v2/webhook_endpoints", { token: granted, body: { url: URL } });
+    expect(made.status).toBe(201);
   });
 });
 
