@@ -38,6 +38,11 @@ export interface AppDeps {
    */
   metricsPublisher: MetricsPublisher;
   /**
+   * How a webhook endpoint's host name is resolved to its addresses (src/push/url-safety.ts): the
+   * system resolver unless a test gives one.
+   */
+  lookup?: (host: string) => Promise<string[]>;
+  /**
    * Per-second limits that are not per application (those live on the application): per IP for
    * callers without a token, for the token endpoint (and per client_id: `token`), the panel and the
    * operator endpoints.

@@ -12,7 +12,7 @@ import { deliverEvent } from "./post.ts";
 import type { EndpointRow } from "./repository.ts";
 import { scheduleRetry } from "./retry.ts";
 import { signingSecrets } from "./service.ts";
-import { type AddressLookup, endpointAddressProblem } from "./url-safety.ts";
+import { type AddressLookup, checkEndpointUrl, type UrlCheck } from "./url-safety.ts";
 
 export interface DeliveryDeps {
   db: Db;
@@ -86,7 +86,8 @@ export class Run {
   private lastSuccessAt: Date | undefined;
   private lastFailure: { at: Date; status: number | null; error: string } | undefined;
   private attempts: DeliveryAttempt[] = [];
-  private addressProblem: string | undefined;
+  /** Where the url leads, checked and pinned at the start of the run and when the url changes. */
+  private destination: UrlCheck = { problem: "not checked yet" };
   private wake: () => void = () => {};
   private readonly report = { attempts: 0, acknowledged: 0 };
   private retryAt: Date | null = null;
@@ -106,11 +107,7 @@ export class Run {
 
   async execute(): Promise<DeliveryRun> {
     const started = Date.now();
-    this.addressProblem = await endpointAddressProblem(
-      this.url,
-      this.deps.config.webhooks.allowPrivateUrls,
-      this.deps.lookup,
-    );
+    this.destination = await this.checkUrl(this.url);
     let lastWrite = Date.now();
     try {
       await this.read();
@@ -151,6 +148,10 @@ export class Run {
       more: ended === "limit" && (this.window.readyCount > 0 || !this.atEnd),
       retryAt: ended === "changed" || ended === "disabled" ? null : this.retryAt,
     };
+  }
+
+  private checkUrl(url: string): Promise<UrlCheck> {
+    return checkEndpointUrl(url, this.deps.config.webhooks.allowPrivateUrls, this.deps.lookup);
   }
 
   private circuitOpen(): boolean {
@@ -210,8 +211,7 @@ export class Run {
     const body = JSON.stringify(presentEvent(item.row));
     const outcome = await deliverEvent(
       {
-        url: this.url,
-        addressProblem: this.addressProblem,
+        destination: this.destination,
         secrets: this.secrets,
         timeoutMs: this.deps.config.webhooks.timeoutMs,
       },
@@ -240,7 +240,7 @@ export class Run {
     this.lastFailure = { at, status: outcome.statusCode, error: outcome.error ?? "failed" };
     const gone = outcome.statusCode === 410;
     this.deps.observe?.(
-      gone ? "gone" : this.addressProblem ? "refused" : outcome.timedOut ? "timeout" : "failed",
+      gone ? "gone" : this.destination.problem ? "refused" : outcome.timedOut ? "timeout" : "failed",
       outcome.latencyMs / 1000,
     );
     if (gone) this.disable = "gone";
@@ -298,7 +298,8 @@ export class Run {
     this.lastFailure = undefined;
     // Acknowledged events up to the cursor are done with.
     this.window.dropThrough(cursor);
-    // A new url or secret applies from the next post.
+    // A new url or secret applies from the next post; a new url once checked and pinned in turn.
+    if (updated.url !== this.url) this.destination = await this.checkUrl(updated.url);
     this.url = updated.url;
     this.secrets = signingSecrets(this.deps.config.providerTokenKey, updated, this.deps.clock.now());
   }

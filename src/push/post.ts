@@ -1,4 +1,5 @@
 import { type SignedDelivery, signDelivery } from "./signature.ts";
+import type { PinnedUrl, UrlCheck } from "./url-safety.ts";
 
 /** One POST of one event to a receiver (DESIGN §12): a 2xx within the timeout acknowledges it. */
 export interface PostOutcome {
@@ -16,8 +17,16 @@ export const EXCERPT_CHARS = 200;
 /** What is read of an answer at most: enough to reuse the connection for a usual small body. */
 const READ_LIMIT_BYTES = 64 * 1024;
 
+/** Connection errors after which the next checked address of the name is tried (nothing was sent). */
+const UNREACHABLE = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
+
+/**
+ * Posts to the checked addresses of `target` (url-safety.ts), never resolving its name again: the
+ * URL names the address, the Host header and the TLS server name (SNI, certificate check) name the
+ * host. Connections are reused as fetch pools them, by address and server name.
+ */
 export async function postDelivery(
-  url: string,
+  target: PinnedUrl,
   body: string,
   headers: SignedDelivery,
   timeoutMs: number,
@@ -25,15 +34,31 @@ export async function postDelivery(
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
   const signal = AbortSignal.timeout(timeoutMs);
+  const init: BunFetchRequestInit = {
+    method: "POST",
+    body,
+    headers: {
+      ...headers,
+      "user-agent": "messaging-webhooks/1",
+      ...(target.name && { host: target.name.host }),
+    },
+    // A redirect is not followed (it could lead anywhere): it is a failure, like Stripe's.
+    redirect: "manual",
+    signal,
+    ...(target.name && target.url.startsWith("https:") && { tls: { serverName: target.name.serverName } }),
+  };
+  let via = target.via[0] ?? target.url;
   try {
-    const response = await fetch(url, {
-      method: "POST",
-      body,
-      headers: { ...headers, "user-agent": "messaging-webhooks/1" },
-      // A redirect is not followed (it could lead anywhere): it is a failure, like Stripe's.
-      redirect: "manual",
-      signal,
-    });
+    let response: Response | undefined;
+    for (let i = 0; !response; i++) {
+      via = target.via[i] ?? target.url;
+      try {
+        response = await fetch(via, init);
+      } catch (error) {
+        const unreachable = UNREACHABLE.has((error as { code?: string }).code ?? "");
+        if (!unreachable || signal.aborted || i + 1 >= target.via.length) throw error;
+      }
+    }
     const latencyMs = elapsed();
     const text = await readSome(response).catch(() => "");
     if (response.status >= 200 && response.status < 300) {
@@ -49,12 +74,14 @@ export async function postDelivery(
     };
   } catch (error) {
     const timedOut = signal.aborted;
+    // fetch's message may quote the URL it was given: the endpoint's, not the address it led to.
+    const message = (error as Error).message.replaceAll(via, target.url);
     return {
       acknowledged: false,
       statusCode: null,
       error: timedOut
         ? `no answer within ${timeoutMs / 1000} s`
-        : `could not connect: ${(error as Error).message}`.slice(0, EXCERPT_CHARS),
+        : `could not connect: ${message}`.slice(0, EXCERPT_CHARS),
       latencyMs: elapsed(),
       timedOut,
     };
@@ -63,24 +90,26 @@ export async function postDelivery(
 
 /**
  * One delivery of `body` as event `id` at `at` (a run's, or the panel's test event): signed by every
- * secret in force, and not posted at all when the URL's address was refused (`addressProblem`).
+ * secret in force, posted to the addresses `destination` checked, and not posted at all when it
+ * refused the URL.
  */
 export function deliverEvent(
-  target: { url: string; addressProblem: string | undefined; secrets: readonly string[]; timeoutMs: number },
+  target: { destination: UrlCheck; secrets: readonly string[]; timeoutMs: number },
   id: string,
   body: string,
   at: Date,
 ): Promise<PostOutcome> {
-  if (target.addressProblem) {
+  const { pinned, problem } = target.destination;
+  if (!pinned) {
     return Promise.resolve({
       acknowledged: false,
       statusCode: null,
-      error: `not posted: url ${target.addressProblem}`,
+      error: `not posted: url ${problem}`,
       latencyMs: 0,
       timedOut: false,
     });
   }
-  return postDelivery(target.url, body, signDelivery(id, body, at, target.secrets), target.timeoutMs);
+  return postDelivery(pinned, body, signDelivery(id, body, at, target.secrets), target.timeoutMs);
 }
 
 /** The start of the answer's body (at most READ_LIMIT_BYTES, the rest discarded). */

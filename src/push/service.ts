@@ -32,7 +32,7 @@ import { endpointAddressProblem } from "./url-safety.ts";
 /** After a rotation the replaced secret still signs for this long, unless the rotation says less (DESIGN §12). */
 const SECRET_OVERLAP_SECONDS = MAX_PREVIOUS_SECRET_SECONDS;
 
-export type EndpointDeps = Pick<AppDeps, "db" | "clock" | "queues"> & {
+export type EndpointDeps = Pick<AppDeps, "db" | "clock" | "queues" | "lookup"> & {
   config: Pick<AppDeps["config"], "providerTokenKey" | "jwtSecret" | "previousSecrets"> & {
     webhooks: Pick<AppDeps["config"]["webhooks"], "allowPrivateUrls">;
   };
@@ -82,7 +82,7 @@ export function signingSecrets(key: Buffer, row: EndpointRow, now: Date): string
 }
 
 async function checkUrl(deps: EndpointDeps, url: string): Promise<void> {
-  const problem = await endpointAddressProblem(url, deps.config.webhooks.allowPrivateUrls);
+  const problem = await endpointAddressProblem(url, deps.config.webhooks.allowPrivateUrls, deps.lookup);
   if (problem) throw new ApiError("parameter_invalid", `url ${problem}.`, { param: "url" });
 }
 

@@ -7,9 +7,9 @@ import { attemptOf, type DeliveryAttempt, recordAttempts } from "./attempt-log.t
 import { deliverEvent } from "./post.ts";
 import { findEndpoint } from "./repository.ts";
 import { endpointMissing, signingSecrets } from "./service.ts";
-import { endpointAddressProblem } from "./url-safety.ts";
+import { checkEndpointUrl } from "./url-safety.ts";
 
-export type TestEventDeps = Pick<AppDeps, "db" | "redis" | "keys" | "clock" | "logger"> & {
+export type TestEventDeps = Pick<AppDeps, "db" | "redis" | "keys" | "clock" | "logger" | "lookup"> & {
   config: Pick<AppDeps["config"], "providerTokenKey"> & {
     webhooks: Pick<AppDeps["config"]["webhooks"], "allowPrivateUrls" | "timeoutMs">;
   };
@@ -63,9 +63,8 @@ export async function sendTestEvent(
   const event = sampleEvent(now);
   const outcome = await deliverEvent(
     {
-      url: endpoint.url,
-      // Checked now as for a delivery: the name may have been re-pointed since the endpoint was made.
-      addressProblem: await endpointAddressProblem(endpoint.url, deps.config.webhooks.allowPrivateUrls),
+      // Checked and pinned now as for a delivery: the name may have been re-pointed since it was taken.
+      destination: await checkEndpointUrl(endpoint.url, deps.config.webhooks.allowPrivateUrls, deps.lookup),
       secrets: signingSecrets(deps.config.providerTokenKey, endpoint, now),
       timeoutMs: deps.config.webhooks.timeoutMs,
     },

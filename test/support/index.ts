@@ -21,6 +21,7 @@ import { type QueueName, queuePrefix } from "../../src/queues/index.ts";
 import { deleteInstanceKeys } from "../../src/queues/instance-keys.ts";
 import { createRedis, type RedisTarget } from "../../src/redis/connect.ts";
 import { insertTenant } from "../../src/tenants/repository.ts";
+import { testLookup } from "./dns.ts";
 
 const PG_BASE = process.env.TEST_DATABASE_BASE ?? "postgres://postgres@127.0.0.1:5432";
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379/0";
@@ -78,6 +79,7 @@ export async function createTestEnv(options: TestEnvOptions = {}): Promise<TestE
   // and ops would otherwise pace whole files. Tests of those limits set their own.
   const limits = { tokenPerIp: 1000, panelPerIp: 1000, opsPerIp: 1000, ...options.limits };
   const deps = buildDeps(config, { clock, logger: createLogger("silent"), limits });
+  deps.lookup = testLookup;
   await migrate(deps.db);
   const app = createApp(deps);
   let apiUrl = "";
