@@ -5,7 +5,7 @@
  * kind: API_PROCESSES, SEND_WORKERS, STATUS_WORKERS, FINALIZE_WORKERS, WEBHOOK_WORKERS). Ctrl-C / SIGTERM stops all of them.
  */
 import type { Subprocess } from "bun";
-import { loadConfigOrExit } from "../src/config.ts";
+import { loadConfigOrExit, reachable } from "../src/config.ts";
 import { createDb, ensureDatabase } from "../src/db/connect.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { ensureServices, waitFor } from "./services.ts";
@@ -14,6 +14,14 @@ import { ensureServices, waitFor } from "./services.ts";
 // (simulator, workers, api) inherits it through process.env.
 process.env.NODE_ENV ||= "development";
 const config = loadConfigOrExit();
+// The simulator refuses production (it signs webhooks with the real app secret); say what to do
+// before anything starts.
+if (config.isProduction && config.useSimulator) {
+  console.error(
+    "[start] NODE_ENV=production needs a real provider: set WHATSAPP_GRAPH_URL (e.g. https://graph.facebook.com); the built-in simulator is for development only",
+  );
+  process.exit(1);
+}
 const ROOT = new URL("..", import.meta.url).pathname;
 
 function say(message: string) {
@@ -115,7 +123,7 @@ export const PROCESSES: ProcessSpec[] = [
         {
           name: "simulator",
           command: ["bun", "src/simulator/server.ts"],
-          ready: httpOk(`http://127.0.0.1:${config.simulatorPort}/_sim/health`),
+          ready: httpOk(`http://${reachable(config.simulatorHost)}:${config.simulatorPort}/_sim/health`),
         },
       ]
     : []),

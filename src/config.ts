@@ -46,6 +46,11 @@ export interface Config {
   whatsappAppSecret: string;
   whatsappVerifyToken: string;
   simulatorPort: number;
+  /**
+   * SIMULATOR_HOST: the address the simulator listens on, loopback by default. Anyone who reaches
+   * it can have it post webhooks signed with the app secret (a STOP, say).
+   */
+  simulatorHost: string;
   /** Delay before the simulator posts each status webhook. */
   simulatorStatusDelayMs: number;
   /** How long the simulator retries a webhook the api did not take (backoff capped at a minute). */
@@ -181,6 +186,21 @@ function requiredOutsideDevelopment(name: string): string {
   return `${name} is required unless NODE_ENV=development`;
 }
 
+/** An address to listen on: an IP address or a host name (`0.0.0.0`: every interface). */
+function listenHost(env: Env, name: string, fallback: string): string {
+  const raw = env[name] || fallback;
+  if (!/^[A-Za-z0-9_.:-]{1,253}$/.test(raw)) {
+    throw new ConfigError(`${name} must be an IP address or host name, got ${JSON.stringify(raw)}`);
+  }
+  return raw;
+}
+
+/** Where a client on this machine reaches a server listening on `host` (in a URL). */
+export function reachable(host: string): string {
+  if (host === "0.0.0.0" || host === "::") return "127.0.0.1";
+  return host.includes(":") ? `[${host}]` : host;
+}
+
 /** TRUST_PROXY: how many proxies of ours are in front; "true"/"false" still mean 1/0. */
 function proxyCount(env: Env): number {
   const raw = env.TRUST_PROXY;
@@ -232,6 +252,7 @@ export function loadConfig(env: Env = process.env): Config {
   const isDevelopment = nodeEnv === "development";
   const port = integer(env, "PORT", 3000, 0, 65535);
   const simulatorPort = integer(env, "SIMULATOR_PORT", 3001, 0, 65535);
+  const simulatorHost = listenHost(env, "SIMULATOR_HOST", "127.0.0.1");
 
   const jwtSecret = env.JWT_SECRET || "";
   if (!jwtSecret && !isDevelopment) throw new ConfigError(requiredOutsideDevelopment("JWT_SECRET"));
@@ -282,7 +303,7 @@ export function loadConfig(env: Env = process.env): Config {
     jwtSecret: jwtSecret || DEV_JWT_SECRET,
     previousSecrets,
     providerTokenKey,
-    whatsappGraphUrl: url(env, "WHATSAPP_GRAPH_URL", `http://127.0.0.1:${simulatorPort}`, [
+    whatsappGraphUrl: url(env, "WHATSAPP_GRAPH_URL", `http://${reachable(simulatorHost)}:${simulatorPort}`, [
       "http:",
       "https:",
     ]),
@@ -290,6 +311,7 @@ export function loadConfig(env: Env = process.env): Config {
     whatsappAppSecret: env.WHATSAPP_APP_SECRET || "dev-app-secret",
     whatsappVerifyToken: env.WHATSAPP_VERIFY_TOKEN || "dev-verify-token",
     simulatorPort,
+    simulatorHost,
     simulatorStatusDelayMs: integer(env, "SIMULATOR_STATUS_DELAY_MS", 200, 0, 600_000),
     simulatorWebhookRetrySeconds: integer(env, "SIMULATOR_WEBHOOK_RETRY_SECONDS", 3600, 0, 7 * 86_400),
     simulatorMps: integer(env, "SIMULATOR_MPS", 0, 0, 1_000_000),
