@@ -118,7 +118,7 @@ function endpointActions(frame: Frame, endpoint: Endpoint): Html {
   return html`<div class="row endpoint-actions">
   ${actionForm(frame, endpoint, "test", html`Send test event${hidden}`)}
   ${actionForm(frame, endpoint, "rotate-secret", html`Rotate secret${hidden}`, {
-    confirm: `Rotate the signing secret of ${endpoint.url}? The new one is shown once; the old one keeps signing for 24 hours.`,
+    confirm: `Rotate the signing secret of ${endpoint.url}? The new one is shown once; the current one keeps signing for 24 hours, and a secret replaced before it stops now.`,
   })}
   ${actionForm(frame, endpoint, "status", html`${enabled ? "Disable" : "Enable"}${hidden}`, {
     fields: html`<input type="hidden" name="status" value="${enabled ? "disabled" : "enabled"}">`,

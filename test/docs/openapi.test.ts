@@ -143,6 +143,14 @@ describe("GET /v2/openapi.json", () => {
     expect(Object.keys(schemes.oauth2.flows.clientCredentials.scopes).sort()).toEqual([
       "messaging:read",
       "messaging:send",
+      "webhooks:manage",
+    ]);
+    // Managing a webhook endpoint is its own scope; reading one is messaging:read.
+    expect(operation("post", "/webhook_endpoints/{endpoint_id}/rotate_secret").security).toEqual([
+      { oauth2: ["webhooks:manage"] },
+    ]);
+    expect(operation("get", "/webhook_endpoints/{endpoint_id}").security).toEqual([
+      { oauth2: ["messaging:read"] },
     ]);
     // The token endpoint takes the client's credentials (HTTP Basic or the body), not a token.
     expect(operation("post", "/oauth/token").security).toEqual([]);
