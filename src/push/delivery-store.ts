@@ -31,6 +31,11 @@ export interface Progress {
   retryAt: Date | null;
   pausedUntil: Date | null;
   /**
+   * The endpoint is back (endpoint-run.ts, `recover`): the events past this position waiting for a
+   * retry are due now. Their attempts and first failure stay.
+   */
+  releaseAfter?: number;
+  /**
    * The endpoint's last success and failure, and whether to disable it: read once the transaction
    * has begun, so that an attempt that ended meanwhile is written too.
    */
@@ -43,7 +48,7 @@ export interface Progress {
 
 /**
  * Writes a run's progress in one transaction: the cursor, what was acknowledged past it, what waits
- * for a retry, the last success and failure, when to try again. Guarded by the endpoint's generation
+ * for a retry (and, after a recovery, what waits no longer), the last success and failure, when to try again. Guarded by the endpoint's generation
  * and the run's lease: returns the endpoint as written, or undefined when it changed (nothing written).
  */
 export function writeProgress(
@@ -75,6 +80,17 @@ export function writeProgress(
       .returningAll()
       .executeTakeFirst();
     if (!row) return undefined;
+    // Before the run's own changes below: an event it failed again since keeps its new wait.
+    if (progress.releaseAfter !== undefined) {
+      await trx
+        .updateTable("webhook_deliveries")
+        .set({ next_attempt_at: null })
+        .where("endpoint_id", "=", endpoint.id)
+        .where("seq", ">", progress.releaseAfter)
+        .where("acknowledged", "=", false)
+        .where("next_attempt_at", "is not", null)
+        .execute();
+    }
     if (items.length > 0) {
       await sql`
         INSERT INTO webhook_deliveries AS d

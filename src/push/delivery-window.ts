@@ -27,6 +27,12 @@ export class DeliveryWindow {
   private readonly contacts = new Map<string, Item[]>();
   /** Events that may be posted now, the oldest first. */
   private readonly ready = new MinHeap<Item>((item) => item.seq);
+  /**
+   * Events waiting for a retry, the soonest first, so that a run posts one when it comes due rather
+   * than leaving it to the endpoint's next run. An entry whose item was released or failed again
+   * since is stale (its time is no longer the item's) and skipped.
+   */
+  private readonly waiting = new MinHeap<{ item: Item; at: number }>((entry) => entry.at);
 
   /** Events held. */
   get size(): number {
@@ -69,6 +75,42 @@ export class DeliveryWindow {
     else this.contacts.delete(item.row.contact_id);
   }
 
+  /** An attempt of `item` failed: it waits for its `nextAttemptAt` (retry.ts), its contact's next events behind it. */
+  retryLater(item: Item): void {
+    item.state = "blocked";
+    this.wait(item);
+  }
+
+  /** The events whose retry came due by `now` may be posted. */
+  releaseDue(now: Date): void {
+    while (this.waiting.size > 0) {
+      const entry = this.waiting.pop() as { item: Item; at: number };
+      const { item } = entry;
+      if (item.state !== "blocked" || item.nextAttemptAt?.getTime() !== entry.at) continue;
+      if (entry.at > now.getTime()) {
+        this.waiting.push(entry);
+        return;
+      }
+      item.state = "queued";
+      this.ready.push(item);
+    }
+  }
+
+  /**
+   * The endpoint answered again after it looked down: every event waiting for a retry, but those in
+   * `except`, may be posted now. Each keeps its attempts (a next failure backs off further) and its
+   * first failure (the 3 days).
+   */
+  releaseWaiting(except: ReadonlySet<Item>): void {
+    for (const item of this.order) {
+      if (item.state !== "blocked" || except.has(item)) continue;
+      item.state = "queued";
+      item.nextAttemptAt = null;
+      item.dirty = true;
+      this.ready.push(item);
+    }
+  }
+
   /** The first event held and not acknowledged. */
   firstPending(): Item | undefined {
     return this.order.find((item) => item.state !== "acked");
@@ -101,8 +143,13 @@ export class DeliveryWindow {
     if (item.state !== "queued") return;
     if (item.nextAttemptAt && item.nextAttemptAt > now) {
       item.state = "blocked";
+      this.wait(item);
       return;
     }
     this.ready.push(item);
+  }
+
+  private wait(item: Item): void {
+    if (item.nextAttemptAt) this.waiting.push({ item, at: item.nextAttemptAt.getTime() });
   }
 }

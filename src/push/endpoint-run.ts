@@ -91,6 +91,16 @@ export class Run {
   private wake: () => void = () => {};
   private readonly report = { attempts: 0, acknowledged: 0 };
   private retryAt: Date | null = null;
+  /**
+   * The endpoint looked down when the run began (the previous run failed every attempt, so it was
+   * paused): the run's first success says it is back (`recover`).
+   */
+  private recovering: boolean;
+  private recovered = false;
+  /** Events whose attempt failed in this run (not released by its recovery). */
+  private readonly failedHere = new Set<Item>();
+  /** After a recovery: the events past this position still wait for a retry in Postgres; the next write releases them. */
+  private releaseAfter: number | undefined;
 
   constructor(
     private readonly deps: DeliveryDeps,
@@ -103,6 +113,7 @@ export class Run {
     this.cursor = endpoint.cursor_seq;
     this.readUpTo = endpoint.cursor_seq;
     this.secrets = signingSecrets(deps.config.providerTokenKey, endpoint, deps.clock.now());
+    this.recovering = endpoint.paused_until !== null;
   }
 
   async execute(): Promise<DeliveryRun> {
@@ -113,6 +124,8 @@ export class Run {
       await this.read();
       for (;;) {
         if (Date.now() - started > RUN_LIMIT_MS) this.stopping ??= "limit";
+        // A retry that came due while the run goes on is posted now, not left to the next run.
+        this.window.releaseDue(this.deps.clock.now());
         if (!this.stopping) this.launch();
         if (this.inFlight === 0) {
           if (this.stopping || this.circuitOpen()) break;
@@ -182,7 +195,9 @@ export class Run {
         state: "queued",
         attempts: row.attempts ?? 0,
         firstFailedAt: row.first_failed_at ?? null,
-        nextAttemptAt: row.next_attempt_at ?? null,
+        // Once the endpoint is back, an event read now waits no longer: it failed before the recovery
+        // (this run's own failures are held already), and the next write releases it in Postgres too.
+        nextAttemptAt: this.recovered ? null : (row.next_attempt_at ?? null),
         dirty: false,
       };
       this.window.hold(item, readAt);
@@ -224,6 +239,7 @@ export class Run {
     this.attempts.push(attemptOf(item.row.event_id, item.row.event_type, outcome, at));
     if (this.stopping === "changed") return;
     if (outcome.acknowledged) {
+      if (this.recovering) this.recover();
       this.report.acknowledged++;
       this.failuresInARow = 0;
       this.lastSuccessAt = at;
@@ -237,6 +253,8 @@ export class Run {
     }
     this.failuresInARow++;
     const givingUp = scheduleRetry(item, at, this.deps.config.webhooks.retryBaseMs);
+    this.window.retryLater(item);
+    if (this.recovering) this.failedHere.add(item);
     this.lastFailure = { at, status: outcome.statusCode, error: outcome.error ?? "failed" };
     const gone = outcome.statusCode === 410;
     this.deps.observe?.(
@@ -246,6 +264,24 @@ export class Run {
     if (gone) this.disable = "gone";
     else if (givingUp) this.disable ??= "failing";
     if (this.disable) this.stopping = "disabled";
+  }
+
+  /**
+   * The endpoint answered again after it looked down: every event that was waiting for a retry
+   * when the run began, of every contact, may be posted at once (as many in flight as a healthy
+   * endpoint gets) rather than each waiting out its own backoff. Once a run, and only in a run
+   * that follows one without any success. An event that failed in this very run keeps its wait:
+   * it failed while the endpoint answered others, so its content, not the endpoint, is the likely
+   * cause. A success while another contact's event keeps failing thus releases nothing, and that
+   * event keeps its backoff. Released, an event keeps its attempts and first failure: a further
+   * failure backs off longer, and the 3 days run on.
+   */
+  private recover(): void {
+    this.recovering = false;
+    this.recovered = true;
+    this.releaseAfter = this.readUpTo;
+    this.window.releaseWaiting(this.failedHere);
+    this.failedHere.clear();
   }
 
   /** The new cursor: just before the first event held and not acknowledged, or the end of what was read. */
@@ -269,6 +305,7 @@ export class Run {
     const attempts = this.attempts;
     this.attempts = [];
     this.retryAt = retryAt;
+    const releaseAfter = this.releaseAfter;
     const updated = await writeProgress(
       this.deps.db,
       { id: this.endpoint.id, generation: this.generation, lease: this.lease },
@@ -278,6 +315,7 @@ export class Run {
         items: changed.filter((item) => item.seq > cursor),
         retryAt,
         pausedUntil,
+        releaseAfter,
         health: () => ({
           lastSuccessAt: this.lastSuccessAt,
           lastFailure: this.lastFailure,
@@ -292,6 +330,7 @@ export class Run {
       ),
     );
     if (!updated) throw new EndpointChanged();
+    if (releaseAfter !== undefined) this.releaseAfter = undefined;
     for (const item of changed) item.dirty = false;
     this.cursor = cursor;
     this.lastSuccessAt = undefined;

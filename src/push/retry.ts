@@ -11,11 +11,11 @@ export function retryDelayMs(baseMs: number, attempts: number, random = Math.ran
 }
 
 /**
- * An attempt of `item` failed `at`: it waits for its next attempt, after the backoff. Returns whether
- * it has been failing for GIVE_UP_AFTER_MS (the endpoint is then disabled as failing).
+ * An attempt of `item` failed `at`: its next attempt is due after the backoff (the window holds it
+ * until then: DeliveryWindow.retryLater). Returns whether it has been failing for GIVE_UP_AFTER_MS
+ * (the endpoint is then disabled as failing).
  */
 export function scheduleRetry(item: Item, at: Date, retryBaseMs: number): boolean {
-  item.state = "blocked";
   item.dirty = true;
   item.attempts++;
   item.firstFailedAt ??= at;

@@ -249,6 +249,93 @@ describe("webhook delivery", () => {
     await retire(receiver, endpoint.id);
   }, 40_000);
 
+  test("a receiver back after an outage: its first success releases every contact's wait at once", async () => {
+    const receiver = startReceiver();
+    // Every post, acknowledged or not: [event id, when, acknowledged].
+    const posts: { id: string; at: number; ok: boolean }[] = [];
+    let up = false;
+    receiver.answer((delivery) => {
+      posts.push({ id: delivery.id, at: Date.now(), ok: up });
+      return up ? new Response(null, { status: 204 }) : new Response("maintenance", { status: 503 });
+    });
+    const failuresOf = (id: string | undefined) => posts.filter((post) => post.id === id && !post.ok).length;
+    const endpoint = await createEndpoint(receiver.url);
+    const [early, late1, late2] = ["+4915100000751", "+4915100000752", "+4915100000753"];
+    await customersWrite([early as string], 3);
+    const [earlyFirst] = await eventIdsAfter(endpoint.delivery.cursor);
+    // The early contact's first event fails 7 times, its wait doubling (base 100 ms): the next is
+    // 6.4 s ±20 % after the last; the 8th failure (below) puts it 12.8 s ±20 % away.
+    await eventually(async () => failuresOf(earlyFirst) >= 7, 30_000);
+    await customersWrite([late1 as string, late2 as string], 2);
+    const all = await eventIdsAfter(endpoint.delivery.cursor);
+    expect(all).toHaveLength(7);
+    const lateFirsts = all.slice(3, 5);
+    // The endpoint is paused: the late contacts' events are first posted with the early one's retry.
+    await eventually(async () => lateFirsts.every((id) => failuresOf(id) >= 1), 30_000);
+    // As the run wrote it: the early contact's own schedule would have it wait several seconds more.
+    const earlyRetry = await eventually(async () => {
+      const waiting = await env.deps.db
+        .selectFrom("webhook_deliveries")
+        .select(["next_attempt_at", "attempts"])
+        .where("endpoint_id", "=", endpoint.id)
+        .where("acknowledged", "=", false)
+        .execute();
+      const latest = Math.max(...waiting.map((row) => row.next_attempt_at?.getTime() ?? 0));
+      return (
+        waiting.length === 3 &&
+        waiting.every((row) => row.attempts >= 1) &&
+        latest > Date.now() + 6000 &&
+        latest
+      );
+    }, 5000);
+    up = true;
+
+    // The late contacts' retry (within a second) is the first success: every wait ends with it.
+    await eventually(async () => receiver.deliveries.length >= 7, 15_000);
+    const firstSuccess = Math.min(...posts.filter((post) => post.ok).map((post) => post.at));
+    const lastSuccess = Math.max(...posts.filter((post) => post.ok).map((post) => post.at));
+    expect(lastSuccess - firstSuccess).toBeLessThan(1500);
+    expect(lastSuccess).toBeLessThan(earlyRetry - 3000);
+    // None lost, none twice, each contact's in log order.
+    expect(receiver.deliveries.map((d) => d.id).sort()).toEqual([...all].sort());
+    for (const phone of [early, late1, late2]) {
+      const arrived = receiver.deliveries
+        .filter((d) => d.event.data.contact.phone === phone)
+        .map((d) => d.id);
+      expect(arrived).toEqual(all.filter((id) => arrived.includes(id)));
+    }
+    const state = await endpointOnce(endpoint.id, (s) => s.delivery.pending === 0);
+    expect(state.status).toBe("enabled");
+    await retire(receiver, endpoint.id);
+  }, 60_000);
+
+  test("a success while another contact's event keeps failing releases nothing: that event keeps its backoff", async () => {
+    const receiver = startReceiver();
+    const poison = "+4915100000761";
+    const healthy = "+4915100000762";
+    const poisonPosts: number[] = [];
+    receiver.answer((delivery) => {
+      if (delivery.event.data.contact.phone !== poison) return new Response(null, { status: 204 });
+      poisonPosts.push(Date.now());
+      return new Response("cannot process this one", { status: 500 });
+    });
+    const endpoint = await createEndpoint(receiver.url);
+    await customersWrite([poison], 1);
+    // Its wait grows to 800 ms ±20 % after 4 failures, then 1.6 s, 3.2 s.
+    await eventually(async () => poisonPosts.length >= 4, 20_000);
+    const before = poisonPosts.length;
+    // The other contact's events succeed all the while (a run each, some after a paused one).
+    for (let i = 0; i < 8; i++) {
+      await customersWrite([healthy], 1);
+      await Bun.sleep(250);
+    }
+    await eventually(async () => receiver.deliveries.length >= 8, 15_000);
+    // About 3 s: a backoff of 0.8 + 1.6 s allows 2 or 3 posts (a recovery adds one at most);
+    // a wait reset by each success would post it after every one of them.
+    expect(poisonPosts.length - before).toBeLessThanOrEqual(4);
+    await retire(receiver, endpoint.id);
+  }, 40_000);
+
   test("replay from a cursor re-delivers exactly the events after it, in order", async () => {
     const receiver = startReceiver();
     const endpoint = await createEndpoint(receiver.url);
