@@ -1,4 +1,4 @@
-import { sql } from "kysely";
+import { type RawBuilder, sql } from "kysely";
 import { DAY_MS } from "../clock.ts";
 import { CONTACT_REF_COLUMNS } from "../contacts/repository.ts";
 import type { Expiry } from "../db/batched-delete.ts";
@@ -55,20 +55,45 @@ export function readEventEntries(
 }
 
 /**
- * Log rows a read filtered by type examines at most (GET /events?types=…). Unbounded, a filter whose
- * types are rare walked the whole 30 days after the cursor on every call; bounded, a call reads at
- * most this many positions and its cursor moves past them (src/feed/service.ts, LogRead).
+ * Log positions a read filtered by type examines at most (GET /events?types=…). Unbounded, a filter
+ * whose types are rare walked the whole 30 days after the cursor on every call; bounded, a call reads
+ * at most this many positions and its cursor moves past them (src/feed/service.ts, LogRead).
  */
 export const EVENT_SCAN_ROWS = 5000;
+
+/**
+ * The next `count` positions of a tenant's log past `after`, as (from_seq, to_seq], with its head.
+ * Positions are dense per tenant (the sequencer numbers a tenant's events contiguously after its
+ * head) and retention takes them oldest first, so the range starts at the first one kept: a cursor
+ * from before retention does not step through positions that are gone. A range of positions, not a
+ * LIMIT over an ordered scan, keeps the rows read bounded whatever plan the planner picks (without
+ * statistics it sorted every row past the cursor). `tenant` and `after` may be columns (a LATERAL
+ * per webhook endpoint) or values.
+ */
+export function positionRange(tenant: RawBuilder<string>, after: RawBuilder<number>, count: number) {
+  // OFFSET 0 keeps each subquery from being pulled up into the query around it, which evaluated the
+  // lookups of the first position and the head once per reference instead of once.
+  return sql<PositionRange>`
+    SELECT r.from_seq, greatest(r.from_seq, least(r.from_seq + ${count}::int, r.head)) AS to_seq, r.head
+    FROM (SELECT greatest(${after}, coalesce((SELECT min(seq) FROM events WHERE tenant_id = ${tenant}), 1) - 1) AS from_seq,
+                 coalesce((SELECT last_seq FROM event_heads WHERE tenant_id = ${tenant}), 0) AS head
+          OFFSET 0) r
+    OFFSET 0`;
+}
+
+export interface PositionRange {
+  from_seq: number;
+  to_seq: number;
+  head: number;
+}
 
 /**
  * The tenant's events of `types` among the next EVENT_SCAN_ROWS positions after `afterSeq`, `fetch` of
  * them at most, and the last position examined.
  *
- * Two statements, the bound first: a tenant's positions become visible in order (the sequencer
- * numbers them under its event_heads row lock), so the rows read by the second statement, which may
- * see later commits, include every one up to the bound. The bound reads the (tenant_id, seq) index
- * alone; the second statement that same range of it, EVENT_SCAN_ROWS rows at most.
+ * Two statements, the range first: every position up to the head it read is committed (the head
+ * moves in the transaction that numbers them), so the second statement, which may see later
+ * commits, sees all of the range.
  */
 export async function readEventsOfTypes(
   db: Db,
@@ -77,17 +102,20 @@ export async function readEventsOfTypes(
   fetch: number,
   types: readonly EventType[],
 ): Promise<LogRead<EventRow>> {
-  const { rows: bounds } = await sql<{ last: number | null; examined: number }>`
-    SELECT max(seq) AS last, count(*)::int AS examined
-    FROM (SELECT seq FROM events WHERE tenant_id = ${tenantId} AND seq > ${afterSeq}
-          ORDER BY seq LIMIT ${EVENT_SCAN_ROWS}) next_positions`.execute(db);
-  const last = bounds[0]?.last ?? null;
-  if (last === null) return { rows: [] };
-  const rows = await eventEntriesAfter(db, tenantId, afterSeq, types)
-    .where("events.seq", "<=", last)
-    .limit(fetch)
-    .execute();
-  return { rows, examinedTo: last, stoppedShort: bounds[0]?.examined === EVENT_SCAN_ROWS };
+  const { rows: ranges } = await positionRange(
+    sql`${tenantId}`,
+    sql`${afterSeq}::bigint`,
+    EVENT_SCAN_ROWS,
+  ).execute(db);
+  const range = ranges[0] ?? { from_seq: afterSeq, to_seq: afterSeq, head: afterSeq };
+  const rows =
+    range.to_seq > range.from_seq
+      ? await eventEntriesAfter(db, tenantId, range.from_seq, types)
+          .where("events.seq", "<=", range.to_seq)
+          .limit(fetch)
+          .execute()
+      : [];
+  return { rows, examinedTo: range.to_seq, stoppedShort: range.to_seq < range.head };
 }
 
 /** The tenant's last event position (0 before the first). */

@@ -2,6 +2,7 @@ import { type Selectable, sql, type Updateable } from "kysely";
 import type { Db } from "../db/connect.ts";
 import type { EventType, WebhookEndpointsTable } from "../db/schema.ts";
 import { findTenantRow } from "../db/tenant-row.ts";
+import { type PositionRange, positionRange } from "../events/repository.ts";
 
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
 
@@ -166,8 +167,59 @@ export async function deleteEndpoint(db: Db, tenantId: string, id: string): Prom
 }
 
 /**
+ * Log positions past an endpoint's cursor that an endpoint read looks at, at most. Counting every
+ * pending event made each read of a backed-up endpoint walk up to 30 days of the log.
+ */
+export const PENDING_SAMPLE_ROWS = 1000;
+
+/** What deliveryCountsStatement reads of one endpoint. */
+interface PendingSample extends PositionRange {
+  id: string;
+  /** Events in the range looked at; of those the endpoint's types; of these the ones not acknowledged. */
+  examined: number;
+  subscribed: number;
+  pending: number;
+  oldest_pending_at: Date | null;
+  /** Events acknowledged (out of order) past the range. */
+  acked_beyond: number;
+}
+
+/**
+ * One statement for the endpoints' delivery counts, bounded whatever their backlog: per endpoint the
+ * next PENDING_SAMPLE_ROWS positions past its cursor (positionRange: the (tenant_id, seq) index),
+ * each one's acknowledgement (the primary key of webhook_deliveries), and the acknowledgements past
+ * the range (webhook_deliveries holds only the ones past the cursor: a delivery run's window).
+ */
+export function deliveryCountsStatement(endpointIds: readonly string[]) {
+  return sql<PendingSample>`
+    SELECT w.id, r.from_seq, r.to_seq, r.head, s.examined, s.subscribed, s.pending, s.oldest_pending_at,
+           (SELECT count(*)::int FROM webhook_deliveries d
+            WHERE d.endpoint_id = w.id AND d.acknowledged AND d.seq > r.to_seq) AS acked_beyond
+    FROM webhook_endpoints w
+    CROSS JOIN LATERAL (${positionRange(sql`w.tenant_id`, sql`w.cursor_seq`, PENDING_SAMPLE_ROWS)}) r
+    CROSS JOIN LATERAL (
+      SELECT count(*)::int AS examined,
+             count(*) FILTER (WHERE e.type = ANY(w.events))::int AS subscribed,
+             count(*) FILTER (WHERE e.type = ANY(w.events) AND d.seq IS NULL)::int AS pending,
+             min(e.created_at) FILTER (WHERE e.type = ANY(w.events) AND d.seq IS NULL) AS oldest_pending_at
+      FROM events e
+      LEFT JOIN webhook_deliveries d ON d.endpoint_id = w.id AND d.seq = e.seq AND d.acknowledged
+      WHERE e.tenant_id = w.tenant_id AND e.seq > r.from_seq AND e.seq <= r.to_seq
+    ) s
+    WHERE w.id = ANY(${endpointIds}::text[])`;
+}
+
+/**
  * Each endpoint's pending events (subscribed, after its cursor, not acknowledged out of order) and
- * when the oldest of them happened. Bounded by the log's retention (30 days).
+ * when the oldest of them happened, read in bounded time (deliveryCountsStatement).
+ *
+ * Within the first PENDING_SAMPLE_ROWS positions past the cursor the count is exact. Past them it is
+ * computed from positions, dense per tenant (positionRange): the positions up to the head, times the
+ * share of the endpoint's types among the events looked at (all of them for an endpoint taking every
+ * type: exact again), less what was acknowledged out there. So only a type-filtering endpoint with
+ * more than PENDING_SAMPLE_ROWS events past its cursor (its receiver down, or the endpoint disabled:
+ * a healthy one's cursor follows the head) gets an estimate, and its oldest pending event is the
+ * oldest among the ones looked at.
  */
 export async function deliveryCounts(
   db: Db,
@@ -175,21 +227,14 @@ export async function deliveryCounts(
 ): Promise<Map<string, DeliveryCounts>> {
   const counts = new Map<string, DeliveryCounts>();
   if (endpoints.length === 0) return counts;
-  const result = await sql<{ id: string; pending: number; oldest_pending_at: Date | null }>`
-    SELECT w.id, p.pending, p.oldest_pending_at
-    FROM webhook_endpoints w
-    CROSS JOIN LATERAL (
-      SELECT count(*)::int AS pending, min(e.created_at) AS oldest_pending_at
-      FROM events e
-      WHERE e.tenant_id = w.tenant_id AND e.seq > w.cursor_seq AND e.type = ANY(w.events)
-        AND NOT EXISTS (
-          SELECT 1 FROM webhook_deliveries d
-          WHERE d.endpoint_id = w.id AND d.seq = e.seq AND d.acknowledged
-        )
-    ) p
-    WHERE w.id = ANY(${endpoints.map((endpoint) => endpoint.id)}::text[])`.execute(db);
+  const result = await deliveryCountsStatement(endpoints.map((endpoint) => endpoint.id)).execute(db);
   for (const row of result.rows) {
-    counts.set(row.id, { pending: row.pending, oldest_pending_at: row.oldest_pending_at });
+    const beyond = row.head - row.to_seq;
+    const pendingBeyond =
+      beyond > 0 && row.examined > 0
+        ? Math.max(0, Math.round((beyond * row.subscribed) / row.examined) - row.acked_beyond)
+        : 0;
+    counts.set(row.id, { pending: row.pending + pendingBeyond, oldest_pending_at: row.oldest_pending_at });
   }
   return counts;
 }

@@ -10,6 +10,7 @@ import { sql } from "kysely";
 import { createEventCursorCodec } from "../../src/events/cursor.ts";
 import { EVENT_SCAN_ROWS, eventHead } from "../../src/events/repository.ts";
 import { currentFeedEpoch } from "../../src/feed/repository.ts";
+import { deliveryCountsStatement, PENDING_SAMPLE_ROWS } from "../../src/push/repository.ts";
 import { storeMessage } from "../support/fixtures.ts";
 import { type CallResult, call, expectApiError } from "../support/index.ts";
 import { useWorld } from "../support/world.ts";
@@ -17,10 +18,15 @@ import { useWorld } from "../support/world.ts";
 const world = useWorld();
 
 /**
- * `count` events of `type` appended to the tenant's log as the sequencer numbers them (dense
+ * `count` events of `type` (or of `types` in turn) appended to the tenant's log as the sequencer numbers them (dense
  * positions after event_heads, the head raised in the same statement). Returns the last position.
  */
-async function appendEvents(type: string, count: number, tenantId = world.shop.tenantId): Promise<number> {
+async function appendEvents(
+  type: string | string[],
+  count: number,
+  tenantId = world.shop.tenantId,
+): Promise<number> {
+  const types = typeof type === "string" ? [type] : type;
   const messageId = await storeMessage(world.env.deps.db, {
     tenantId,
     senderId: world.shop.sender.id,
@@ -34,7 +40,7 @@ async function appendEvents(type: string, count: number, tenantId = world.shop.t
     ), appended AS (
       INSERT INTO events (tenant_id, seq, id, type, message_id, status, created_at)
       SELECT ${tenantId}, head.last_seq - ${count} + n, 'evt_' || translate(gen_random_uuid()::text, '-', ''),
-             ${type}, ${messageId}, 'sent', now()
+             (${types}::text[])[1 + (n - 1) % ${types.length}], ${messageId}, 'sent', now()
       FROM head, generate_series(1, ${count}) n
     )
     SELECT last_seq FROM head`.execute(world.env.deps.db);
@@ -160,5 +166,109 @@ describe("a cursor of the other log", () => {
     expect(foreign.body.error.message).toBe(
       "since is not an event cursor this service gave this account; pass the next_cursor of GET /v2/events, or a webhook endpoint's delivery.cursor.",
     );
+  });
+});
+
+describe("a webhook endpoint's delivery counts", () => {
+  const endpointUrl = "http://127.0.0.1:9/hooks";
+
+  async function createEndpoint(events?: string[]): Promise<string> {
+    const created = await call(world.env.app, "POST", "/v2/webhook_endpoints", {
+      token: world.shop.token,
+      body: { url: endpointUrl, ...(events && { events }) },
+    });
+    expect(created.status).toBe(201);
+    return created.body.id;
+  }
+
+  async function delivery(id: string): Promise<{ pending: number; oldest_pending_age: number | null }> {
+    const got = await call(world.env.app, "GET", `/v2/webhook_endpoints/${id}`, { token: world.shop.token });
+    expect(got.status).toBe(200);
+    return got.body.delivery;
+  }
+
+  /** Acknowledged out of order, as a delivery run writes it (src/push/delivery-store.ts). */
+  async function acknowledge(endpointId: string, seqs: number[]): Promise<void> {
+    await world.env.deps.db
+      .insertInto("webhook_deliveries")
+      .values(seqs.map((seq) => ({ endpoint_id: endpointId, seq, acknowledged: true })))
+      .execute();
+  }
+
+  /** Rows of the event log an EXPLAIN ANALYZE of the endpoints' counts read (every loop of every scan). */
+  async function eventRowsRead(ids: string[]): Promise<number> {
+    type PlanNode = {
+      "Relation Name"?: string;
+      "Actual Rows": number;
+      "Actual Loops": number;
+      Plans?: PlanNode[];
+    };
+    const { rows } = await sql<{ "QUERY PLAN": { Plan: PlanNode }[] }>`
+      EXPLAIN (ANALYZE, FORMAT JSON) ${deliveryCountsStatement(ids)}`.execute(world.env.deps.db);
+    const walk = (node: PlanNode): number =>
+      (node["Relation Name"]?.startsWith("events") ? node["Actual Rows"] * node["Actual Loops"] : 0) +
+      (node.Plans ?? []).reduce((sum, child) => sum + walk(child), 0);
+    return walk(rows[0]?.["QUERY PLAN"][0]?.Plan as PlanNode);
+  }
+
+  test("pending is right after appends, acknowledgements, a cursor that moves and a replay, and read in bounded time", async () => {
+    const all = await createEndpoint();
+    const reads = await createEndpoint(["message.read"]);
+    expect(await delivery(all)).toMatchObject({ pending: 0, oldest_pending_age: null });
+    expect(await delivery(reads)).toMatchObject({ pending: 0, oldest_pending_age: null });
+
+    // Three times the positions an endpoint read looks at, every other one a message.read.
+    const backlog = 3 * PENDING_SAMPLE_ROWS;
+    const head = await appendEvents(["message.sent", "message.read"], backlog);
+    expect(await delivery(all)).toMatchObject({ pending: backlog, oldest_pending_age: expect.any(Number) });
+    expect(await delivery(reads)).toMatchObject({
+      pending: backlog / 2,
+      oldest_pending_age: expect.any(Number),
+    });
+
+    // However long the backlog, the read looks at PENDING_SAMPLE_ROWS positions of each endpoint.
+    await appendEvents("message.sent", 5 * PENDING_SAMPLE_ROWS);
+    const rowsRead = await eventRowsRead([all, reads]);
+    expect(rowsRead).toBeLessThanOrEqual(2 * (PENDING_SAMPLE_ROWS + 1));
+    expect(rowsRead).toBeGreaterThanOrEqual(2 * PENDING_SAMPLE_ROWS);
+    const longHead = await eventHead(world.env.deps.db, world.shop.tenantId);
+    expect((await delivery(all)).pending).toBe(backlog + 5 * PENDING_SAMPLE_ROWS);
+
+    // Acknowledged out of order: 10 among the positions looked at, 5 past them.
+    const start = head - backlog;
+    await acknowledge(all, [
+      ...Array.from({ length: 10 }, (_, i) => start + 1 + i),
+      ...Array.from({ length: 5 }, (_, i) => longHead - i),
+    ]);
+    expect((await delivery(all)).pending).toBe(backlog + 5 * PENDING_SAMPLE_ROWS - 15);
+
+    // The cursor moves as a run writes its progress: 100 positions behind the head are left.
+    await world.env.deps.db
+      .updateTable("webhook_endpoints")
+      .set({ cursor_seq: longHead - 100 })
+      .where("id", "=", all)
+      .execute();
+    await world.env.deps.db
+      .deleteFrom("webhook_deliveries")
+      .where("endpoint_id", "=", all)
+      .where("seq", "<=", longHead - 100)
+      .execute();
+    expect((await delivery(all)).pending).toBe(95);
+
+    // A replay from the oldest retained event: the positions retention took (the earlier tests'
+    // first ones) are not pending.
+    const replay = await call(world.env.app, "POST", `/v2/webhook_endpoints/${all}/replay`, {
+      token: world.shop.token,
+      body: { since: null },
+    });
+    expect(replay.status).toBe(200);
+    const kept = await world.env.deps.db
+      .selectFrom("events")
+      .select((eb) => eb.fn.countAll<number>().as("n"))
+      .where("tenant_id", "=", world.shop.tenantId)
+      .executeTakeFirstOrThrow();
+    expect(Number(kept.n)).toBeLessThan(longHead);
+    expect(replay.body.delivery.pending).toBe(Number(kept.n));
+    expect((await delivery(all)).pending).toBe(Number(kept.n));
   });
 });
