@@ -13,7 +13,9 @@ import { type DeliveryDeps, type DeliveryRun, Run } from "./endpoint-run.ts";
  * writing.
  *
  * A run ends when nothing is ready (everything acknowledged, or waiting for a retry), after
- * RUN_LIMIT_MS (the job is nudged again to go on), or when its endpoint changed.
+ * RUN_LIMIT_MS (the job is nudged again to go on), or when its endpoint changed. A run in which
+ * every attempt failed pauses the endpoint until its earliest retry; the first success of the run
+ * after it ends every contact's wait at once (the endpoint is back).
  *
  * Here the run's start (its lease taken); the run itself is endpoint-run.ts, the order per contact
  * delivery-window.ts, the backoff retry.ts, and what it reads and writes delivery-store.ts.
