@@ -5,7 +5,7 @@
  * union-of-literal encodings are rewritten as plain JSON Schema 2020-12 (OpenAPI 3.1).
  */
 
-import { PATTERN_MEANS_KEY } from "../http/validation.ts";
+import { EXPECTED_KEY, PATTERN_MEANS_KEY } from "../http/validation.ts";
 
 export type Json = Record<string, unknown>;
 
@@ -72,6 +72,7 @@ export class Components {
     // OpenAPI 3.0's flag (3.1 says null with `type`), Elysia's validation hints, t.File's default.
     delete node.nullable;
     delete node["x-param"];
+    delete node[EXPECTED_KEY];
     delete node[PATTERN_MEANS_KEY];
     delete node.elysiaMeta;
     // A file (t.File's `format: binary`) is, in OpenAPI 3.1, a string of some media type; the

@@ -76,14 +76,7 @@ export async function enabledEndpointIds(db: Db, tenantIds: readonly string[]): 
 
 export type EndpointChange = Pick<
   Updateable<WebhookEndpointsTable>,
-  | "url"
-  | "events"
-  | "description"
-  | "status"
-  | "disabled_reason"
-  | "cursor_seq"
-  | "paused_until"
-  | "retry_at"
+  "url" | "events" | "description" | "status" | "disabled_reason" | "cursor_seq" | "paused_until" | "retry_at"
 >;
 
 /**
