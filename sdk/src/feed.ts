@@ -100,7 +100,9 @@ async function* consumeLog<T extends { id: string | null }>(
       await onCursor?.(cursor);
     }
     if (options.stopAtHead && !page.has_more) return;
-    if (page.data.length > 0) {
+    // An empty page with has_more (a `types` filter looked at part of the log and found none of
+    // them): more is there already, so ask again at once.
+    if (page.data.length > 0 || page.has_more) {
       wait = minWait;
       continue;
     }

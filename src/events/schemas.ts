@@ -24,7 +24,7 @@ export const EventQuery = t.Object({
   limit: t.Optional(queryInteger("limit", FEED_LIMIT)),
   types: t.Optional(
     t.String({
-      description: `comma-separated event types to return (default all): ${EVENT_TYPES.join(", ")}`,
+      description: `comma-separated event types to return (default all): ${EVENT_TYPES.join(", ")}. A call looks at up to 5,000 events of the log; \`has_more\` says when more is there, even after an empty page.`,
       "x-param": "types",
     }),
   ),
