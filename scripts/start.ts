@@ -3,6 +3,8 @@
  * (starting installed-but-stopped local servers), migrates, then starts the processes in order,
  * each ready before the next, with prefixed readable logs (`[api-2]` when there are several of a
  * kind: API_PROCESSES, SEND_WORKERS, STATUS_WORKERS, FINALIZE_WORKERS, WEBHOOK_WORKERS). Ctrl-C / SIGTERM stops all of them.
+ * Nothing it started outlives it: it stops everything when its own parent goes (a `bun run start`
+ * killed outright), and each child stops when this script's IPC channel closes (src/lib/stop-with-parent.ts).
  */
 import type { Subprocess } from "bun";
 import { loadConfigOrExit, reachable } from "../src/config.ts";
@@ -140,6 +142,8 @@ export const PROCESSES: ProcessSpec[] = [
 ];
 
 const running: { name: string; proc: Subprocess }[] = [];
+/** How often this script looks whether its parent is still there. */
+const PARENT_CHECK_MS = 500;
 let stopping = false;
 
 async function stopAll(code: number) {
@@ -158,6 +162,16 @@ async function stopAll(code: number) {
 
 process.on("SIGINT", () => void stopAll(0));
 process.on("SIGTERM", () => void stopAll(0));
+process.on("SIGHUP", () => void stopAll(0));
+
+// `bun run start` passes SIGTERM on, but a process manager may SIGKILL it: then this script is
+// handed to init (or a subreaper), and its parent pid changes.
+const PARENT_PID = process.ppid;
+setInterval(() => {
+  if (process.ppid === PARENT_PID || stopping) return;
+  say(`parent process ${PARENT_PID} is gone`);
+  void stopAll(0);
+}, PARENT_CHECK_MS).unref();
 
 try {
   await ensureServices(config, say);
@@ -168,12 +182,14 @@ try {
   say(applied.length ? `migrations applied: ${applied.join(", ")}` : "database up to date");
 
   for (const spec of PROCESSES) {
+    if (stopping) break;
     const proc = Bun.spawn(spec.command, {
       cwd: ROOT,
       stdout: "pipe",
       stderr: "pipe",
       env: process.env,
-      ...(spec.onMessage && { ipc: spec.onMessage }),
+      // Every child has the channel: it stops when the channel closes, that is when this script dies.
+      ipc: spec.onMessage ?? (() => {}),
     });
     running.push({ name: spec.name, proc });
     void pipe(spec.name, proc.stdout, process.stdout);

@@ -3,6 +3,7 @@ import { loadConfigOrExit } from "./config.ts";
 import { ensureDatabase } from "./db/connect.ts";
 import { migrate } from "./db/migrate.ts";
 import { buildDeps, closeDeps } from "./deps.ts";
+import { stopWithParent } from "./lib/stop-with-parent.ts";
 
 /** The api process: migrate (idempotent, safe beside other starters), then serve. */
 const config = loadConfigOrExit();
@@ -40,3 +41,4 @@ async function shutdown(signal: string) {
 }
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
+stopWithParent((reason) => void shutdown(reason));

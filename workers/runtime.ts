@@ -7,6 +7,7 @@ import { type Config, loadConfigOrExit } from "../src/config.ts";
 import { createDb, type Db } from "../src/db/connect.ts";
 import { type FeedSequencerLoop, startFeedSequencer } from "../src/feed/sequencer.ts";
 import { isDependencyDown } from "../src/http/dependency-faults.ts";
+import { stopWithParent } from "../src/lib/stop-with-parent.ts";
 import { withTimeout } from "../src/lib/with-timeout.ts";
 import { createLogger, type Logger } from "../src/logger.ts";
 import { createMetrics, type Metrics } from "../src/metrics/index.ts";
@@ -253,6 +254,7 @@ export function startWorkerRuntime(processName: string): WorkerRuntime {
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
+  stopWithParent((reason) => void shutdown(reason));
   return runtime;
 }
 

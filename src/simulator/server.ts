@@ -1,4 +1,5 @@
 import { loadConfigOrExit, reachable } from "../config.ts";
+import { stopWithParent } from "../lib/stop-with-parent.ts";
 import { createSimulator } from "./app.ts";
 
 /**
@@ -49,3 +50,4 @@ async function shutdown(signal: string) {
 }
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
+stopWithParent((reason) => void shutdown(reason));
