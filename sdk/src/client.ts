@@ -147,7 +147,10 @@ export class MessagingClient {
     ): Promise<WebhookEvent> => verifyWebhook(rawBody, headers, secret, options),
   };
 
-  /** Where events are pushed (/webhook_endpoints, scope `messaging:read`); verify deliveries with `webhooks.verify`. */
+  /**
+   * Where events are pushed (/webhook_endpoints: reading takes `messaging:read`, creating, changing,
+   * rotating, replaying and deleting `webhooks:manage`); verify deliveries with `webhooks.verify`.
+   */
   readonly webhookEndpoints = {
     /**
      * POST /webhook_endpoints: 201, with the `whsec_` `secret` (shown only here and by `rotateSecret`:

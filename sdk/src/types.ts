@@ -71,8 +71,8 @@ export type CreateWebhookEndpointRequest = JsonBody<"createWebhookEndpoint">;
 export type UpdateWebhookEndpointRequest = JsonBody<"updateWebhookEndpoint">;
 export type ReplayWebhookEndpointRequest = JsonBody<"replayWebhookEndpoint">;
 
-/** The two scopes an application can hold (SPEC §5). */
-export type Scope = "messaging:send" | "messaging:read";
+/** The scopes an application can hold: sending, reading, and managing webhook endpoints. */
+export type Scope = "messaging:send" | "messaging:read" | "webhooks:manage";
 
 /**
  * What a list call returns: the items as an array, which also carries the API's list envelope

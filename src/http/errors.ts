@@ -289,6 +289,11 @@ export function oauthErrorBody(error: OAuthError, requestId: string) {
   return { error: error.code, error_description: error.message, request_id: requestId };
 }
 
+/** The answer to what failed on our side (logged by the caller): the same words wherever it is given. */
+export function internalError(): ApiError {
+  return new ApiError("internal_error", "An internal error occurred. It has been logged.");
+}
+
 /** What any path that does not exist answers (the ops endpoints reuse it for theirs). */
 export function unknownPathError(method: string, path: string): ApiError {
   return new ApiError("resource_missing", `Unknown path: ${method} ${path}.`);

@@ -1,7 +1,7 @@
 import { t } from "elysia";
 import { toE164 } from "../contacts/phone.ts";
 import { isDependencyDown, serviceUnavailable } from "../http/dependency-faults.ts";
-import { ApiError } from "../http/errors.ts";
+import { ApiError, internalError } from "../http/errors.ts";
 import { capText } from "../http/paths.ts";
 import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
 import { withExclusivePairs } from "../http/schemas.ts";
@@ -170,7 +170,7 @@ function failureOf(error: unknown, logger: Logger, requestId: string, index?: nu
     },
     "unhandled error in a batch item",
   );
-  return new ApiError("internal_error", "An internal error occurred. It has been logged.");
+  return internalError();
 }
 
 /** Errors about the idempotency key name the item's field, not the single send's header. */

@@ -1,5 +1,12 @@
 import { isDependencyDown } from "../http/dependency-faults.ts";
-import { ApiError, apiErrorBody, OAuthError, oauthErrorBody, unknownPathError } from "../http/errors.ts";
+import {
+  ApiError,
+  apiErrorBody,
+  internalError,
+  OAuthError,
+  oauthErrorBody,
+  unknownPathError,
+} from "../http/errors.ts";
 import { API_PREFIX, capText } from "../http/paths.ts";
 import { noteRefused, type RequestState, requestState } from "../http/request-state.ts";
 import { validationToApiError } from "../http/validation.ts";
@@ -59,7 +66,7 @@ export function errorRenderer(
         { request_id: requestId, error: loggableError(error), path: capText(path) },
         "unhandled error",
       );
-      failure = new ApiError("internal_error", "An internal error occurred. It has been logged.");
+      failure = internalError();
     }
 
     const errors = state?.policy?.errors;
