@@ -13,6 +13,7 @@ import {
   windowText,
 } from "./conversation-markup.ts";
 import { mediaPlaceholder } from "./conversation-message-view.ts";
+import { statusBadge } from "./conversation-status-view.ts";
 import { type Html, html } from "./html.ts";
 import { timeTag } from "./layout.ts";
 
@@ -45,7 +46,7 @@ function lastMessageLine(row: HistoryMessageRow): Html {
       ? html`<span class="direction out"><span aria-hidden="true">↗</span> You:</span>`
       : html`<span class="direction in"><span aria-hidden="true">↙</span><span class="visually-hidden">They wrote:</span></span>`;
   const text = message.text ?? (message.media ? null : message.preview);
-  return html`${direction} ${message.media ? html`${mediaPlaceholder(message.media)}${text ? " · " : ""}` : ""}${text ? shorten(text) : ""}`;
+  return html`${direction} <span class="preview-body">${message.media ? html`${mediaPlaceholder(message.media)}${text ? " · " : ""}` : ""}${text ? shorten(text) : ""}</span>`;
 }
 
 export interface ListRegionInput {
@@ -141,17 +142,20 @@ function listRow(row: ConversationRow, input: ListRegionInput) {
   const pinned = row.contact_id === input.pinned;
   const unread = isCurrent ? 0 : row.unread;
   const label = contactLabel({ name: row.contact_name, phone: row.contact_phone });
-  const failed = row.direction === "outbound" && row.status === "failed";
+  const status = row.direction === "outbound" ? row.status : null;
+  const failed = status === "failed";
+  // Not sent (yet, or ever): the thread's badge, so the last line does not read as a message sent.
+  const unsent = status === "canceled" || status === "scheduled" ? status : null;
   // A row keeps the narrowing: the conversation it opens has its sidebar narrowed alike.
   const href = narrowedPath(conversationPath(row.contact_id), input.narrowing ?? {});
-  return html`<li class="conversation${unread > 0 ? " is-unread" : ""}${failed ? " is-failed" : ""}${pinned ? " is-pinned" : ""}">
+  return html`<li class="conversation${unread > 0 ? " is-unread" : ""}${failed ? " is-failed" : ""}${unsent ? ` is-${unsent}` : ""}${pinned ? " is-pinned" : ""}">
 <a class="conversation-link" id="conversation-${row.contact_id}" href="${href}"${isCurrent ? html` aria-current="page"` : ""}>
 <span class="conversation-name">${label}</span>
 <span class="conversation-time">${timeTag(row.last_message_at, input.now)}</span>
 <span class="conversation-phone">${row.contact_name?.trim() ? row.contact_phone : ""}</span>
 <span class="conversation-unread">${unread > 0 ? html`<span class="badge count unread-badge">${unread}<span class="visually-hidden"> unread message${unread === 1 ? "" : "s"}</span></span>` : ""}</span>
 <span class="conversation-preview">${lastMessageLine(row)}</span>
-<span class="conversation-window">${windowBadge(messaging, input.now)}${failed ? html` <span class="badge bad failed-marker"><span aria-hidden="true">!</span> Failed<span class="visually-hidden">: the last message was not delivered</span></span>` : ""}${pinned ? html` <span class="pinned-note">shown because it is open</span>` : ""}</span>
+<span class="conversation-window">${windowBadge(messaging, input.now)}${failed ? html` <span class="badge bad failed-marker"><span aria-hidden="true">!</span> Failed<span class="visually-hidden">: the last message was not delivered</span></span>` : ""}${unsent ? html` ${statusBadge(unsent)}` : ""}${pinned ? html` <span class="pinned-note">shown because it is open</span>` : ""}</span>
 </a>
 </li>`;
 }

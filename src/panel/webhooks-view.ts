@@ -176,15 +176,30 @@ function attemptTable(view: EndpointView, now: Date): Html {
 </div>`;
 }
 
-function endpointCard(frame: Frame, view: EndpointView): Html {
+/** How far delivery lags, for the collapsed card: what is pending, and since when. */
+function lagText(endpoint: Endpoint): Html {
+  const { pending, oldest_pending_age: age } = endpoint.delivery;
+  if (pending === 0) return html`<span class="muted">Nothing pending</span>`;
+  return html`<strong>${pending.toLocaleString("en-US")}</strong> pending${age === null ? "" : html`, oldest ${ageText(age)} old`}`;
+}
+
+/**
+ * One endpoint: its URL, state and lag always in view (the <summary>), the rest (facts, actions,
+ * replay, last deliveries) behind it, so that a page of several endpoints stays short.
+ */
+function endpointCard(frame: Frame, view: EndpointView, open: boolean): Html {
   const { endpoint } = view;
   const { delivery } = endpoint;
   const headingId = `endpoint-${endpoint.id}`;
   return html`<section class="card sender endpoint${endpoint.status === "disabled" ? " is-inactive" : ""}" id="${endpoint.id}" aria-labelledby="${headingId}">
-<div class="sender-head">
-  <h2 id="${headingId}" class="mono">${endpoint.url}</h2>
-  ${statusBadge(endpoint)}
-</div>
+<details class="endpoint-details" id="details-${endpoint.id}"${open ? html` open` : ""}>
+<summary class="endpoint-summary" id="summary-${endpoint.id}">
+  <span class="sender-head">
+    <h2 id="${headingId}" class="mono">${endpoint.url}</h2>
+    ${statusBadge(endpoint)}
+  </span>
+  <span class="endpoint-lag">${lagText(endpoint)}<span class="endpoint-toggle" aria-hidden="true"></span></span>
+</summary>
 ${endpoint.description ? html`<p>${endpoint.description}</p>` : ""}
 ${statusText(endpoint)}
 <dl class="facts">
@@ -201,6 +216,7 @@ ${statusText(endpoint)}
 ${endpointActions(frame, endpoint)}
 ${replayForm(frame, view)}
 ${attemptTable(view, frame.now)}
+</details>
 </section>`;
 }
 
@@ -270,8 +286,12 @@ export function webhooksPage(
   frame: Frame,
   input: { endpoints: EndpointView[]; form: NewEndpointForm; notice?: Notice },
 ): Html {
-  const { endpoints } = input;
+  const { endpoints, notice } = input;
   const full = endpoints.length >= ENDPOINTS_PER_TENANT;
+  // The endpoint the last action was about shows its details (and its outcome); so does a lone one.
+  const about = notice && notice.kind !== "deleted" ? notice.endpoint.id : undefined;
+  const opened = (view: EndpointView) =>
+    endpoints.length === 1 || view.replay !== undefined || view.endpoint.id === about;
   return webhooksSection(
     frame,
     "Webhooks",
@@ -279,15 +299,15 @@ export function webhooksPage(
   <h1>Webhooks</h1>
   ${endpoints.length > 0 ? html`<p class="muted head-meta">${endpoints.length} of ${ENDPOINTS_PER_TENANT} endpoints</p>` : ""}
 </div>
-<p class="lead muted">Events about your messages (received, sent, delivered, read, failed) are posted to your endpoints as they happen, in order per contact, signed per Standard Webhooks. An endpoint that is down gets every event once it answers again.</p>
-${noticeBlock(input.notice)}
+<p class="lead muted">Events about your messages (${EVENT_TYPES.map((type, i) => html`${i > 0 ? ", " : ""}<code>${type}</code>`)}) are posted to your endpoints as they happen, in order per contact, signed per Standard Webhooks. An endpoint that is down gets every event once it answers again.</p>
+${noticeBlock(notice)}
 ${
   endpoints.length === 0
     ? html`<section class="card blank-slate section-card">
   <h2>No endpoints yet</h2>
   <p>Add the URL of a receiver in your system below. It gets a signing secret to verify each delivery with, and receives the events that happen from then on.</p>
 </section>`
-    : html`<div class="endpoints stack">${endpoints.map((view) => endpointCard(frame, view))}</div>`
+    : html`<div class="endpoints stack">${endpoints.map((view) => endpointCard(frame, view, opened(view)))}</div>`
 }
 ${newEndpointForm(frame, input.form, full)}`,
   );

@@ -425,3 +425,79 @@ describe("panel: webhook actions", () => {
     expect((await client.post(`/panel/webhooks/${row.id}/delete`)).status).toBe(404);
   });
 });
+
+describe("panel: every event type named, each endpoint collapsed to its state and lag (issue 42)", () => {
+  /** The summary (always shown) of one endpoint's card. */
+  function summaryOf(page: PanelResponse, endpointId: string): string {
+    const card = cardOf(page, endpointId);
+    const summary = /<summary class="endpoint-summary" id="summary-[^"]+">([\s\S]*?)<\/summary>/.exec(
+      card,
+    )?.[1];
+    if (summary === undefined) throw new Error(`no summary for ${endpointId}`);
+    return summary;
+  }
+  const isOpen = (page: PanelResponse, endpointId: string) =>
+    new RegExp(`<details class="endpoint-details" id="details-${endpointId}" open>`).test(page.text);
+
+  test("the introduction lists every event type, message.canceled included, from the one list", async () => {
+    const { client: fresh } = await signedInClient(env.app, env.deps);
+    const page = await fresh.get("/panel/webhooks");
+    const lead = /<p class="lead muted">([\s\S]*?)<\/p>/.exec(page.text)?.[1] ?? "";
+    expect(EVENT_TYPES).toContain("message.canceled");
+    for (const type of EVENT_TYPES) expect(lead).toContain(`<code>${type}</code>`);
+  });
+
+  test("several endpoints: each collapsed, its URL, state and lag in the summary; an action's endpoint open", async () => {
+    const { client: own, tenant } = await signedInClient(env.app, env.deps);
+    const made = [];
+    for (const i of [1, 2, 3]) {
+      made.push(
+        await createWebhookEndpoint(endpointDeps, tenant.id, {
+          url: `https://hooks.example.com/many/${i}`,
+          description: `Endpoint ${i}`,
+        }),
+      );
+    }
+    const [first, second, third] = made as [(typeof made)[0], (typeof made)[0], (typeof made)[0]];
+    await env.deps.db
+      .updateTable("webhook_endpoints")
+      .set({ status: "disabled", disabled_reason: "failing" })
+      .where("id", "=", third.id)
+      .execute();
+
+    const page = await own.get("/panel/webhooks");
+    expect(page.status).toBe(200);
+    for (const endpoint of made) {
+      expect(isOpen(page, endpoint.id)).toBe(false);
+      const summary = summaryOf(page, endpoint.id);
+      expect(summary).toContain(`<h2 id="endpoint-${endpoint.id}" class="mono">${endpoint.url}</h2>`);
+      expect(plain(summary)).toContain("Nothing pending");
+      // The facts, actions and deliveries are behind the summary, not in it.
+      expect(summary).not.toContain("Pending events");
+      expect(cardOf(page, endpoint.id)).toContain("Pending events");
+    }
+    expect(summaryOf(page, first.id)).toContain('<span class="badge ok">Enabled</span>');
+    expect(summaryOf(page, third.id)).toContain('<span class="badge bad">Disabled</span>');
+
+    // The endpoint an action was about is open (its outcome in view); the others stay closed.
+    const disabled = await own.post(`/panel/webhooks/${second.id}/status`, { status: "disabled" });
+    expect(disabled.status).toBe(303);
+    const after = await own.get(`/panel/webhooks?disabled=${second.id}`);
+    expect(isOpen(after, second.id)).toBe(true);
+    expect(isOpen(after, first.id)).toBe(false);
+    // A refused replay form is open with its error.
+    const refused = await own.post(`/panel/webhooks/${first.id}/replay`, { since: "evc_nonsense" });
+    expect(refused.status).toBe(400);
+    expect(isOpen(refused, first.id)).toBe(true);
+    expect(isOpen(refused, second.id)).toBe(false);
+  });
+
+  test("a lone endpoint shows its details open", async () => {
+    const { client: own, tenant } = await signedInClient(env.app, env.deps);
+    const endpoint = await createWebhookEndpoint(endpointDeps, tenant.id, {
+      url: "https://hooks.example.com/lone",
+    });
+    const page = await own.get("/panel/webhooks");
+    expect(isOpen(page, endpoint.id)).toBe(true);
+  });
+});
