@@ -147,6 +147,12 @@ describe("issue 42: the Webhooks page and the conversations list in a browser", 
     await shoot("webhooks-one-open");
     await page.keyboard.press("Space");
     await deliveries.waitFor({ state: "hidden", ...WAIT });
+
+    // Named by the address (the way back from a new secret is /panel/webhooks#we_…): shown open.
+    const second = endpointIds[1]!;
+    await page.goto(url(`/panel/webhooks#${second}`));
+    await page.locator(`section[id="${second}"] table.deliveries`).waitFor({ state: "visible", ...WAIT });
+    expect(await page.locator("details.endpoint-details[open]").count()).toBe(1);
     expect(signedIn.policyViolations).toEqual([]);
     expect(signedIn.pageErrors).toEqual([]);
   });

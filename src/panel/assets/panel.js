@@ -263,3 +263,17 @@ document.addEventListener("htmx:load", (event) => {
 localizeTimes(document);
 fillPreviews(document);
 settleReplyText(document);
+
+// == Webhooks (issue 42) ==
+
+// The endpoint the address names (#we_…: the way back from its new secret) shows its details.
+function openNamedEndpoint() {
+  const id = decodeURIComponent(location.hash.slice(1));
+  const section = id ? document.getElementById(id) : null;
+  const details = section?.matches("section.endpoint")
+    ? section.querySelector("details.endpoint-details")
+    : null;
+  if (details instanceof HTMLDetailsElement) details.open = true;
+}
+openNamedEndpoint();
+window.addEventListener("hashchange", openNamedEndpoint);
