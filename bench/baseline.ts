@@ -7,6 +7,11 @@
  */
 import { Elysia } from "elysia";
 import { SendMessageRequest } from "../src/messages/schemas.ts";
+import { exitOnHelp } from "./lib/usage.ts";
+
+exitOnHelp(`bun bench/baseline.ts   (BASELINE_PORT: its port, default any free one)
+  Bun + Elysia alone behind POST /v2/messages (bench/send.ts's baseline): prints
+  "baseline listening on http://127.0.0.1:<port>" and serves until stopped.`);
 
 let next = 0;
 

@@ -37,7 +37,12 @@ import { freePort, waitHttp } from "./lib/net.ts";
 import { waitForQuietMachine } from "./lib/quiet.ts";
 import { createShop } from "./lib/shop.ts";
 import { accessToken } from "./lib/token.ts";
+import { exitOnHelp } from "./lib/usage.ts";
 import { wrkSummary } from "./lib/wrk.ts";
+
+exitOnHelp(`bun bench/feed.ts [options]   (see bench/README.md; sizes: the BENCH_* variables in its header)
+  --mode A,B         phases, comma-separated: ingest, read, lost, empty-poll (ingest,read,lost; BENCH_PHASES)
+  --per-webhook N    messages per inbound webhook (1; BENCH_PER_WEBHOOK)`);
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),

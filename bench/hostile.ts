@@ -15,6 +15,11 @@ import { quantile } from "./lib/format.ts";
 import { freePort, waitHttp } from "./lib/net.ts";
 import { cpuSeconds } from "./lib/proc.ts";
 import { freshStores, PG_BASE, REDIS_URL, removeStores } from "./lib/stores.ts";
+import { exitOnHelp } from "./lib/usage.ts";
+
+exitOnHelp(`bun bench/hostile.ts
+  How long hostile bodies take to refuse and what they do to everyone else, on a real api process
+  (local Postgres and Redis; database bench_hostile, Redis prefix bench-hostile). No options.`);
 
 const DATABASE_URL = `${PG_BASE}/bench_hostile`;
 const PREFIX = "bench-hostile";

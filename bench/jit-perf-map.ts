@@ -15,6 +15,7 @@
  * The jitdump format: tools/perf/Documentation/jitdump-specification.txt in the Linux sources.
  */
 import { readFileSync, writeFileSync } from "node:fs";
+import { exitOnHelp } from "./lib/usage.ts";
 
 /** JIT_CODE_LOAD: a function's code, named, at an address. */
 const CODE_LOAD = 0;
@@ -51,6 +52,10 @@ function mapLines(file: string): { pid: number; lines: string[] } {
   }
   return { pid, lines };
 }
+
+exitOnHelp(`bun bench/jit-perf-map.ts /tmp/jit-*.dump ...
+  Writes each Bun jitdump's code loads as /tmp/perf-<pid>.map, for perf report and perf script
+  (see this file's header for the whole recipe).`);
 
 const files = process.argv.slice(2);
 if (files.length === 0) {

@@ -43,7 +43,7 @@ import { describeWrk, requireWrk } from "./lib/wrk.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const opts = sendOptions(process.argv.slice(2));
-const WRK = requireWrk("bench");
+const WRK = await requireWrk("bench");
 const DATABASE_URL = `${PG_BASE}/${opts.database}`;
 const RUN_ID = Date.now().toString(36);
 const RUN_DIR = join(tmpdir(), `bench-send-${RUN_ID}`);

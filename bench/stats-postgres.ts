@@ -12,6 +12,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { findPgTools, privatePostgres } from "../scripts/private-postgres.ts";
+import { exitOnHelp } from "./lib/usage.ts";
+
+exitOnHelp(`bun bench/stats-postgres.ts [--port 55432]
+  A private Postgres with pg_stat_statements, until Ctrl-C; then, in another shell:
+  BENCH_PG_BASE=postgres://postgres@127.0.0.1:55432 bun bench/send.ts --mode drain`);
 
 const portAt = process.argv.indexOf("--port");
 const port = portAt > 0 ? Number(process.argv[portAt + 1]) : 55432;

@@ -25,6 +25,14 @@ import { cpuSeconds } from "./lib/proc.ts";
 import { profilerFlags } from "./lib/profile.ts";
 import { waitForQuietMachine } from "./lib/quiet.ts";
 import { createShop } from "./lib/shop.ts";
+import { exitOnHelp } from "./lib/usage.ts";
+
+exitOnHelp(`bun bench/webhooks.ts [options]   (see bench/README.md)
+  --events N        events in the backlog (60000)
+  --contacts N      contacts they are spread over (2000)
+  --receiver-ms MS  how long the receiver takes to answer each post (50)
+  --wait-quiet S    first wait up to S s for a quiet machine (0)
+  --profile DIR     profile the webhook worker into DIR`);
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),

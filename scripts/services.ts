@@ -102,18 +102,38 @@ export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 /** The panel's browser tests need Chromium: install Debian's package when it is missing. */
 export async function ensureChromium(say: (message: string) => void): Promise<void> {
   if (existsSync(CHROMIUM_PATH)) return;
+  await installDebianPackage("chromium", `Chromium is missing at ${CHROMIUM_PATH}`, "the browser tests", say);
+}
+
+/** bench/send.ts's load generator: wrk's path, Debian's package installed first when it is missing. */
+export async function ensureWrk(say: (message: string) => void): Promise<string> {
+  const found = Bun.which("wrk");
+  if (found) return found;
+  await installDebianPackage("wrk", "wrk is not installed", "the send benchmark", say);
+  const installed = Bun.which("wrk");
+  if (!installed) throw new Error("apt-get installed wrk, but it is not on the PATH");
+  return installed;
+}
+
+/** `apt-get install <name>` as root (what a fresh Debian machine of this kind allows), else a clear error. */
+async function installDebianPackage(
+  name: string,
+  missing: string,
+  purpose: string,
+  say: (message: string) => void,
+): Promise<void> {
   if (!Bun.which("apt-get") || process.getuid?.() !== 0) {
-    throw new Error(`Chromium is missing at ${CHROMIUM_PATH}; install it (apt-get install chromium).`);
+    throw new Error(`${missing}; install it (apt-get install ${name}).`);
   }
-  say("installing Chromium for the browser tests (apt-get install chromium)");
+  say(`installing ${name} for ${purpose} (apt-get install ${name})`);
   const install = () =>
-    Bun.spawn(["apt-get", "install", "-y", "-q", "chromium"], {
+    Bun.spawn(["apt-get", "install", "-y", "-q", name], {
       env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
       stdio: ["ignore", "ignore", "inherit"],
     }).exited;
   if ((await install()) !== 0) {
     // A fresh machine's package lists may be stale or empty.
     await Bun.spawn(["apt-get", "update", "-q"], { stdio: ["ignore", "ignore", "inherit"] }).exited;
-    if ((await install()) !== 0) throw new Error("apt-get install chromium failed");
+    if ((await install()) !== 0) throw new Error(`apt-get install ${name} failed`);
   }
 }

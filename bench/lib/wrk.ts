@@ -3,17 +3,23 @@
  * answer counted by HTTP status, batch rows by their status), and wrk's own summary lines.
  */
 import { writeFileSync } from "node:fs";
+import { ensureWrk } from "../../scripts/services.ts";
 import { fmt, ms } from "./format.ts";
 import type { Launcher } from "./launcher.ts";
 
 const LUA = new URL("../send.lua", import.meta.url).pathname;
 
-/** wrk's path; exits when it is not installed. */
-export function requireWrk(tool: string): string {
-  const wrk = Bun.which("wrk");
-  if (wrk) return wrk;
-  console.error(`${tool}: wrk is not installed (Debian: apt-get install -y wrk)`);
-  process.exit(1);
+/**
+ * wrk's path: installed with apt-get when missing (as `bun run test` installs Chromium); exits
+ * with what to do when that is not possible (not root, not Debian).
+ */
+export async function requireWrk(tool: string): Promise<string> {
+  try {
+    return await ensureWrk((message) => console.log(`${tool}: ${message}`));
+  } catch (error) {
+    console.error(`${tool}: ${(error as Error).message}`);
+    process.exit(1);
+  }
 }
 
 /** wrk's own summary lines: Requests/sec, requests, non-2xx/3xx answers, and (--latency) its percentiles in ms. */
