@@ -36,7 +36,7 @@ export function eventRoutes(deps: AppDeps) {
         operationId: "listEvents",
         summary: "Read the event log",
         description:
-          "What happened to your messages, in one fixed order per account: `message.received` (a customer wrote), `message.sent`, `message.delivered`, `message.read` (each status that moved an outbound message forward, in its order) and `message.failed` (with `data.failure`). Follow it with `since` = the previous `next_cursor` (on every page, even an empty one); absent, it starts at the oldest event kept (30 days). With `types`, one call looks at up to 5,000 events of the log: a page may then hold fewer than `limit`, even none, with `has_more` true and a `next_cursor` past what it looked at; ask again at once. At least once: de-duplicate by `id`. Events of one message come in its status order; events of one contact in feed order.",
+          "What happened to your messages, in one fixed order per account: `message.received` (a customer wrote), `message.sent`, `message.delivered`, `message.read` (each status that moved an outbound message forward, in its order), `message.failed` (with `data.failure`) and `message.canceled` (a scheduled or waiting send canceled before it was handed over). Follow it with `since` = the previous `next_cursor` (on every page, even an empty one); absent, it starts at the oldest event kept (30 days). With `types`, one call looks at up to 5,000 events of the log: a page may then hold fewer than `limit`, even none, with `has_more` true and a `next_cursor` past what it looked at; ask again at once. At least once: de-duplicate by `id`. Events of one message come in its status order; events of one contact in feed order.",
         tags: ["Messages"],
       },
     },
