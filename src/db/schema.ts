@@ -294,7 +294,8 @@ export interface WebhookEndpointsTable {
   id: string;
   tenant_id: string;
   url: string;
-  events: EventType[];
+  /** The types it receives; null: every type, including types added later (sql/031). */
+  events: EventType[] | null;
   description: string | null;
   status: Generated<"enabled" | "disabled">;
   disabled_reason: string | null;

@@ -87,6 +87,17 @@ export interface PositionRange {
   head: number;
 }
 
+/** positionRange of a tenant and cursor given as values, run on its own (the first of a bounded read's two statements). */
+export async function nextPositions(
+  db: Db,
+  tenantId: string,
+  afterSeq: number,
+  count: number,
+): Promise<PositionRange> {
+  const { rows } = await positionRange(sql`${tenantId}`, sql`${afterSeq}::bigint`, count).execute(db);
+  return rows[0] ?? { from_seq: afterSeq, to_seq: afterSeq, head: afterSeq };
+}
+
 /**
  * The tenant's events of `types` among the next EVENT_SCAN_ROWS positions after `afterSeq`, `fetch` of
  * them at most, and the last position examined.
@@ -102,12 +113,7 @@ export async function readEventsOfTypes(
   fetch: number,
   types: readonly EventType[],
 ): Promise<LogRead<EventRow>> {
-  const { rows: ranges } = await positionRange(
-    sql`${tenantId}`,
-    sql`${afterSeq}::bigint`,
-    EVENT_SCAN_ROWS,
-  ).execute(db);
-  const range = ranges[0] ?? { from_seq: afterSeq, to_seq: afterSeq, head: afterSeq };
+  const range = await nextPositions(db, tenantId, afterSeq, EVENT_SCAN_ROWS);
   const rows =
     range.to_seq > range.from_seq
       ? await eventEntriesAfter(db, tenantId, range.from_seq, types)

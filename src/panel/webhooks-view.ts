@@ -209,7 +209,7 @@ ${statusText(endpoint)}
   <div><dt>Oldest pending</dt><dd>${delivery.oldest_pending_age === null ? html`<span class="muted">none pending</span>` : html`${ageText(delivery.oldest_pending_age)} old`}</dd></div>
   <div><dt>Last success</dt><dd>${delivery.last_success_at === null ? html`<span class="muted">never</span>` : timeTag(at(delivery.last_success_at), frame.now)}</dd></div>
   <div><dt>Last failure</dt><dd>${lastFailure(endpoint, frame.now)}</dd></div>
-  <div><dt>Events</dt><dd>${eventList(endpoint.events)}</dd></div>
+  <div><dt>Events</dt><dd>${endpoint.all_events ? html`<p class="small">Every type, including types added later:</p>` : ""}${eventList(endpoint.events)}</dd></div>
   <div><dt>Cursor</dt><dd><code class="small">${delivery.cursor}</code></dd></div>
 </dl>
 <h3>Actions</h3>

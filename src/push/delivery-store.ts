@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import type { Db } from "../db/connect.ts";
-import { eventEntriesAfter } from "../events/repository.ts";
+import { EVENT_SCAN_ROWS, eventEntriesAfter, nextPositions } from "../events/repository.ts";
 import type { Item } from "./delivery-window.ts";
 import type { EndpointRow } from "./repository.ts";
 
@@ -9,16 +9,38 @@ import type { EndpointRow } from "./repository.ts";
  * of webhook_deliveries (events acknowledged out of order, or waiting for a retry).
  */
 
-/** Up to `limit` of the endpoint's subscribed events after `afterSeq` not acknowledged, with their retry state. */
-export function unacknowledgedEvents(db: Db, endpoint: EndpointRow, afterSeq: number, limit: number) {
-  return eventEntriesAfter(db, endpoint.tenant_id, afterSeq, endpoint.events)
-    .leftJoin("webhook_deliveries as d", (join) =>
-      join.on("d.endpoint_id", "=", endpoint.id).onRef("d.seq", "=", "events.seq"),
-    )
-    .select(["d.attempts", "d.first_failed_at", "d.next_attempt_at"])
-    .where((eb) => eb.or([eb("d.acknowledged", "is", null), eb("d.acknowledged", "=", false)]))
-    .limit(limit)
-    .execute();
+/**
+ * Log positions one read of a delivery run examines at most, as GET /events?types= does. Unbounded,
+ * the read of an endpoint filtering a rare type walked every position past its cursor (30 days of the
+ * log, on every read of every run) to find its few events.
+ */
+export const RUN_SCAN_POSITIONS = EVENT_SCAN_ROWS;
+
+/**
+ * Up to `limit` of the endpoint's subscribed events not acknowledged, with their retry state, among
+ * the next RUN_SCAN_POSITIONS positions after `afterSeq` (nextPositions: dense per tenant, the first
+ * one retention kept onward). `examinedTo`: every such event up to it is in `rows` (the last row's
+ * position when `limit` of them came, else the end of the range), so the next read starts there and
+ * the cursor may move past it. `head`: the log's last position when the range was taken; every
+ * position up to it is committed (the range is read first, as in readEventsOfTypes).
+ */
+export async function unacknowledgedEvents(db: Db, endpoint: EndpointRow, afterSeq: number, limit: number) {
+  const range = await nextPositions(db, endpoint.tenant_id, afterSeq, RUN_SCAN_POSITIONS);
+  const rows =
+    range.to_seq > range.from_seq
+      ? await eventEntriesAfter(db, endpoint.tenant_id, range.from_seq, endpoint.events ?? undefined)
+          .where("events.seq", "<=", range.to_seq)
+          .leftJoin("webhook_deliveries as d", (join) =>
+            join.on("d.endpoint_id", "=", endpoint.id).onRef("d.seq", "=", "events.seq"),
+          )
+          .select(["d.attempts", "d.first_failed_at", "d.next_attempt_at"])
+          .where((eb) => eb.or([eb("d.acknowledged", "is", null), eb("d.acknowledged", "=", false)]))
+          .limit(limit)
+          .execute()
+      : [];
+  const last = rows.at(-1);
+  const examinedTo = rows.length < limit ? Math.max(afterSeq, range.to_seq) : (last?.event_seq ?? afterSeq);
+  return { rows, examinedTo, head: range.head };
 }
 
 /** A run's progress, as written. */

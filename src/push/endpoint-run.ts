@@ -2,7 +2,6 @@ import type { Clock } from "../clock.ts";
 import type { WebhookTuning } from "../config.ts";
 import type { Db } from "../db/connect.ts";
 import { presentEvent } from "../events/presenter.ts";
-import { eventHead } from "../events/repository.ts";
 import type { Logger } from "../logger.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { attemptOf, type DeliveryAttempt, recordAttempts } from "./attempt-log.ts";
@@ -66,7 +65,6 @@ class EndpointChanged extends Error {}
  * changed.
  */
 export class Run {
-  private readonly tenantId: string;
   private readonly generation: number;
   private readonly lease: string;
   private url: string;
@@ -106,7 +104,6 @@ export class Run {
     private readonly deps: DeliveryDeps,
     private readonly endpoint: EndpointRow,
   ) {
-    this.tenantId = endpoint.tenant_id;
     this.generation = endpoint.generation;
     this.lease = endpoint.lease ?? "";
     this.url = endpoint.url;
@@ -172,8 +169,11 @@ export class Run {
   }
 
   /**
-   * Reads the next unacknowledged events after `readUpTo` into the window. With `force` it reads
-   * even when it read a moment ago. Returns whether anything new came.
+   * Reads the next unacknowledged events after `readUpTo` into the window, from a bounded range of
+   * positions (unacknowledgedEvents). With `force` it reads even when it read a moment ago. Returns
+   * whether anything came or the read moved on short of the end: a range with none of the
+   * endpoint's types still moves `readUpTo` (and so the cursor) past it, and the next read takes the
+   * next range.
    */
   private async read(force = false): Promise<boolean> {
     const now = Date.now();
@@ -181,11 +181,15 @@ export class Run {
     if (!force && this.atEnd && now - this.lastReadAt < POLL_EVERY_MS) return false;
     this.lastReadAt = now;
     const limit = Math.min(READ_BATCH, WINDOW_MAX - this.window.size);
-    // The head first: every event up to it is committed, so when the read reaches past the last row
-    // it returns, the cursor may move up to the head (events of types not subscribed in between).
-    const head = await eventHead(this.deps.db, this.tenantId);
-    const rows = await unacknowledgedEvents(this.deps.db, this.endpoint, this.readUpTo, limit);
-    this.atEnd = rows.length < limit;
+    const { rows, examinedTo, head } = await unacknowledgedEvents(
+      this.deps.db,
+      this.endpoint,
+      this.readUpTo,
+      limit,
+    );
+    // Every event up to `examinedTo` is held or not the endpoint's; at the head, the cursor may move
+    // up to it (events of types not subscribed in between).
+    this.atEnd = examinedTo >= head;
     this.headAtRead = head;
     const readAt = this.deps.clock.now();
     for (const row of rows) {
@@ -202,10 +206,9 @@ export class Run {
       };
       this.window.hold(item, readAt);
     }
-    const last = rows.at(-1);
-    if (last) this.readUpTo = last.event_seq;
-    if (this.atEnd) this.readUpTo = Math.max(this.readUpTo, head);
-    return rows.length > 0;
+    const movedOn = examinedTo > this.readUpTo;
+    this.readUpTo = Math.max(this.readUpTo, examinedTo);
+    return rows.length > 0 || (movedOn && !this.atEnd);
   }
 
   private launch(): void {

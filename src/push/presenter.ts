@@ -1,4 +1,5 @@
 import { epochSeconds } from "../clock.ts";
+import { EVENT_TYPES } from "../events/schemas.ts";
 import type { DeliveryCounts, EndpointRow } from "./repository.ts";
 
 /** A WebhookEndpoint (DESIGN §12): `cursor` is the endpoint's position as an `evc_` cursor. */
@@ -13,7 +14,9 @@ export function presentEndpoint(
     object: "webhook_endpoint" as const,
     id: row.id,
     url: row.url,
-    events: row.events,
+    // Every type (stored as null): today's types listed, and the flag that says later ones come too.
+    events: row.events ?? [...EVENT_TYPES],
+    all_events: row.events === null,
     description: row.description,
     status: row.status,
     disabled_reason: row.status === "disabled" ? row.disabled_reason : null,

@@ -18,7 +18,8 @@ export function insertEndpoint(
     id: string;
     tenantId: string;
     url: string;
-    events: EventType[];
+    /** null: every type, including types added later. */
+    events: EventType[] | null;
     description: string | null;
     sealedSecret: string;
     cursorSeq: number;
@@ -184,6 +185,8 @@ interface PendingSample extends PositionRange {
  * the range (webhook_deliveries holds only the ones past the cursor: a delivery run's window).
  */
 export function deliveryCountsStatement(endpointIds: readonly string[]) {
+  // The endpoint takes the event's type: events null is every type, those added later too.
+  const subscribed = sql`(w.events IS NULL OR e.type = ANY(w.events))`;
   return sql<PendingSample>`
     SELECT w.id, r.from_seq, r.to_seq, r.head, s.examined, s.subscribed, s.pending, s.oldest_pending_at,
            (SELECT count(*)::int FROM webhook_deliveries d
@@ -192,9 +195,9 @@ export function deliveryCountsStatement(endpointIds: readonly string[]) {
     CROSS JOIN LATERAL (${positionRange(sql`w.tenant_id`, sql`w.cursor_seq`, PENDING_SAMPLE_ROWS)}) r
     CROSS JOIN LATERAL (
       SELECT count(*)::int AS examined,
-             count(*) FILTER (WHERE e.type = ANY(w.events))::int AS subscribed,
-             count(*) FILTER (WHERE e.type = ANY(w.events) AND d.seq IS NULL)::int AS pending,
-             min(e.created_at) FILTER (WHERE e.type = ANY(w.events) AND d.seq IS NULL) AS oldest_pending_at
+             count(*) FILTER (WHERE ${subscribed})::int AS subscribed,
+             count(*) FILTER (WHERE ${subscribed} AND d.seq IS NULL)::int AS pending,
+             min(e.created_at) FILTER (WHERE ${subscribed} AND d.seq IS NULL) AS oldest_pending_at
       FROM events e
       LEFT JOIN webhook_deliveries d ON d.endpoint_id = w.id AND d.seq = e.seq AND d.acknowledged
       WHERE e.tenant_id = w.tenant_id AND e.seq > r.from_seq AND e.seq <= r.to_seq

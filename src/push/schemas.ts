@@ -2,6 +2,7 @@ import { t } from "elysia";
 import { EventTypeSchema } from "../events/schemas.ts";
 import { listOf } from "../http/schemas.ts";
 import { EXPECTED_KEY } from "../http/validation.ts";
+import { PENDING_SAMPLE_ROWS } from "./repository.ts";
 import { ENDPOINT_URL_MAX } from "./url-safety.ts";
 
 /** At most this many endpoints per tenant (DESIGN §12). */
@@ -43,7 +44,14 @@ export const CreateEndpointBody = t.Object(
 
 export const UpdateEndpointBody = t.Object({
   url: t.Optional(endpointUrl),
-  events: t.Optional(endpointEvents),
+  events: t.Optional(
+    t.Nullable(endpointEvents, {
+      description:
+        "The event types posted to this endpoint from now on: at least one, each once. `null`: every type, including types added later.",
+      "x-param": "events",
+      [EXPECTED_KEY]: "a list of at least one event type, each named once, or null to receive every type",
+    }),
+  ),
   description: t.Optional(endpointDescription),
   status: t.Optional(
     t.Union([t.Literal("enabled"), t.Literal("disabled")], {
@@ -90,7 +98,9 @@ const DeliveryStateSchema = t.Object(
       description:
         "`evc_` cursor: every event before it was acknowledged (or is of a type not subscribed). Pass it to GET /events to read what is pending.",
     }),
-    pending: t.Integer({ description: "Subscribed events after the cursor not yet acknowledged." }),
+    pending: t.Integer({
+      description: `Subscribed events after the cursor not yet acknowledged. Exact for an endpoint of every type (\`all_events\`); for one that lists its types, exact within the first ${PENDING_SAMPLE_ROWS.toLocaleString("en-US")} events of the log after the cursor and estimated past them (from the share of its types among those).`,
+    }),
     oldest_pending_age: t.Nullable(
       t.Integer({
         description: "Seconds since the oldest pending event happened; null when none is pending.",
@@ -116,7 +126,14 @@ const endpointFields = {
   object: t.Literal("webhook_endpoint"),
   id: t.String({ description: "`we_` id." }),
   url: t.String(),
-  events: t.Array(EventTypeSchema),
+  events: t.Array(EventTypeSchema, {
+    description:
+      "The event types posted to this endpoint. For an endpoint of every type (`all_events`), every type there is now.",
+  }),
+  all_events: t.Boolean({
+    description:
+      "True: the endpoint receives every type, including types added later (created without `events`, or PATCHed with `events: null`). False: only the types in `events`.",
+  }),
   description: t.Nullable(t.String()),
   status: t.Union([t.Literal("enabled"), t.Literal("disabled")]),
   disabled_reason: t.Nullable(

@@ -4,8 +4,7 @@ import { open, seal } from "../crypto/secret-box.ts";
 import type { EventType } from "../db/schema.ts";
 import { createEventCursorCodec } from "../events/cursor.ts";
 import { eventHead } from "../events/repository.ts";
-import { EVENT_TYPES } from "../events/schemas.ts";
-import type { FeedCursorCodec } from "../feed/cursor.ts";
+import { cursorRefused, type FeedCursorCodec } from "../feed/cursor.ts";
 import { currentFeedEpoch } from "../feed/repository.ts";
 import { ApiError } from "../http/errors.ts";
 import { newId } from "../ids.ts";
@@ -131,7 +130,8 @@ export async function createWebhookEndpoint(
       id,
       tenantId,
       url: body.url,
-      events: body.events ?? [...EVENT_TYPES],
+      // Without `events`: every type, stored as such (null), so that types added later come too.
+      events: body.events ?? null,
       description: body.description ?? null,
       sealedSecret: seal(deps.config.providerTokenKey, secret, id),
       // A new endpoint starts at the head: it receives the events that happen after it.
@@ -158,7 +158,8 @@ export async function changeWebhookEndpoint(
   id: string,
   body: {
     url?: string;
-    events?: EventType[];
+    /** null: every type from now on, including types added later. */
+    events?: EventType[] | null;
     description?: string | null;
     status?: "enabled" | "disabled";
   },
@@ -237,11 +238,8 @@ export async function replayWebhookEndpoint(
   let seq = 0;
   if (since !== null) {
     const position = deps.cursors.decode(tenantId, since);
-    if (!position) {
-      throw new ApiError("parameter_invalid", "since is not an event cursor this service gave you.", {
-        param: "since",
-      });
-    }
+    // A feed cursor (fd_) is named as one, as GET /events names it.
+    if (!position) throw cursorRefused(deps.cursors.kind, "since", since);
     // A cursor of an older epoch restarts at the beginning, as GET /events reads it.
     seq = position.epoch === (await currentFeedEpoch(deps.db)) ? position.seq : 0;
   }

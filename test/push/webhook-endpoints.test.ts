@@ -56,6 +56,8 @@ describe("webhook endpoints", () => {
         "message.failed",
         "message.canceled",
       ],
+      // Every type, new ones included (created without events).
+      all_events: true,
       description: "orders",
       status: "enabled",
       disabled_reason: null,
@@ -150,14 +152,18 @@ describe("webhook endpoints", () => {
 
   test("events: [] says what is wrong (not 'expected an array'), on create and on update", async () => {
     const { body: endpoint } = await create({ url: URL });
-    const answers = [
-      await create({ url: URL, events: [] }),
-      await call(env.app, "PATCH", `/v2/webhook_endpoints/${endpoint.id}`, { token, body: { events: [] } }),
+    const answers: [Awaited<ReturnType<typeof create>>, string][] = [
+      [await create({ url: URL, events: [] }), "omit events to receive every type"],
+      // On PATCH, omitting events keeps them: null is every type.
+      [
+        await call(env.app, "PATCH", `/v2/webhook_endpoints/${endpoint.id}`, { token, body: { events: [] } }),
+        "or null to receive every type",
+      ],
     ];
-    for (const response of answers) {
+    for (const [response, everyType] of answers) {
       expectApiError(response, 400, "parameter_invalid", "events");
       expect(response.body.error.message).toContain("at least one event type");
-      expect(response.body.error.message).toContain("omit events to receive every type");
+      expect(response.body.error.message).toContain(everyType);
     }
     const twice = await create({ url: URL, events: ["message.read", "message.read"] });
     expect(twice.body.error.message).toContain("each named once");
@@ -221,6 +227,25 @@ describe("webhook endpoints", () => {
     const foreign = await replay(theirs.body.next_cursor);
     expect(foreign.status).toBe(400);
     expect(foreign.body.error.param).toBe("since");
+    expect(foreign.body.error.message).toBe(
+      "since is not an event cursor this service gave this account; pass the next_cursor of GET /v2/events, or a webhook endpoint's delivery.cursor.",
+    );
+  });
+
+  test("replay with a feed cursor (fd_) names it as one, as GET /v2/events does (issue 42)", async () => {
+    const { body: endpoint } = await create({ url: URL });
+    const feedCursor = (await call(env.app, "GET", "/v2/messages", { token })).body.next_cursor;
+    expect(feedCursor).toMatch(/^fd_/);
+    const replay = await call(env.app, "POST", `/v2/webhook_endpoints/${endpoint.id}/replay`, {
+      token,
+      body: { since: feedCursor },
+    });
+    expectApiError(replay, 400, "parameter_invalid", "since");
+    const onEvents = await call(env.app, "GET", `/v2/events?since=${feedCursor}`, { token });
+    expect(replay.body.error.message).toBe(onEvents.body.error.message);
+    expect(replay.body.error.message).toBe(
+      "since is a feed cursor (fd_…, the next_cursor of GET /v2/messages); since here takes an event cursor (evc_…): the next_cursor of GET /v2/events, or a webhook endpoint's delivery.cursor.",
+    );
   });
 
   test(`at most ${ENDPOINTS_PER_TENANT} per tenant: the next is 409 resource_limit_reached`, async () => {
