@@ -165,7 +165,7 @@ export interface paths {
         };
         /**
          * Read the event log
-         * @description What happened to your messages, in one fixed order per account: `message.received` (a customer wrote), `message.sent`, `message.delivered`, `message.read` (each status that moved an outbound message forward, in its order) and `message.failed` (with `data.failure`). Follow it with `since` = the previous `next_cursor` (on every page, even an empty one); absent, it starts at the oldest event kept (30 days). At least once: de-duplicate by `id`. Events of one message come in its status order; events of one contact in feed order.
+         * @description What happened to your messages, in one fixed order per account: `message.received` (a customer wrote), `message.sent`, `message.delivered`, `message.read` (each status that moved an outbound message forward, in its order), `message.failed` (with `data.failure`) and `message.canceled` (a scheduled or waiting send canceled before it was handed over). Follow it with `since` = the previous `next_cursor` (on every page, even an empty one); absent, it starts at the oldest event kept (30 days). With `types`, one call looks at up to 5,000 events of the log: a page may then hold fewer than `limit`, even none, with `has_more` true and a `next_cursor` past what it looked at; ask again at once. At least once: de-duplicate by `id`. Events of one message come in its status order; events of one contact in feed order.
          *
          *     Requires the scope `messaging:read`.
          */
@@ -283,7 +283,7 @@ export interface paths {
         put?: never;
         /**
          * Send a batch of messages
-         * @description Up to 1000 sends in one call, each validated and answered on its own: 200 with one `batch_result` per item, in item order, whose `status` is what the item would have had alone (201, 200 for a replay, 400/404/409/429) with its `message` or its `error` (`param` relative to the item, e.g. `template.name`). Give each item its own `idempotency_key` (an `Idempotency-Key` header is refused): a retried batch then sends nothing twice. The call spends one unit of the send limit (3 per second; 429 for the whole call); each accepted item spends one unit of the daily quota, and the items past it (the last ones) get 429 `quota_exceeded` in their row. Messages to one contact are handed to the provider in item order.
+         * @description Up to 1000 sends in one call, each validated and answered on its own: 200 with one `batch_result` per item, in item order, whose `status` is what the item would have had alone (201, 200 for a replay, 400/404/409/429, 500/503 when it failed on our side) with its `message` or its `error` (`param` relative to the item, e.g. `template.name`). An item that fails answers in its own row; the call as a whole answers 5xx only when none of its items was stored. Give each item its own `idempotency_key` (an `Idempotency-Key` header is refused): a retried batch then sends nothing twice. The call spends one unit of the send limit (3 per second; 429 for the whole call); each accepted item spends one unit of the daily quota, and the items past it (the last ones) get 429 `quota_exceeded` in their row. Messages to one contact are handed to the provider in item order.
          *
          *     Requires the scope `messaging:send`.
          */
@@ -377,7 +377,7 @@ export interface paths {
          * Create a webhook endpoint
          * @description Events are posted to `url` from now on (the endpoint starts at the head of the event log; `replay` reaches back), signed per Standard Webhooks with the `secret` returned here, and only here and on `rotate_secret`: store it. In order per contact, at least once (de-duplicate by `webhook-id`); a delivery not acknowledged by a 2xx within 10 s is retried with backoff for 3 days. At most 16 endpoints per account.
          *
-         *     Requires the scope `messaging:read`.
+         *     Requires the scope `webhooks:manage`.
          */
         post: operations["createWebhookEndpoint"];
         delete?: never;
@@ -406,7 +406,7 @@ export interface paths {
          * Delete a webhook endpoint
          * @description Nothing more is posted to it.
          *
-         *     Requires the scope `messaging:read`.
+         *     Requires the scope `webhooks:manage`.
          */
         delete: operations["deleteWebhookEndpoint"];
         options?: never;
@@ -415,7 +415,7 @@ export interface paths {
          * Update a webhook endpoint
          * @description Change the url, the event types or the description, or disable and enable the endpoint. Enabled again, it resumes from its cursor, so nothing that happened meanwhile is missed.
          *
-         *     Requires the scope `messaging:read`.
+         *     Requires the scope `webhooks:manage`.
          */
         patch: operations["updateWebhookEndpoint"];
         trace?: never;
@@ -433,7 +433,7 @@ export interface paths {
          * Replay events to an endpoint
          * @description Delivery starts over with the events after `since` (an `evc_` cursor, e.g. a `next_cursor` of GET /events or an earlier `delivery.cursor`; `null` = the oldest event kept, 30 days): each is posted again, in order per contact, whether or not it was acknowledged before.
          *
-         *     Requires the scope `messaging:read`.
+         *     Requires the scope `webhooks:manage`.
          */
         post: operations["replayWebhookEndpoint"];
         delete?: never;
@@ -453,9 +453,9 @@ export interface paths {
         put?: never;
         /**
          * Rotate an endpoint's secret
-         * @description A new `secret`, returned only here. For 24 hours every delivery carries two signatures, one by each secret, so your receiver can switch to the new one without a gap.
+         * @description A new `secret`, returned only here. The replaced secret keeps signing for `expire_previous_in` seconds (24 hours by default; 0 ends it now, e.g. after a leak): meanwhile every delivery carries two signatures, one by each secret, so your receiver can switch to the new one without a gap. At most two secrets sign at once: rotating again ends the older previous secret at once.
          *
-         *     Requires the scope `messaging:read`.
+         *     Requires the scope `webhooks:manage`.
          */
         post: operations["rotateWebhookEndpointSecret"];
         delete?: never;
@@ -709,7 +709,7 @@ export interface components {
             message: components["schemas"]["Message"] | null;
             /** @constant */
             object: "batch_result";
-            /** @description The HTTP status the item would have had alone: 201 accepted, 200 a replay of its `idempotency_key`, 400/404/409/429 refused. */
+            /** @description The HTTP status the item would have had alone: 201 accepted, 200 a replay of its `idempotency_key`, 400/404/409/429 refused, 500/503 failed on our side (retry the item, with its `idempotency_key`). */
             status: number;
         };
         /**
@@ -1618,7 +1618,7 @@ export interface components {
          *       "access_token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJjaWRfNlloOFVqMElrMk9sNFBtNlFuOFJiMCJ9.c2lnbmF0dXJl",
          *       "token_type": "Bearer",
          *       "expires_in": 3600,
-         *       "scope": "messaging:send messaging:read"
+         *       "scope": "messaging:send messaging:read webhooks:manage"
          *     }
          */
         TokenResponse: {
@@ -1645,6 +1645,8 @@ export interface components {
          * @description Where events are pushed, signed per Standard Webhooks, and how far delivery has come.
          */
         WebhookEndpoint: {
+            /** @description True: the endpoint receives every type, including types added later (created without `events`, or PATCHed with `events: null`). False: only the types in `events`. */
+            all_events: boolean;
             /** @description Unix seconds. */
             created: number;
             /** @description Where delivery stands. */
@@ -1663,12 +1665,13 @@ export interface components {
                 last_success_at: number | null;
                 /** @description Seconds since the oldest pending event happened; null when none is pending. */
                 oldest_pending_age: number | null;
-                /** @description Subscribed events after the cursor not yet acknowledged. */
+                /** @description Subscribed events after the cursor not yet acknowledged. Exact for an endpoint of every type (`all_events`); for one that lists its types, exact within the first 1,000 events of the log after the cursor and estimated past them (from the share of its types among those). */
                 pending: number;
             };
             description: string | null;
             /** @description Why delivery stopped by itself: `failing` (an event could not be delivered for 3 days) or `gone` (the receiver answered 410). Null when enabled or disabled by you. */
             disabled_reason: string | null;
+            /** @description The event types posted to this endpoint. For an endpoint of every type (`all_events`), every type there is now. */
             events: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
             /** @description `we_` id. */
             id: string;
@@ -1696,6 +1699,8 @@ export interface components {
          * @description A webhook endpoint with its signing secret.
          */
         WebhookEndpointWithSecret: {
+            /** @description True: the endpoint receives every type, including types added later (created without `events`, or PATCHed with `events: null`). False: only the types in `events`. */
+            all_events: boolean;
             /** @description Unix seconds. */
             created: number;
             /** @description Where delivery stands. */
@@ -1714,12 +1719,13 @@ export interface components {
                 last_success_at: number | null;
                 /** @description Seconds since the oldest pending event happened; null when none is pending. */
                 oldest_pending_age: number | null;
-                /** @description Subscribed events after the cursor not yet acknowledged. */
+                /** @description Subscribed events after the cursor not yet acknowledged. Exact for an endpoint of every type (`all_events`); for one that lists its types, exact within the first 1,000 events of the log after the cursor and estimated past them (from the share of its types among those). */
                 pending: number;
             };
             description: string | null;
             /** @description Why delivery stopped by itself: `failing` (an event could not be delivered for 3 days) or `gone` (the receiver answered 410). Null when enabled or disabled by you. */
             disabled_reason: string | null;
+            /** @description The event types posted to this endpoint. For an endpoint of every type (`all_events`), every type there is now. */
             events: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
             /** @description `we_` id. */
             id: string;
@@ -2525,7 +2531,7 @@ export interface operations {
                 limit?: number;
                 /** @description an `evc_` cursor: the `next_cursor` of the previous page; absent = the oldest retained event */
                 since?: string;
-                /** @description comma-separated event types to return (default all): message.received, message.sent, message.delivered, message.read, message.failed, message.canceled */
+                /** @description comma-separated event types to return (default all): message.received, message.sent, message.delivered, message.read, message.failed, message.canceled. A call looks at up to 5,000 events of the log; `has_more` says when more is there, even after an empty page. */
                 types?: string;
             };
             header?: never;
@@ -3791,7 +3797,7 @@ export interface operations {
                 "application/json": {
                     /** @description Your note on what this endpoint is for. */
                     description?: string | null;
-                    /** @description The event types posted to this endpoint. */
+                    /** @description The event types posted to this endpoint: at least one, each once. Omit it for every type. */
                     events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
                     /** @description Where events are posted: `https` to a public host (a name resolving to a private, loopback or link-local address is refused). */
                     url: string;
@@ -4143,8 +4149,8 @@ export interface operations {
                 "application/json": {
                     /** @description Your note on what this endpoint is for. */
                     description?: string | null;
-                    /** @description The event types posted to this endpoint. */
-                    events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
+                    /** @description The event types posted to this endpoint: at least one, each once. Omit it for every type. */
+                    events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[] | null;
                     /**
                      * @description `enabled` resumes delivery from the endpoint's cursor; `disabled` stops it.
                      * @enum {string}
@@ -4395,7 +4401,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Seconds the replaced secret keeps signing, alongside the new one (default 86400, 24 hours). 0: it stops now (a leaked secret). A secret replaced before it stops at once either way. */
+                    expire_previous_in?: number;
+                };
+            };
+        };
         responses: {
             /** @description A webhook endpoint with its signing secret. */
             200: {
@@ -4414,7 +4427,12 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
-            /** @description - `parameter_invalid`: A parameter has the wrong type, format or range. */
+            /**
+             * @description - `parameter_invalid`: A parameter has the wrong type, format or range.
+             *     - `parameter_unknown`: The request carries a parameter this endpoint does not take (often a typo).
+             *     - `parameter_missing`: A required parameter is missing, or is ambiguous without it (for example `sender` when several senders are active).
+             *     - `invalid_json`: The request body is not valid JSON.
+             */
             400: {
                 headers: {
                     "Request-Id": components["headers"]["RequestId"];
