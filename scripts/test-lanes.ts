@@ -78,13 +78,17 @@ function readDurations(path: string): Record<string, number> {
   }
 }
 
-/** Longest first (by the last run's duration; unknown files first, then larger files first). */
+/**
+ * Longest first: by the last run's duration; files never timed (every file on a clean clone) first,
+ * browser tests (a Chromium each, the longest files) before the rest, then larger files first.
+ */
 export function scheduleOrder(files: string[], durations: Record<string, number>): string[] {
   const size = (file: string) => (existsSync(file) ? readFileSync(file).length : 0);
+  const browser = (file: string) => (file.includes(".browser.") ? 1 : 0);
   return [...files].sort((a, b) => {
     const da = durations[a];
     const db = durations[b];
-    if (da === undefined && db === undefined) return size(b) - size(a);
+    if (da === undefined && db === undefined) return browser(b) - browser(a) || size(b) - size(a);
     if (da === undefined) return -1;
     if (db === undefined) return 1;
     return db - da;
