@@ -20,10 +20,7 @@ import {
   type WorkerProcess,
 } from "../../test/support/index.ts";
 import { MessagingClient, type WebhookEvent } from "../src/index.ts";
-
-const json = (body: unknown) =>
-  new Response(JSON.stringify(body), { headers: { "content-type": "application/json" } });
-const tokenAnswer = () => json({ access_token: "at_test", token_type: "bearer", expires_in: 3600 });
+import { stubEventsClient } from "./stub-events.ts";
 
 describe("the SDK (stub fetch, no service)", () => {
   test("stopAtHead reads every page up to the one without more, reports its cursor, and ends", async () => {
@@ -32,31 +29,11 @@ describe("the SDK (stub fetch, no service)", () => {
       { data: ["evt_3"], has_more: false, next_cursor: "evc_b" },
     ];
     const asked: (string | null)[] = [];
-    const client = new MessagingClient({
-      baseUrl: "https://api.example.test/v2",
-      clientId: "cid_test",
-      clientSecret: "csec_test",
-      fetch: async (input) => {
-        const url = new URL(input);
-        if (url.pathname === "/v2/oauth/token") return tokenAnswer();
-        asked.push(url.searchParams.get("since"));
-        // Slower than the 2 s the example's old idle timer allowed for the whole catch-up.
-        await Bun.sleep(1_100);
-        const page = pages[asked.length - 1] ?? { data: [], has_more: false, next_cursor: "evc_b" };
-        return json({
-          object: "list",
-          url: "/v2/events",
-          has_more: page.has_more,
-          next_cursor: page.next_cursor,
-          data: page.data.map((id) => ({
-            object: "event",
-            id,
-            type: "message.received",
-            created: 1,
-            data: {},
-          })),
-        });
-      },
+    const client = stubEventsClient(async (since) => {
+      asked.push(since);
+      // Slower than the 2 s the example's old idle timer allowed for the whole catch-up.
+      await Bun.sleep(1_100);
+      return pages[asked.length - 1] ?? { data: [], has_more: false, next_cursor: "evc_b" };
     });
     const cursors: string[] = [];
     const read: string[] = [];
@@ -133,6 +110,18 @@ describe("the webhook-receiver example", () => {
     return { proc, output };
   }
 
+  /** Runs the example until it exits by itself (killed after 30 s): its exit code and what it logged. */
+  async function receiverExit(
+    environment: Record<string, string>,
+  ): Promise<{ code: number; logged: string }> {
+    const { proc, output } = runReceiver(environment);
+    const timeout = setTimeout(() => proc.kill("SIGKILL"), 30_000);
+    const code = await proc.exited;
+    clearTimeout(timeout);
+    await Bun.sleep(50);
+    return { code, logged: output.logged };
+  }
+
   async function withCursorDir<T>(work: (cursorFile: string) => Promise<T>): Promise<T> {
     const dir = await mkdtemp(join(tmpdir(), "sdk-catch-up-"));
     try {
@@ -145,19 +134,15 @@ describe("the webhook-receiver example", () => {
   test("an unreachable API: exit 1, the base URL named, never 'caught up'", async () => {
     const baseUrl = `http://127.0.0.1:${await freePort()}/v2`;
     await withCursorDir(async (cursorFile) => {
-      const { proc, output } = runReceiver({
+      const { code, logged } = await receiverExit({
         MESSAGING_BASE_URL: baseUrl,
         MESSAGING_CLIENT_ID: "cid_x",
         MESSAGING_CLIENT_SECRET: "csec_x",
         EVENTS_CURSOR_FILE: cursorFile,
       });
-      const timeout = setTimeout(() => proc.kill("SIGKILL"), 30_000);
-      const code = await proc.exited;
-      clearTimeout(timeout);
-      await Bun.sleep(50);
       expect(code).toBe(1);
-      expect(output.logged).toContain(`the catch-up failed: could not reach ${baseUrl}`);
-      expect(output.logged).not.toContain("caught up");
+      expect(logged).toContain(`the catch-up failed: could not reach ${baseUrl}`);
+      expect(logged).not.toContain("caught up");
     });
   });
 
@@ -165,22 +150,16 @@ describe("the webhook-receiver example", () => {
     const tenant = await createShop(env, "Catch-up refused");
     const baseUrl = `${env.apiUrl}/v2`;
     await withCursorDir(async (cursorFile) => {
-      const { proc, output } = runReceiver({
+      const { code, logged } = await receiverExit({
         MESSAGING_BASE_URL: baseUrl,
         MESSAGING_CLIENT_ID: tenant.clientId,
         MESSAGING_CLIENT_SECRET: "csec_wrong",
         EVENTS_CURSOR_FILE: cursorFile,
       });
-      const timeout = setTimeout(() => proc.kill("SIGKILL"), 30_000);
-      const code = await proc.exited;
-      clearTimeout(timeout);
-      await Bun.sleep(50);
       expect(code).toBe(1);
-      expect(output.logged).toContain(
-        `the catch-up failed: ${baseUrl} refused the credentials (invalid_client`,
-      );
-      expect(output.logged).toContain("check MESSAGING_CLIENT_ID and MESSAGING_CLIENT_SECRET");
-      expect(output.logged).not.toContain("caught up");
+      expect(logged).toContain(`the catch-up failed: ${baseUrl} refused the credentials (invalid_client`);
+      expect(logged).toContain("check MESSAGING_CLIENT_ID and MESSAGING_CLIENT_SECRET");
+      expect(logged).not.toContain("caught up");
     });
   });
 

@@ -3,10 +3,7 @@
  * empty with `has_more` true. The consumer asks again at once instead of waiting as at the head.
  */
 import { expect, test } from "bun:test";
-import { MessagingClient } from "../src/index.ts";
-
-const json = (body: unknown) =>
-  new Response(JSON.stringify(body), { headers: { "content-type": "application/json" } });
+import { stubEventsClient } from "./stub-events.ts";
 
 test("events.consume asks again at once after an empty page with has_more", async () => {
   const pages = [
@@ -15,24 +12,9 @@ test("events.consume asks again at once after an empty page with has_more", asyn
     { data: ["evt_1"], has_more: false, next_cursor: "evc_c" },
   ];
   let asked = 0;
-  const client = new MessagingClient({
-    baseUrl: "https://api.example.test/v2",
-    clientId: "cid_test",
-    clientSecret: "csec_test",
-    fetch: async (input) => {
-      const url = new URL(input);
-      if (url.pathname === "/v2/oauth/token")
-        return json({ access_token: "at_test", token_type: "bearer", expires_in: 3600 });
-      const page = pages[asked++] ?? { data: [], has_more: false, next_cursor: "evc_c" };
-      return json({
-        object: "list",
-        url: "/v2/events",
-        has_more: page.has_more,
-        next_cursor: page.next_cursor,
-        data: page.data.map((id) => ({ object: "event", id, type: "message.read", created: 1, data: {} })),
-      });
-    },
-  });
+  const client = stubEventsClient(
+    () => pages[asked++] ?? { data: [], has_more: false, next_cursor: "evc_c" },
+  );
   const started = Date.now();
   // A minimum wait of 2 s a sleep: two waits would take 4 s.
   for await (const event of client.events.consume({ types: ["message.read"], minWaitMs: 2_000 })) {

@@ -11,41 +11,15 @@ import { createEventCursorCodec } from "../../src/events/cursor.ts";
 import { EVENT_SCAN_ROWS, eventHead } from "../../src/events/repository.ts";
 import { currentFeedEpoch } from "../../src/feed/repository.ts";
 import { deliveryCountsStatement, PENDING_SAMPLE_ROWS } from "../../src/push/repository.ts";
-import { storeMessage } from "../support/fixtures.ts";
+import { appendLogEvents } from "../support/fixtures.ts";
 import { type CallResult, call, expectApiError } from "../support/index.ts";
 import { useWorld } from "../support/world.ts";
 
 const world = useWorld();
 
-/**
- * `count` events of `type` (or of `types` in turn) appended to the tenant's log as the sequencer numbers them (dense
- * positions after event_heads, the head raised in the same statement). Returns the last position.
- */
-async function appendEvents(
-  type: string | string[],
-  count: number,
-  tenantId = world.shop.tenantId,
-): Promise<number> {
-  const types = typeof type === "string" ? [type] : type;
-  const messageId = await storeMessage(world.env.deps.db, {
-    tenantId,
-    senderId: world.shop.sender.id,
-    phone: "+4915100042006",
-  });
-  const { rows } = await sql<{ last_seq: number }>`
-    WITH head AS (
-      INSERT INTO event_heads AS h (tenant_id, last_seq) VALUES (${tenantId}, ${count})
-      ON CONFLICT (tenant_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
-      RETURNING last_seq
-    ), appended AS (
-      INSERT INTO events (tenant_id, seq, id, type, message_id, status, created_at)
-      SELECT ${tenantId}, head.last_seq - ${count} + n, 'evt_' || translate(gen_random_uuid()::text, '-', ''),
-             (${types}::text[])[1 + (n - 1) % ${types.length}], ${messageId}, 'sent', now()
-      FROM head, generate_series(1, ${count}) n
-    )
-    SELECT last_seq FROM head`.execute(world.env.deps.db);
-  return rows[0]?.last_seq ?? 0;
-}
+/** `count` events of `type` (or of `types` in turn) in the shop's log; the last position. */
+const appendEvents = (type: string | string[], count: number) =>
+  appendLogEvents(world.env.deps.db, world.shop, type, count);
 
 function events(query: string): Promise<CallResult> {
   return call(world.env.app, "GET", `/v2/events${query}`, { token: world.shop.token });

@@ -14,7 +14,7 @@ import { EVENT_TYPES } from "../../src/events/schemas.ts";
 import { deliverEndpoint } from "../../src/push/delivery.ts";
 import { RUN_SCAN_POSITIONS, unacknowledgedEvents } from "../../src/push/delivery-store.ts";
 import { deliveryCounts, type EndpointRow } from "../../src/push/repository.ts";
-import { storeMessage } from "../support/fixtures.ts";
+import { appendLogEvents } from "../support/fixtures.ts";
 import { call, expectApiError } from "../support/index.ts";
 import { useWorld } from "../support/world.ts";
 
@@ -23,33 +23,9 @@ const world = useWorld();
 /** A type this service does not have yet: stands for one added after an endpoint was created. */
 const NEW_TYPE = "contact.merged";
 
-/**
- * `count` events of `type` (or of `types` in turn) appended to the tenant's log as the sequencer
- * numbers them (dense positions after event_heads, raised in the same statement). Returns the last
- * position.
- */
-async function appendEvents(type: string | string[], count: number): Promise<number> {
-  const tenantId = world.shop.tenantId;
-  const types = typeof type === "string" ? [type] : type;
-  const messageId = await storeMessage(world.env.deps.db, {
-    tenantId,
-    senderId: world.shop.sender.id,
-    phone: "+4915100042031",
-  });
-  const { rows } = await sql<{ last_seq: number }>`
-    WITH head AS (
-      INSERT INTO event_heads AS h (tenant_id, last_seq) VALUES (${tenantId}, ${count})
-      ON CONFLICT (tenant_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
-      RETURNING last_seq
-    ), appended AS (
-      INSERT INTO events (tenant_id, seq, id, type, message_id, status, created_at)
-      SELECT ${tenantId}, head.last_seq - ${count} + n, 'evt_' || translate(gen_random_uuid()::text, '-', ''),
-             (${types}::text[])[1 + (n - 1) % ${types.length}], ${messageId}, 'sent', now()
-      FROM head, generate_series(1, ${count}) n
-    )
-    SELECT last_seq FROM head`.execute(world.env.deps.db);
-  return rows[0]?.last_seq ?? 0;
-}
+/** `count` events of `type` (or of `types` in turn) in the shop's log; the last position. */
+const appendEvents = (type: string | string[], count: number) =>
+  appendLogEvents(world.env.deps.db, world.shop, type, count);
 
 async function storedRow(id: string): Promise<EndpointRow> {
   return world.env.deps.db

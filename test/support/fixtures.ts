@@ -353,3 +353,32 @@ export async function storeMessage(db: Db, fields: MessageFields): Promise<strin
   const [id] = await storeMessageRows(db, [fields]);
   return id!;
 }
+
+/**
+ * `count` events of `type` (or of `types` in turn) appended to the shop's event log in one statement,
+ * numbered as the sequencer numbers them (dense positions after event_heads, the head raised in the
+ * same statement): a long log without a message for each event. Returns the last position.
+ */
+export async function appendLogEvents(
+  db: Db,
+  shop: Pick<Shop, "tenantId" | "sender">,
+  type: string | readonly string[],
+  count: number,
+): Promise<number> {
+  const types = typeof type === "string" ? [type] : [...type];
+  const tenantId = shop.tenantId;
+  const messageId = await storeMessage(db, { tenantId, senderId: shop.sender.id, phone: freshPhone() });
+  const { rows } = await sql<{ last_seq: number }>`
+    WITH head AS (
+      INSERT INTO event_heads AS h (tenant_id, last_seq) VALUES (${tenantId}, ${count})
+      ON CONFLICT (tenant_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
+      RETURNING last_seq
+    ), appended AS (
+      INSERT INTO events (tenant_id, seq, id, type, message_id, status, created_at)
+      SELECT ${tenantId}, head.last_seq - ${count} + n, 'evt_' || translate(gen_random_uuid()::text, '-', ''),
+             (${types}::text[])[1 + (n - 1) % ${types.length}], ${messageId}, 'sent', now()
+      FROM head, generate_series(1, ${count}) n
+    )
+    SELECT last_seq FROM head`.execute(db);
+  return rows[0]?.last_seq ?? 0;
+}
