@@ -5,6 +5,7 @@ import {
   PROVIDER_FALLBACK_CODES,
   type ProviderErrorCode,
 } from "./failure-codes.ts";
+import type { RecipientAddress } from "./identity.ts";
 
 /** The channel this service speaks (the daily quota and the API's `channel` fields name it). */
 export const CHANNEL = "whatsapp";
@@ -27,25 +28,37 @@ export type OutboundHeader =
   | { type: "image" | "video" | "document"; link?: string; mediaId?: string; filename?: string };
 
 /**
- * `to` is E.164 with its leading '+'. `callbackData` comes back in the send's status webhooks
- * (Graph's biz_opaque_callback_data): how a send whose answer was lost is recognized later.
+ * Whom a send is for, as Graph names it: `to`, a phone (E.164 with its leading '+'), or `recipient`,
+ * a BSUID or parent BSUID (DESIGN §14: a contact without a phone is reached by its BSUID).
  */
-export type OutboundPayload =
-  | { kind: "text"; to: string; body: string; callbackData?: string }
-  | {
-      kind: "template";
-      to: string;
-      callbackData?: string;
-      name: string;
-      language: string;
-      components: {
-        header?: OutboundHeader;
-        /** Values of the body placeholders {{1}}, {{2}}, ... in order. */
-        body?: string[];
-        /** Values of dynamic URL buttons, by the button's position in the template. */
-        buttons?: { index: number; text: string }[];
-      };
-    };
+export type OutboundAddress = { to: string; recipient?: undefined } | { recipient: string; to?: undefined };
+
+/** The address of a send to `address`: `to` for a phone, `recipient` for a BSUID. */
+export function outboundAddress(address: RecipientAddress): OutboundAddress {
+  return "phone" in address ? { to: address.phone } : { recipient: address.userId };
+}
+
+/**
+ * `callbackData` comes back in the send's status webhooks (Graph's biz_opaque_callback_data): how a
+ * send whose answer was lost is recognized later.
+ */
+export type OutboundPayload = OutboundAddress &
+  (
+    | { kind: "text"; body: string; callbackData?: string }
+    | {
+        kind: "template";
+        callbackData?: string;
+        name: string;
+        language: string;
+        components: {
+          header?: OutboundHeader;
+          /** Values of the body placeholders {{1}}, {{2}}, ... in order. */
+          body?: string[];
+          /** Values of dynamic URL buttons, by the button's position in the template. */
+          buttons?: { index: number; text: string }[];
+        };
+      }
+  );
 
 export interface MediaFile {
   /** The file; a Blob (e.g. the uploaded File) is streamed to the provider without another copy. */

@@ -229,11 +229,15 @@ function mediaTooLarge(size: number | undefined, limit: number): ProviderError {
 }
 
 function sendBody(message: OutboundPayload) {
-  const to = message.to.replace(/^\+/, "");
+  // A phone goes in `to` as digits; a BSUID (a user who withholds their phone) in `recipient`.
+  const address =
+    message.recipient === undefined
+      ? { to: message.to.replace(/^\+/, "") }
+      : { recipient: message.recipient };
   const envelope = {
     messaging_product: "whatsapp",
     recipient_type: "individual",
-    to,
+    ...address,
     ...(message.callbackData ? { biz_opaque_callback_data: message.callbackData } : {}),
   } as const;
   if (message.kind === "text") return { ...envelope, type: "text", text: { body: message.body } };
