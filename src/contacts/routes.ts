@@ -5,8 +5,8 @@ import { standardErrors } from "../http/schemas.ts";
 import { apiRoutes } from "../http/scope.ts";
 import type { OptOutChange } from "./opt-out.ts";
 import { presentContact } from "./presenter.ts";
-import { ContactIdParams, ContactPhoneQuery, ContactSchema } from "./schemas.ts";
-import { getContact, getContactByPhone, setContactOptOut } from "./service.ts";
+import { ContactIdParams, ContactLookupQuery, ContactSchema } from "./schemas.ts";
+import { findContactBy, getContact, setContactOptOut } from "./service.ts";
 
 /** POST /contacts/{id}/opt_out and /opt_in: what each does, for the OpenAPI document. */
 const OPT_OUT_ROUTES: Record<
@@ -57,18 +57,17 @@ export function contactRoutes(deps: AppDeps) {
       "/contacts",
       async ({ auth, query }) =>
         presentContact(
-          await readWith(deps, auth, (db) =>
-            getContactByPhone({ db, clock: deps.clock }, auth.tenantId, query.phone),
-          ),
+          await readWith(deps, auth, (db) => findContactBy({ db, clock: deps.clock }, auth.tenantId, query)),
         ),
       {
         policy: POLICIES.apiRead,
         scope: "messaging:read",
-        query: ContactPhoneQuery,
+        query: ContactLookupQuery,
         response: {
           200: ContactSchema,
           ...standardErrors(
             "parameter_missing",
+            "parameter_conflict",
             "parameter_invalid",
             "parameter_unknown",
             "resource_missing",
@@ -76,9 +75,9 @@ export function contactRoutes(deps: AppDeps) {
         },
         detail: {
           operationId: "findContactByPhone",
-          summary: "Find a contact by phone number",
+          summary: "Find a contact by phone number or user id",
           description:
-            "The contact with this phone number (E.164; spaces and a missing `+` are tolerated), as a single Contact object, not a list. 404 when there is none.",
+            "The contact with this phone number (`phone`, E.164; spaces and a missing `+` are tolerated) or this business-scoped user id (`user_id`: the BSUID WhatsApp names the customer by, one the customer had before, or a parent BSUID), as a single Contact object, not a list. Exactly one of `phone` and `user_id`. 404 when there is none.",
           tags: ["Contacts"],
         },
       },

@@ -1,3 +1,4 @@
+import { isBsuid } from "../channel/identity.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
@@ -6,8 +7,9 @@ import type { OptOutChange } from "./opt-out.ts";
 import { toE164 } from "./phone.ts";
 import {
   type ContactRow,
-  findContact,
   findContactByPhone,
+  findContactByUserId,
+  findLiveContact,
   setOptOut,
   tenantHasActiveSender,
 } from "./repository.ts";
@@ -22,9 +24,12 @@ interface ReadDeps {
   clock: Clock;
 }
 
-/** Unknown and another tenant's ids are both 404 (ids are case-sensitive). */
+/**
+ * The live contact an id names: a merged contact's id names its survivor (DESIGN §14). Unknown and
+ * another tenant's ids are both 404 (ids are case-sensitive).
+ */
 export async function requireContact(db: Db, tenantId: string, contactId: string): Promise<ContactRow> {
-  const contact = await findContact(db, tenantId, contactId);
+  const contact = await findLiveContact(db, tenantId, contactId);
   if (!contact) {
     throw new ApiError("resource_missing", `No such contact: ${contactId}.`, { param: "contact_id" });
   }
@@ -55,7 +60,8 @@ export async function setContactOptOut(
   contactId: string,
   change: OptOutChange,
 ): Promise<ContactWithState> {
-  const contact = await setOptOut(deps.db, tenantId, contactId, change, deps.clock.now());
+  const live = await requireContact(deps.db, tenantId, contactId);
+  const contact = await setOptOut(deps.db, tenantId, live.id, change, deps.clock.now());
   if (!contact) {
     throw new ApiError("resource_missing", `No such contact: ${contactId}.`, { param: "contact_id" });
   }
@@ -70,12 +76,46 @@ export async function getContact(
   return withMessagingState(deps, await requireContact(deps.db, tenantId, contactId));
 }
 
-/** GET /contacts?phone=: any form toE164 understands ("+49 151 ...", "49151..."). */
-export async function getContactByPhone(
+/** GET /contacts: by `phone` or by `user_id`, exactly one of them. */
+export async function findContactBy(
   deps: ReadDeps,
   tenantId: string,
-  phone: string,
+  query: { phone?: string; user_id?: string },
 ): Promise<ContactWithState> {
+  if (query.phone !== undefined && query.user_id !== undefined) {
+    throw new ApiError("parameter_conflict", "Give phone or user_id, not both.", { param: "user_id" });
+  }
+  if (query.user_id !== undefined) return getContactByUserId(deps, tenantId, query.user_id);
+  if (query.phone !== undefined) return getContactByPhone(deps, tenantId, query.phone);
+  throw new ApiError(
+    "parameter_missing",
+    "Give phone (an E.164 phone number) or user_id (a business-scoped user id, like DE.1502576394655843).",
+    { param: "phone" },
+  );
+}
+
+/** GET /contacts?user_id=: a current, former or parent BSUID. */
+async function getContactByUserId(
+  deps: ReadDeps,
+  tenantId: string,
+  userId: string,
+): Promise<ContactWithState> {
+  if (!isBsuid(userId)) {
+    throw new ApiError(
+      "parameter_invalid",
+      "user_id must be a business-scoped user id: a country code, a dot and 1 to 128 letters or digits, like DE.1502576394655843 (a parent one: US.ENT.…).",
+      { param: "user_id" },
+    );
+  }
+  const contact = await findContactByUserId(deps.db, tenantId, userId);
+  if (!contact) {
+    throw new ApiError("resource_missing", `No contact with user_id ${userId}.`, { param: "user_id" });
+  }
+  return withMessagingState(deps, contact);
+}
+
+/** GET /contacts?phone=: any form toE164 understands ("+49 151 ...", "49151..."). */
+async function getContactByPhone(deps: ReadDeps, tenantId: string, phone: string): Promise<ContactWithState> {
   const e164 = toE164(phone);
   if (!e164) {
     throw new ApiError(

@@ -1,4 +1,4 @@
-import { presentContactSummary } from "../contacts/presenter.ts";
+import { contactIdentityOf, presentContactSummary } from "../contacts/presenter.ts";
 import { presentMessageFields } from "../history/presenter.ts";
 import type { ConversationRow } from "./repository.ts";
 
@@ -7,9 +7,8 @@ export function presentConversation(row: ConversationRow) {
   return {
     object: "conversation" as const,
     contact: presentContactSummary({
-      id: row.contact_id,
+      ...contactIdentityOf(row),
       name: row.contact_name,
-      phone: row.contact_phone,
       channel: row.contact_channel,
     }),
     last_message: presentMessageFields(row),

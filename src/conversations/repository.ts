@@ -1,13 +1,11 @@
 import { WINDOW_MS } from "../contacts/messaging-state.ts";
-import { CONTACT_REF_COLUMNS } from "../contacts/repository.ts";
+import { CONTACT_IDENTITY_COLUMNS, type ContactIdentityRow } from "../contacts/repository.ts";
 import type { Db } from "../db/connect.ts";
 import type { HistoryMessageRow } from "../history/presenter.ts";
 import { HISTORY_COLUMNS } from "../history/repository.ts";
 
-export interface ConversationRow extends HistoryMessageRow {
-  contact_id: string;
+export interface ConversationRow extends HistoryMessageRow, ContactIdentityRow {
   contact_name: string | null;
-  contact_phone: string;
   contact_channel: string;
   /** The customer's last inbound message (provider time): the 24-hour window runs from it. */
   contact_last_inbound_at: Date | null;
@@ -61,7 +59,7 @@ export async function listConversationRows(db: Db, query: ConversationPageQuery)
     .innerJoin("messages", "messages.seq", "conversations.last_message_seq")
     .select(HISTORY_COLUMNS)
     .select([
-      ...CONTACT_REF_COLUMNS,
+      ...CONTACT_IDENTITY_COLUMNS,
       "contacts.name as contact_name",
       "contacts.channel as contact_channel",
       "contacts.last_inbound_at as contact_last_inbound_at",

@@ -1,6 +1,6 @@
 import { type RawBuilder, sql } from "kysely";
 import { DAY_MS } from "../clock.ts";
-import { CONTACT_REF_COLUMNS } from "../contacts/repository.ts";
+import { CONTACT_IDENTITY_COLUMNS } from "../contacts/repository.ts";
 import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
 import type { EventType } from "../db/schema.ts";
@@ -29,7 +29,7 @@ export function eventEntriesAfter(db: Db, tenantId: string, afterSeq: number, ty
     .select(HISTORY_COLUMNS)
     .select([
       "messages.seq",
-      ...CONTACT_REF_COLUMNS,
+      ...CONTACT_IDENTITY_COLUMNS,
       "events.seq as event_seq",
       "events.id as event_id",
       "events.type as event_type",

@@ -1,4 +1,4 @@
-import { presentContactRef } from "../contacts/presenter.ts";
+import { contactIdentityOf, presentContactRef } from "../contacts/presenter.ts";
 import { presentMessageFields } from "../history/presenter.ts";
 import type { FeedRow } from "./repository.ts";
 
@@ -11,6 +11,6 @@ export function presentFeedMessage(row: FeedRow) {
   return {
     object: "message" as const,
     ...presentMessageFields(row),
-    contact: presentContactRef({ id: row.contact_id, phone: row.contact_phone }),
+    contact: presentContactRef(contactIdentityOf(row)),
   };
 }

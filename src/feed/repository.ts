@@ -1,13 +1,11 @@
 import { sql } from "kysely";
-import { CONTACT_REF_COLUMNS } from "../contacts/repository.ts";
+import { CONTACT_IDENTITY_COLUMNS, type ContactIdentityRow } from "../contacts/repository.ts";
 import type { Db } from "../db/connect.ts";
 import type { HistoryMessageRow } from "../history/presenter.ts";
 import { HISTORY_COLUMNS } from "../history/repository.ts";
 
-export interface FeedRow extends HistoryMessageRow {
+export interface FeedRow extends HistoryMessageRow, ContactIdentityRow {
   seq: number;
-  contact_id: string;
-  contact_phone: string;
 }
 
 /** DESIGN §6 step 3: positions after `afterSeq`, in order, `fetch` of them at most. */
@@ -22,7 +20,7 @@ export async function readFeedEntries(
     .innerJoin("messages", "messages.id", "feed_entries.message_id")
     .innerJoin("contacts", "contacts.id", "messages.contact_id")
     .select(HISTORY_COLUMNS)
-    .select(["feed_entries.seq", ...CONTACT_REF_COLUMNS])
+    .select(["feed_entries.seq", ...CONTACT_IDENTITY_COLUMNS])
     .where("feed_entries.tenant_id", "=", tenantId)
     .where("feed_entries.seq", ">", afterSeq)
     .orderBy("feed_entries.seq")

@@ -1,5 +1,5 @@
 import { t } from "elysia";
-import { ContactRefSchema } from "../contacts/schemas.ts";
+import { FeedContactSchema, feedContactExample } from "../contacts/schemas.ts";
 import { messageFields, storedMessageExample } from "../history/schemas.ts";
 import { cursorListOf } from "../http/schemas.ts";
 import { queryInteger } from "../http/validation.ts";
@@ -19,7 +19,7 @@ export const FeedMessageSchema = t.Object(
   {
     object: t.Literal("message"),
     ...messageFields,
-    contact: ContactRefSchema,
+    contact: FeedContactSchema,
   },
   {
     title: "FeedMessage",
@@ -28,7 +28,7 @@ export const FeedMessageSchema = t.Object(
       {
         object: "message",
         ...storedMessageExample,
-        contact: { object: "contact", id: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY", phone: "+4915123456789" },
+        contact: feedContactExample,
       },
     ],
   },

@@ -42,7 +42,14 @@ export function sampleEvent(now: Date): Static<typeof EventSchema> {
       client_reference: null,
       created,
       // 555-0100..0199 numbers are reserved for fiction: no real customer has it.
-      contact: { object: "contact", id: `ctc_${"test".padEnd(22, "0")}`, phone: "+15555550100" },
+      contact: {
+        object: "contact",
+        id: `ctc_${"test".padEnd(22, "0")}`,
+        phone: "+15555550100",
+        user_id: null,
+        parent_user_id: null,
+        username: null,
+      },
     },
   };
 }

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { newId } from "../../src/ids.ts";
 import { setSenderActive } from "../../src/senders/repository.ts";
 import { createShop, receive, type Shop } from "../support/fixtures.ts";
 import {
@@ -29,17 +30,56 @@ const iso = (seconds: number) => new Date(seconds * 1000).toISOString().replace(
 const getContact = (id: string, token = shop.token) => call(env.app, "GET", `/v2/contacts/${id}`, { token });
 const findByPhone = (phone: string, token = shop.token) =>
   call(env.app, "GET", `/v2/contacts?phone=${encodeURIComponent(phone)}`, { token });
+const findByUserId = (userId: string, token = shop.token) =>
+  call(env.app, "GET", `/v2/contacts?user_id=${encodeURIComponent(userId)}`, { token });
+
+/** The BSUID the provider named a contact by (the simulator derives one from the phone), or null. */
+const userIdOf = async (contactId: string) =>
+  (
+    await env.deps.db
+      .selectFrom("contacts")
+      .select("user_id")
+      .where("id", "=", contactId)
+      .executeTakeFirstOrThrow()
+  ).user_id;
+
+/** A contact row as identity resolution leaves it (DESIGN §14), written directly: the reads are under test. */
+const insertIdentity = async (
+  tenant: Shop,
+  fields: {
+    phone?: string | null;
+    user_id?: string | null;
+    parent_user_id?: string | null;
+    username?: string | null;
+    name?: string | null;
+    merged_into?: string | null;
+  },
+) =>
+  env.deps.db
+    .insertInto("contacts")
+    .values({ id: newId("ctc"), tenant_id: tenant.tenantId, phone: null, name: null, ...fields })
+    .returningAll()
+    .executeTakeFirstOrThrow();
 
 /** The customer `from` writes `text` to the tenant, stamped `timestamp` (epoch seconds): their contact's id. */
 const contactWhoWrote = async (from: string, text: string, timestamp: number, tenant: Shop = shop) =>
   (await receive(env, tenant, { from, type: "text", text, timestamp })).contactId;
 
 /** A Contact, every field (the channel is always whatsapp). */
-const contactBody = (id: string, name: string | null, phone: string, messaging: unknown) => ({
+const contactBody = (
+  id: string,
+  name: string | null,
+  phone: string | null,
+  messaging: unknown,
+  identity: { user_id?: string | null; parent_user_id?: string | null; username?: string | null } = {},
+) => ({
   object: "contact",
   id,
   name,
   phone,
+  user_id: identity.user_id ?? null,
+  parent_user_id: identity.parent_user_id ?? null,
+  username: identity.username ?? null,
   channel: "whatsapp",
   messaging,
 });
@@ -74,7 +114,9 @@ describe("GET /contacts/{contact_id}", () => {
     expect(result.status).toBe(200);
     expect(result.headers.get("request-id")).toMatch(/^req_/);
     expect(result.body).toEqual(
-      contactBody(contactId, "Ana Pérez", "+4915100000001", windowOpen(iso(wroteAt + DAY))),
+      contactBody(contactId, "Ana Pérez", "+4915100000001", windowOpen(iso(wroteAt + DAY)), {
+        user_id: await userIdOf(contactId),
+      }),
     );
   });
 
@@ -165,12 +207,13 @@ describe("GET /contacts?phone=", () => {
           "Bo",
           "+4915123450000",
           windowOpen(expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/)),
+          { user_id: await userIdOf(contactId) },
         ),
       );
     }
   });
 
-  test("missing phone is 400 parameter_missing; a malformed one 400 parameter_invalid", async () => {
+  test("neither phone nor user_id is 400 parameter_missing; a malformed phone 400 parameter_invalid", async () => {
     expectApiError(
       await call(env.app, "GET", "/v2/contacts", { token: shop.token }),
       400,
@@ -188,11 +231,105 @@ describe("GET /contacts?phone=", () => {
   });
 });
 
+describe("customers without a phone number (DESIGN §14)", () => {
+  test("a phone-less contact: phone null, its BSUID and username", async () => {
+    const contact = await insertIdentity(shop, { user_id: "DE.1000000000001", username: "jonas.k" });
+    const result = await getContact(contact.id);
+    expect(result.status).toBe(200);
+    expect(result.body).toEqual(
+      contactBody(contact.id, null, null, WINDOW_CLOSED, {
+        user_id: "DE.1000000000001",
+        username: "jonas.k",
+      }),
+    );
+  });
+
+  test("GET /contacts?user_id= finds by current, former and parent BSUID; nobody else's", async () => {
+    const contact = await insertIdentity(shop, {
+      user_id: "DE.1000000000002",
+      parent_user_id: "DE.ENT.1000000000002",
+      username: "mia",
+    });
+    // A BSUID it had before user_changed_user_id still finds it.
+    await env.deps.db
+      .insertInto("contact_user_ids")
+      .values([
+        { tenant_id: shop.tenantId, user_id: "DE.1000000000002", contact_id: contact.id },
+        { tenant_id: shop.tenantId, user_id: "DE.999000000002", contact_id: contact.id },
+      ])
+      .execute();
+    const expected = contactBody(contact.id, null, null, WINDOW_CLOSED, {
+      user_id: "DE.1000000000002",
+      parent_user_id: "DE.ENT.1000000000002",
+      username: "mia",
+    });
+    for (const userId of ["DE.1000000000002", "DE.999000000002", "DE.ENT.1000000000002"]) {
+      const result = await findByUserId(userId);
+      expect(result.status).toBe(200);
+      expect(result.body).toEqual(expected);
+    }
+    expectApiError(await findByUserId("DE.1000000000003"), 404, "resource_missing", "user_id");
+    expectApiError(await findByUserId("DE.1000000000002", other.token), 404, "resource_missing", "user_id");
+    // A username is shown, never a key.
+    expectApiError(await findByUserId("mia"), 400, "parameter_invalid", "user_id");
+  });
+
+  test("a malformed user_id is 400 parameter_invalid; phone and user_id together 400 parameter_conflict", async () => {
+    for (const userId of [
+      "",
+      "de.123",
+      "DE123",
+      "DE.",
+      "DE.12-34",
+      "DEU.123",
+      `DE.${"1".repeat(129)}`,
+      "+4915100000001",
+    ]) {
+      expectApiError(await findByUserId(userId), 400, "parameter_invalid", "user_id");
+    }
+    expectApiError(
+      await call(env.app, "GET", "/v2/contacts?phone=%2B4915123450000&user_id=DE.1000000000002", {
+        token: shop.token,
+      }),
+      400,
+      "parameter_conflict",
+      "user_id",
+    );
+  });
+
+  test("a merged contact's id resolves to the survivor: GET, its history, opt-out", async () => {
+    const wroteAt = now() - 60;
+    const { contactId: survivorId } = await receive(env, shop, {
+      from: "4915100000100",
+      type: "text",
+      text: "from the survivor",
+      timestamp: wroteAt,
+    });
+    const merged = await insertIdentity(shop, { merged_into: survivorId });
+    const result = await getContact(merged.id);
+    expect(result.status).toBe(200);
+    expect(result.body.id).toBe(survivorId);
+    expect(result.body).toEqual((await getContact(survivorId)).body);
+
+    const history = await call(env.app, "GET", `/v2/contacts/${merged.id}/messages`, { token: shop.token });
+    expect(history.status).toBe(200);
+    expect(history.body.data.map((m: { text: string }) => m.text)).toEqual(["from the survivor"]);
+
+    const optOut = await call(env.app, "POST", `/v2/contacts/${merged.id}/opt_out`, { token: shop.token });
+    expect(optOut.status).toBe(200);
+    expect(optOut.body.id).toBe(survivorId);
+    expect((await getContact(survivorId)).body.messaging.opted_out).toBe(true);
+    // Another tenant still does not see it.
+    expectApiError(await getContact(merged.id, other.token), 404, "resource_missing", "contact_id");
+  });
+});
+
 describe("access", () => {
   test("both need a token with messaging:read", async () => {
     await expectScopeRequired(env, "messaging:read", [
       ["GET", "/v2/contacts/ctc_abc"],
       ["GET", "/v2/contacts?phone=%2B4915123450000"],
+      ["GET", "/v2/contacts?user_id=DE.1000000000002"],
     ]);
   });
 });

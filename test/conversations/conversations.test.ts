@@ -76,11 +76,21 @@ describe("GET /conversations", () => {
       timestamp: t0 + 10,
     });
 
+    // The BSUID the provider named each customer by (the simulator derives one from the phone).
+    const userIds = new Map(
+      (await env.deps.db.selectFrom("contacts").select(["id", "user_id"]).execute()).map((row) => [
+        row.id,
+        row.user_id,
+      ]),
+    );
     const contact = (id: string, name: string, phone: string) => ({
       object: "contact",
       id,
       name,
       phone,
+      user_id: userIds.get(id) ?? null,
+      parent_user_id: null,
+      username: null,
       channel: "whatsapp",
     });
     expected = [

@@ -87,7 +87,21 @@ describe("GET /messages", () => {
 
     const result = await feed(shop);
     expect(result.status).toBe(200);
-    const contact = (id: string, phone: string) => ({ object: "contact", id, phone });
+    // The BSUID the provider named each customer by (the simulator derives one from the phone).
+    const userIds = new Map(
+      (await env.deps.db.selectFrom("contacts").select(["id", "user_id"]).execute()).map((row) => [
+        row.id,
+        row.user_id,
+      ]),
+    );
+    const contact = (id: string, phone: string) => ({
+      object: "contact",
+      id,
+      phone,
+      user_id: userIds.get(id) ?? null,
+      parent_user_id: null,
+      username: null,
+    });
     expect(result.body).toEqual({
       object: "list",
       url: "/v2/messages",
@@ -201,7 +215,14 @@ describe("GET /messages", () => {
         id: sent,
         direction: "outbound",
         status: "accepted",
-        contact: { object: "contact", id: contact.id, phone: "+4915100073001" },
+        contact: {
+          object: "contact",
+          id: contact.id,
+          phone: "+4915100073001",
+          user_id: null,
+          parent_user_id: null,
+          username: null,
+        },
       }),
     ]);
   });
