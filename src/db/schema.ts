@@ -9,6 +9,7 @@ export interface Database {
   senders: SendersTable;
   templates: TemplatesTable;
   contacts: ContactsTable;
+  contact_user_ids: ContactUserIdsTable;
   messages: MessagesTable;
   inbound_events: InboundEventsTable;
   status_events: StatusEventsTable;
@@ -105,11 +106,27 @@ export interface ContactsTable {
   id: string;
   tenant_id: string;
   channel: Generated<string>;
-  phone: string;
+  /** E.164; null when the provider withholds it (a user with a username, DESIGN §14). */
+  phone: string | null;
+  /** The business-scoped user id (BSUID, `CC.…`) the provider uses now. */
+  user_id: ColumnType<string | null, string | null | undefined, string | null>;
+  parent_user_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Shown, never used as a key: users change it. */
+  username: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Set when this contact was merged into another (one person): the survivor's id. */
+  merged_into: ColumnType<string | null, string | null | undefined, string | null>;
   name: string | null;
   last_inbound_at: Date | null;
   /** Opted out (DESIGN §13): by keyword, provider failure 131050 or by hand; null = may be messaged. */
   opted_out_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  created_at: CreatedAt;
+}
+
+/** Every BSUID a contact has had (its current one too): an old one still finds the person. */
+export interface ContactUserIdsTable {
+  tenant_id: string;
+  user_id: string;
+  contact_id: string;
   created_at: CreatedAt;
 }
 
@@ -229,7 +246,12 @@ export interface EventPendingTable {
   tenant_id: string;
   shard: number;
   type: string;
-  message_id: string;
+  /** The message of a message.* event; null for a contact.merged one (sql/032). */
+  message_id: string | null;
+  /** The contact of an event about a contact (contact.merged: the survivor). */
+  contact_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** What such an event carries besides its contact (contact.merged: `{merged: [ids]}`). */
+  data: ColumnType<unknown | null, string | null | undefined, string | null>;
   status: string | null;
   failure: unknown | null;
   created_at: Generated<Date>;
@@ -240,7 +262,9 @@ export interface EventsTable {
   seq: number;
   id: string;
   type: EventType;
-  message_id: string;
+  message_id: string | null;
+  contact_id: ColumnType<string | null, string | null | undefined, string | null>;
+  data: ColumnType<{ merged: string[] } | null, string | null | undefined, string | null>;
   status: string | null;
   failure: MessageFailure | null;
   created_at: Date;

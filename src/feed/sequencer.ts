@@ -217,9 +217,9 @@ async function numberEvents(
     ),
     heads AS (${raiseHeads("event_heads")}),
     numbered AS (
-      INSERT INTO events (tenant_id, seq, id, type, message_id, status, failure, created_at)
+      INSERT INTO events (tenant_id, seq, id, type, message_id, status, failure, created_at, contact_id, data)
       SELECT f.tenant_id, h.last_seq - f.tenant_count + f.n, 'evt_' || translate(gen_random_uuid()::text, '-', ''),
-             f.type, f.message_id, f.status, f.failure, f.created_at
+             f.type, f.message_id, f.status, f.failure, f.created_at, f.contact_id, f.data
       FROM fresh f JOIN heads h ON h.tenant_id = f.tenant_id
       RETURNING 1
     )

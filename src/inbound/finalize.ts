@@ -1,6 +1,8 @@
 import { sql } from "kysely";
-import { readInboundEvent } from "../channel/webhook-events.ts";
+import type { ProviderIdentity } from "../channel/identity.ts";
+import { type ReceivedMessage, readInboundEvent } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
+import { type IdentityInput, resolveIdentities } from "../contacts/identity.ts";
 import { type OptOutChange, optOutKeyword } from "../contacts/opt-out.ts";
 import { toE164 } from "../contacts/phone.ts";
 import type { Db } from "../db/connect.ts";
@@ -9,7 +11,9 @@ import { type NewMessage, storeMessages } from "../messages/store.ts";
 
 /**
  * Turns a stored inbound webhook message into its final record, in one transaction: the contact
- * (upserted by tenant and phone, named from the profile), the contact's 24-hour window, the
+ * (resolved from the author's phone and user id by src/contacts/identity.ts, the one rule: found,
+ * created, taught what is new, or merged; a provider's user_changed_number / user_changed_user_id
+ * applied), named from the profile, the contact's 24-hour window, the
  * message as history and feed show it, the conversation summary, and the feed hand-off
  * (DESIGN §6 step 1); a STOP or START keyword opts the contact out or back in (DESIGN §13,
  * src/contacts/opt-out.ts). Finalizing twice changes nothing.
@@ -117,35 +121,43 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
   // A customer's text that is an opt-out keyword (or START), by the message's index in the batch.
   const keywords = new Map<number, { change: OptOutChange; at: Date }>();
   const now = clock.now();
+  const received = events.map((event) => readInboundEvent(event.payload));
+  // Who wrote each message: one contact per person, whether the provider named them by phone, by
+  // user id or both (DESIGN §14); a message without a phone is stored like any other.
+  const contactIds = await resolveIdentities(
+    trx,
+    events.map((event, index): IdentityInput => identityInputOf(event.tenant_id, received[index]!)),
+  );
   const batch = events.map((event, index): NewMessage => {
-    const received = readInboundEvent(event.payload);
+    const message = received[index]!;
     // The provider's time dates the window and an opt-out; history orders by createdAt.
-    const sentAt = received.sentAt ?? now;
-    const createdAt = received.sentAt ? writtenAt(received.sentAt, now) : sentAt;
-    const keyword = received.system || received.type !== "text" ? undefined : optOutKeyword(received.text);
+    const sentAt = message.sentAt ?? now;
+    const createdAt = message.sentAt ? writtenAt(message.sentAt, now) : sentAt;
+    const keyword = message.system || message.type !== "text" ? undefined : optOutKeyword(message.text);
     if (keyword) keywords.set(index, { change: keyword, at: sentAt });
     return {
       id: newId("msg"),
       tenantId: event.tenant_id,
       senderId: event.sender_id,
       direction: "inbound",
-      phone: toE164(received.from) ?? `+${received.from.replace(/\D/g, "")}`,
-      // The first name the batch brings wins (what finalizing one by one keeps).
-      contactName: received.profileName,
+      contactId: contactIds[index],
+      phone: null,
+      // Named by the identity resolution (a contact without a name takes the profile's).
+      contactName: null,
       // The window moves by the newest non-system provider timestamp, never backwards.
-      windowFrom: received.system ? null : sentAt,
-      type: received.type,
-      preview: received.preview,
-      text: received.text,
-      mediaType: received.mediaType,
-      mediaFilename: received.mediaFilename,
-      mediaId: received.mediaId,
+      windowFrom: message.system ? null : sentAt,
+      type: message.type,
+      preview: message.preview,
+      text: message.text,
+      mediaType: message.mediaType,
+      mediaFilename: message.mediaFilename,
+      mediaId: message.mediaId,
       status: null,
       applicationId: null,
       content: null,
       providerMessageId: event.provider_message_id,
       createdAt,
-      visible: !received.system,
+      visible: !message.system,
     };
   });
   const stored = await storeMessages(trx, batch);
@@ -186,4 +198,27 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
     created: true,
     feed: m.visible,
   }));
+}
+
+/** What a received message says about its author (and, for a provider's system message, a change). */
+function identityInputOf(tenantId: string, message: ReceivedMessage): IdentityInput {
+  const read = message as ReceivedMessage & {
+    identity?: ProviderIdentity;
+    identityChange?: { kind: string; newPhone?: string; newUserId?: string };
+  };
+  const identity: ProviderIdentity = read.identity ?? {
+    phone: message.from ? (toE164(message.from) ?? `+${message.from.replace(/\D/g, "")}`) : null,
+    userId: null,
+    parentUserId: null,
+    username: null,
+    name: message.profileName,
+  };
+  const change = read.identityChange;
+  if (change?.kind === "user_changed_number" && change.newPhone) {
+    return { tenantId, identity, change: { kind: "number", newPhone: change.newPhone } };
+  }
+  if (change?.kind === "user_changed_user_id" && change.newUserId) {
+    return { tenantId, identity, change: { kind: "user_id", newUserId: change.newUserId } };
+  }
+  return { tenantId, identity };
 }

@@ -15,9 +15,16 @@ export interface NewMessage {
   tenantId: string;
   senderId: string;
   direction: "inbound" | "outbound";
-  /** An existing contact; without one, the contact of (tenant, phone) is found or created. */
+  /**
+   * An existing contact (a send naming it, or one src/contacts/identity.ts resolved); without one,
+   * the contact of (tenant, phone) is found or created, or, without a phone, the contact of
+   * (tenant, userId) (a send to a BSUID no contact has had: the recipient's lookup found none).
+   */
   contactId?: string;
-  phone: string;
+  /** E.164; null with a contactId, or with a userId. */
+  phone: string | null;
+  /** The BSUID of a send to a user no contact has had yet (with a null phone and no contactId). */
+  userId?: string | null;
   /** Names a contact that has no name yet (the first name of the batch wins). */
   contactName: string | null;
   /** Moves the contact's 24-hour window, never backwards (a received, non-system message). */
@@ -62,13 +69,14 @@ export interface StoredMessage {
   tenantId: string;
 }
 
-/** The batch's columns, in parameter order ($1 to $27): the statement's and batchRow's one list. */
+/** The batch's columns, in parameter order ($1 to $28): the statement's and batchRow's one list. */
 const BATCH_COLUMNS = [
   ["id", "text"],
   ["tenant_id", "text"],
   ["contact_id", "text"],
   ["new_contact_id", "text"],
   ["phone", "text"],
+  ["user_id", "text"],
   ["contact_name", "text"],
   ["sender_id", "text"],
   ["direction", "text"],
@@ -113,6 +121,8 @@ const IDEMPOTENCY_EXPIRED = `$${BATCH_COLUMNS.length + 1}`;
 //   out of every table; a record past its 24 hours (IDEMPOTENCY_EXPIRED) may be taken over);
 // - contact: one row per (tenant, phone) without a contact id: created, or named if it has no name,
 //   its 24-hour window moved (GREATEST ignores NULL: a send or a system message leaves it);
+// - user_contact, user_ids: a send to a BSUID no contact has had: the contact of (tenant, user_id);
+// - windows: the 24-hour window of contacts named by id (received messages: finalize resolved them);
 // - inserted: the messages; conversation: the summary per contact (the newest message wins
 //   whatever order rows arrive in; an outbound message resets `unread`, DESIGN §3, an inbound one
 //   newer than our last outbound message and the panel's last look adds to it); feed: the feed
@@ -125,6 +135,10 @@ WITH batch AS MATERIALIZED (
   SELECT b.id FROM batch b
   JOIN contacts c ON c.tenant_id = b.tenant_id AND c.channel = 'whatsapp' AND c.phone = b.phone
   WHERE b.direction = 'outbound' AND b.contact_id IS NULL AND c.opted_out_at IS NOT NULL
+  UNION ALL
+  SELECT b.id FROM batch b
+  JOIN contacts c ON c.tenant_id = b.tenant_id AND c.user_id = b.user_id AND c.merged_into IS NULL
+  WHERE b.direction = 'outbound' AND b.contact_id IS NULL AND b.phone IS NULL AND c.opted_out_at IS NOT NULL
 ), idem AS (
   INSERT INTO idempotency_keys (application_id, key, tenant_id, request_hash, message_id, created_at)
   SELECT application_id, idempotency_key, tenant_id, decode(request_hash, 'hex'), id, created_at
@@ -143,23 +157,47 @@ WITH batch AS MATERIALIZED (
   INSERT INTO contacts (id, tenant_id, phone, name, last_inbound_at)
   SELECT (array_agg(new_contact_id ORDER BY n))[1], tenant_id, phone,
     (array_agg(contact_name ORDER BY n) FILTER (WHERE contact_name IS NOT NULL))[1], max(window_from)
-  FROM live WHERE contact_id IS NULL
+  FROM live WHERE contact_id IS NULL AND phone IS NOT NULL
   GROUP BY tenant_id, phone
   ORDER BY tenant_id, phone
   ON CONFLICT (tenant_id, channel, phone) DO UPDATE SET
     name = COALESCE(contacts.name, excluded.name),
     last_inbound_at = GREATEST(contacts.last_inbound_at, excluded.last_inbound_at)
   RETURNING id, tenant_id, phone
+), user_contact AS (
+  INSERT INTO contacts (id, tenant_id, user_id, name)
+  SELECT (array_agg(new_contact_id ORDER BY n))[1], tenant_id, user_id,
+    (array_agg(contact_name ORDER BY n) FILTER (WHERE contact_name IS NOT NULL))[1]
+  FROM live WHERE contact_id IS NULL AND phone IS NULL
+  GROUP BY tenant_id, user_id
+  ORDER BY tenant_id, user_id
+  ON CONFLICT (tenant_id, user_id) WHERE user_id IS NOT NULL AND merged_into IS NULL DO UPDATE SET
+    name = COALESCE(contacts.name, excluded.name)
+  RETURNING id, tenant_id, user_id
+), user_ids AS (
+  INSERT INTO contact_user_ids (tenant_id, user_id, contact_id)
+  SELECT tenant_id, user_id, id FROM user_contact ORDER BY tenant_id, user_id
+  ON CONFLICT DO NOTHING
+), windows AS (
+  -- A resolved contact's 24-hour window (received messages, src/contacts/identity.ts resolved
+  -- them), moved only forwards; contacts locked in id order.
+  UPDATE contacts c SET last_inbound_at = w.at
+  FROM (SELECT contact_id, max(window_from) AS at FROM live
+        WHERE contact_id IS NOT NULL AND window_from IS NOT NULL
+        GROUP BY contact_id ORDER BY contact_id) w
+  WHERE c.id = w.contact_id AND (c.last_inbound_at IS NULL OR c.last_inbound_at < w.at)
 ), inserted AS (
   INSERT INTO messages (id, tenant_id, contact_id, sender_id, direction, type, preview, text, media_type,
     media_filename, status, application_id, content, provider_message_id, client_reference, created_at,
     parked, send_at, valid_for, expires_at, media_id)
-  SELECT l.id, l.tenant_id, COALESCE(l.contact_id, c.id), l.sender_id, l.direction, l.type, l.preview,
+  SELECT l.id, l.tenant_id, COALESCE(l.contact_id, c.id, u.id), l.sender_id, l.direction, l.type, l.preview,
     l.text, l.media_type, l.media_filename, l.status, l.application_id, l.content::jsonb,
     l.provider_message_id, l.client_reference, l.created_at,
     CASE WHEN l.status = 'scheduled' THEN 'scheduled' END, l.send_at, l.valid_for, l.expires_at, l.media_id
   FROM live l
   LEFT JOIN contact c ON l.contact_id IS NULL AND c.tenant_id = l.tenant_id AND c.phone = l.phone
+  LEFT JOIN user_contact u ON l.contact_id IS NULL AND l.phone IS NULL AND u.tenant_id = l.tenant_id
+    AND u.user_id = l.user_id
   ORDER BY l.n
   RETURNING id, seq, contact_id, tenant_id, created_at, direction, status
 ), visible AS (
@@ -207,6 +245,7 @@ function batchRow(m: NewMessage): BatchRow {
     contact_id: m.contactId,
     new_contact_id: m.contactId ? undefined : newId("ctc"),
     phone: m.phone,
+    user_id: m.userId,
     contact_name: m.contactName,
     sender_id: m.senderId,
     direction: m.direction,
