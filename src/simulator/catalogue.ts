@@ -10,7 +10,7 @@ export interface GraphMessageTemplate {
   name: string;
   language: string;
   status: "APPROVED" | "PENDING" | "REJECTED";
-  category: "UTILITY" | "MARKETING";
+  category: "UTILITY" | "MARKETING" | "AUTHENTICATION";
   components: TemplateComponent[];
   /** Why Meta rejected it (Graph's values: INVALID_FORMAT, PROMOTIONAL, ...); only on REJECTED ones. */
   rejected_reason?: string;
@@ -121,6 +121,17 @@ export const TEMPLATE_CATALOGUE: readonly GraphMessageTemplate[] = [
     category: "MARKETING",
     components: [{ type: "BODY", text: "Old promo" }],
     rejected_reason: "INVALID_FORMAT",
+  },
+  {
+    // Authentication templates go to a phone (DESIGN §14: not to a user known by BSUID only).
+    id: "1000000000000009",
+    name: "login_code",
+    language: "en",
+    status: "APPROVED",
+    category: "AUTHENTICATION",
+    components: [
+      { type: "BODY", text: "{{1}} is your verification code.", example: { body_text: [["123456"]] } },
+    ],
   },
 ];
 

@@ -1,7 +1,16 @@
 import { Elysia, t } from "elysia";
-import { buildWebhook, webhookTimestamp } from "../channel/webhook-payloads.ts";
-import { ControlError, controlErrorResponse, describeFailure, describeValidation } from "./errors.ts";
 import {
+  buildWebhook,
+  userChangedNumberMessage,
+  userChangedUserIdMessage,
+  type WireUser,
+  webhookTimestamp,
+} from "../channel/webhook-payloads.ts";
+import { ControlError, controlErrorResponse, describeFailure, describeValidation } from "./errors.ts";
+import { newWamid } from "./ids.ts";
+import {
+  ChangeNumberRequest,
+  ChangeUserIdRequest,
   FailNextRequest,
   INBOUND_FIELDS,
   InboundRequest,
@@ -11,13 +20,33 @@ import {
   TYPE_SPECIFIC_FIELDS,
 } from "./schemas.ts";
 import { resetSimulatorState, type SimulatorLog, type SimulatorState } from "./state.ts";
+import { changeNumber, changeUserId, userByPhone, userByUserId, wireUserOf } from "./users.ts";
 import { inboundWebhook, statusErrors, statusUpdate, webhookAccount } from "./webhook-bodies.ts";
 import type { WebhookSender } from "./webhook-sender.ts";
 
 /**
- * The control API under /_sim: driving inbound messages, statuses and failures, reading what was
- * sent, and resetting.
+ * The control API under /_sim: driving inbound messages, statuses, users' number and BSUID changes
+ * and failures, reading what was sent, and resetting.
  */
+
+/**
+ * Whom a /_sim/status is about: as the call names them (`recipient_id`, `recipient_user_id`; a
+ * given phone is carried), else as the send went; undefined when neither says.
+ */
+function statusRecipient(
+  state: SimulatorState,
+  body: StatusRequest,
+  sent: WireUser | undefined,
+): WireUser | undefined {
+  if (body.recipient_id === undefined && body.recipient_user_id === undefined) return sent;
+  const phone = body.recipient_id?.replace(/^\+/, "") ?? null;
+  const user =
+    body.recipient_user_id !== undefined
+      ? userByUserId(state, body.recipient_user_id)
+      : userByPhone(state, phone as string);
+  const named = wireUserOf(user);
+  return phone === null ? named : { ...named, phone, phoneShared: true };
+}
 
 export function controlRoutes(state: SimulatorState, webhooks: WebhookSender, log: SimulatorLog) {
   return new Elysia({ prefix: "/_sim" })
@@ -40,10 +69,10 @@ export function controlRoutes(state: SimulatorState, webhooks: WebhookSender, lo
           (field) => body[field] !== undefined && !INBOUND_FIELDS[body.type].allowed.includes(field),
         );
         if (misplaced) throw new ControlError(`${misplaced} does not apply to type ${body.type}`);
-        const { webhook, message, waId } = inboundWebhook(state, body);
+        const { webhook, message, author } = inboundWebhook(state, body);
         const outcome = await webhooks.postWebhookOnce(webhook, body.phone_number_id);
         log(
-          `inbound ${body.type} ${message.id} from ${waId}: webhook answered ${outcome.webhook_status ?? outcome.webhook_error}`,
+          `inbound ${body.type} ${message.id} from ${author}: webhook answered ${outcome.webhook_status ?? outcome.webhook_error}`,
         );
         return { id: message.id, ...outcome };
       },
@@ -54,15 +83,17 @@ export function controlRoutes(state: SimulatorState, webhooks: WebhookSender, lo
       async ({ body }) => {
         const send = state.accepted.get(body.wamid);
         const phoneNumberId = body.phone_number_id ?? send?.phoneNumberId;
-        const recipientId = body.recipient_id ?? send?.waId;
-        if (!phoneNumberId || !recipientId) {
-          throw new ControlError(`unknown wamid ${body.wamid}: give phone_number_id and recipient_id`);
+        const recipient = statusRecipient(state, body, send?.recipient);
+        if (!phoneNumberId || !recipient) {
+          throw new ControlError(
+            `unknown wamid ${body.wamid}: give phone_number_id and recipient_id or recipient_user_id`,
+          );
         }
         if (body.errors && body.status !== "failed") throw new ControlError("errors go with status failed");
         const timestamp = body.timestamp === undefined ? webhookTimestamp() : String(body.timestamp);
         const errors = body.status === "failed" ? statusErrors(body.errors) : undefined;
         const webhook = buildWebhook(webhookAccount({ ...body, phoneNumberId }), {
-          statuses: [statusUpdate(body.wamid, body.status, recipientId, timestamp, errors)],
+          statuses: [statusUpdate(body.wamid, body.status, recipient, timestamp, errors)],
         });
         const outcome = await webhooks.postWebhookOnce(webhook, phoneNumberId);
         log(
@@ -71,6 +102,47 @@ export function controlRoutes(state: SimulatorState, webhooks: WebhookSender, lo
         return outcome;
       },
       { body: StatusRequest },
+    )
+    .post(
+      "/users/change_number",
+      async ({ body }) => {
+        const user = userByUserId(state, body.user_id);
+        const newPhone = body.new_phone.replace(/^\+/, "");
+        const message = userChangedNumberMessage(wireUserOf(user, body.name), newPhone, {
+          id: newWamid(),
+          timestamp: webhookTimestamp(),
+        });
+        changeNumber(state, user, newPhone);
+        const webhook = buildWebhook(webhookAccount({ ...body, phoneNumberId: body.phone_number_id }), {
+          messages: [message],
+        });
+        const outcome = await webhooks.postWebhookOnce(webhook, body.phone_number_id);
+        log(
+          `user ${user.userId} changed number to +${newPhone}: webhook answered ${outcome.webhook_status ?? outcome.webhook_error}`,
+        );
+        return { id: message.id, ...outcome };
+      },
+      { body: ChangeNumberRequest },
+    )
+    .post(
+      "/users/change_user_id",
+      async ({ body }) => {
+        const user = userByUserId(state, body.user_id);
+        const message = userChangedUserIdMessage(wireUserOf(user, body.name), body.new_user_id, {
+          id: newWamid(),
+          timestamp: webhookTimestamp(),
+        });
+        changeUserId(state, user, body.new_user_id);
+        const webhook = buildWebhook(webhookAccount({ ...body, phoneNumberId: body.phone_number_id }), {
+          messages: [message],
+        });
+        const outcome = await webhooks.postWebhookOnce(webhook, body.phone_number_id);
+        log(
+          `user ${body.user_id} changed BSUID to ${body.new_user_id}: webhook answered ${outcome.webhook_status ?? outcome.webhook_error}`,
+        );
+        return { id: message.id, ...outcome };
+      },
+      { body: ChangeUserIdRequest },
     )
     .get(
       "/sent",

@@ -15,6 +15,7 @@ import { sandboxBehaviour } from "./sandbox.ts";
 import { GraphVersionParams, openObject, SendBody, UPLOAD_LIMITS, UploadBody } from "./schemas.ts";
 import { checkSend } from "./send-checks.ts";
 import type { SimulatorLog, SimulatorOptions, SimulatorState } from "./state.ts";
+import { forgetOldUsers, rememberUser, userByPhone, userByUserId, wireUserOf } from "./users.ts";
 import type { WebhookSender } from "./webhook-sender.ts";
 
 /**
@@ -65,6 +66,7 @@ function forgetOldSends(state: SimulatorState, keepSends: number): void {
       state.accepted.delete(wamid);
     }
   }
+  forgetOldUsers(state, keepSends);
 }
 
 /** False when this number has used up its throughput: the send is answered with 130429. */
@@ -104,7 +106,11 @@ export function graphRoutes(
     .post(
       "/:version/:phoneNumberId/messages",
       async ({ params, body }) => {
-        const { waId, summary } = checkSend(body, params.phoneNumberId, state.uploads);
+        const { address, summary } = checkSend(body, params.phoneNumberId, state.uploads);
+        const user =
+          "waId" in address ? userByPhone(state, address.waId) : userByUserId(state, address.userId);
+        // How logs name the recipient: as the send did.
+        const waId = "waId" in address ? address.waId : address.userId;
         // Received now, whenever it is answered.
         const receivedAt = new Date().toISOString();
         // A slow answer: the send is accepted even if the caller gives up (or dies) meanwhile.
@@ -119,25 +125,46 @@ export function graphRoutes(
           log(`send to ${waId} failed with injected error ${failure}`);
           throw new GraphError(failure, "Simulated failure requested with POST /_sim/fail-next.");
         }
-        const sandbox = sandboxBehaviour(waId);
+        const sandbox = user.phone === null ? undefined : sandboxBehaviour(user.phone);
         if (sandbox?.kind === "fail") {
           log(`send to sandbox recipient ${waId} failed with ${sandbox.graphCode}`);
-          throw new GraphError(sandbox.graphCode, `Sandbox recipient +${waId} fails every send this way.`);
+          throw new GraphError(
+            sandbox.graphCode,
+            `Sandbox recipient +${user.phone} fails every send this way.`,
+          );
         }
         const wamid = newWamid();
         state.sent.push({
           id: wamid,
           phone_number_id: params.phoneNumberId,
           payload: body,
+          ...("userId" in address ? { recipient: address.userId } : {}),
           received_at: receivedAt,
         });
-        state.accepted.set(wamid, { phoneNumberId: params.phoneNumberId, waId });
+        rememberUser(state, user);
+        const recipient = wireUserOf(user);
+        state.accepted.set(wamid, { phoneNumberId: params.phoneNumberId, recipient });
         forgetOldSends(state, keepSends);
         log(`accepted ${summary} to ${waId} from ${params.phoneNumberId} as ${wamid}`);
-        webhooks.scheduleStatuses(params.phoneNumberId, wamid, waId, body.biz_opaque_callback_data, sandbox);
+        webhooks.scheduleStatuses(
+          params.phoneNumberId,
+          wamid,
+          recipient,
+          body.biz_opaque_callback_data,
+          sandbox,
+        );
         return {
           messaging_product: "whatsapp",
-          contacts: [{ input: body.to, wa_id: waId }],
+          // Graph echoes what it was given and names the user; the phone only when shared.
+          contacts: [
+            "waId" in address
+              ? { input: body.to, wa_id: address.waId }
+              : {
+                  input: body.recipient,
+                  ...(recipient.phoneShared && recipient.phone ? { wa_id: recipient.phone } : {}),
+                  user_id: recipient.userId,
+                },
+          ],
           // Graph marks template sends as accepted in the answer.
           messages: [body.type === "template" ? { id: wamid, message_status: "accepted" } : { id: wamid }],
         };

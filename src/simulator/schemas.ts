@@ -1,4 +1,5 @@
 import { type Static, t } from "elysia";
+import { BSUID_PATTERN } from "../channel/identity.ts";
 
 /**
  * The request schemas of the Graph routes (send, upload) and of the control API (/_sim/...), and the
@@ -43,7 +44,9 @@ export type SendTemplate = Static<typeof SendTemplate>;
 export const SendBody = openObject({
   messaging_product: t.Literal("whatsapp"),
   recipient_type: t.Optional(t.Literal("individual")),
-  to: t.String(),
+  // A phone in `to`, or a BSUID in `recipient` (send-checks.ts: exactly one).
+  to: t.Optional(t.String()),
+  recipient: t.Optional(t.String()),
   // Graph's default type is text.
   type: t.Optional(t.String()),
   text: t.Optional(openObject({ body: t.String(), preview_url: t.Optional(t.Boolean()) })),
@@ -82,9 +85,16 @@ export const UPLOAD_LIMITS: Record<string, number> = {
 /** A given file: up to 20 MB, so a download over the gateway's 16 MB cap can be tried. */
 const MEDIA_BASE64_MAX_CHARS = Math.ceil((20 * MB) / 3) * 4;
 
+const Phone = (description: string) => t.String({ pattern: "^\\+?[0-9]{7,15}$", description });
+const Bsuid = (description: string) => t.String({ pattern: BSUID_PATTERN, description });
+
 export const InboundRequest = t.Object({
   phone_number_id: t.String({ minLength: 1 }),
-  from: t.String({ pattern: "^\\+?[0-9]{7,15}$", description: "the customer's number" }),
+  // At least one of from and user_id (users.ts inboundAuthor).
+  from: t.Optional(Phone("the customer's number")),
+  user_id: t.Optional(Bsuid("the customer's BSUID; default derived from the number")),
+  username: t.Optional(t.String({ maxLength: 35, description: 'the customer\'s username; "" drops it' })),
+  hide_phone: t.Optional(t.Boolean({ description: "the customer withholds the number (remembered)" })),
   type: t.UnionEnum(["text", "image", "video", "document", "audio", "system"]),
   text: t.Optional(t.String()),
   caption: t.Optional(t.String()),
@@ -107,6 +117,7 @@ export const StatusRequest = t.Object({
   status: t.UnionEnum(["sent", "delivered", "read", "failed"]),
   phone_number_id: t.Optional(t.String({ minLength: 1 })),
   recipient_id: t.Optional(t.String({ minLength: 1 })),
+  recipient_user_id: t.Optional(Bsuid("the recipient's BSUID")),
   timestamp: t.Optional(t.Integer({ minimum: 0 })),
   errors: t.Optional(
     t.Array(
@@ -123,6 +134,26 @@ export const StatusRequest = t.Object({
   display_phone_number: t.Optional(t.String({ minLength: 1 })),
 });
 export type StatusRequest = Static<typeof StatusRequest>;
+
+export const ChangeNumberRequest = t.Object({
+  phone_number_id: t.String({ minLength: 1 }),
+  user_id: Bsuid("the user whose number changes"),
+  new_phone: Phone("the user's new number"),
+  name: t.Optional(t.String()),
+  waba_id: t.Optional(t.String({ minLength: 1 })),
+  display_phone_number: t.Optional(t.String({ minLength: 1 })),
+});
+export type ChangeNumberRequest = Static<typeof ChangeNumberRequest>;
+
+export const ChangeUserIdRequest = t.Object({
+  phone_number_id: t.String({ minLength: 1 }),
+  user_id: Bsuid("the user's BSUID until now"),
+  new_user_id: Bsuid("the user's new BSUID"),
+  name: t.Optional(t.String()),
+  waba_id: t.Optional(t.String({ minLength: 1 })),
+  display_phone_number: t.Optional(t.String({ minLength: 1 })),
+});
+export type ChangeUserIdRequest = Static<typeof ChangeUserIdRequest>;
 
 export const FailNextRequest = t.Object({
   count: t.Integer({ minimum: 1, maximum: 10_000 }),

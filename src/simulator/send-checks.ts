@@ -1,3 +1,4 @@
+import { isBsuid } from "../channel/identity.ts";
 import { type GraphMessageTemplate, placeholderCount, TEMPLATE_CATALOGUE } from "./catalogue.ts";
 import { GRAPH_ERRORS, GraphError } from "./errors.ts";
 import type { SendBody, SendTemplate, TemplateComponentParameters, TemplateParameter } from "./schemas.ts";
@@ -134,25 +135,49 @@ function checkTemplate(
   return entry;
 }
 
+/** Whom a send is for: a phone (`to`, digits) or a BSUID (`recipient`). */
+export type SendAddress = { waId: string } | { userId: string };
+
+function checkAddress(body: SendBody): SendAddress {
+  if (body.to !== undefined && body.recipient !== undefined) {
+    throw new GraphError(100, "Give the parameter to (a phone number) or recipient (a user ID), not both.");
+  }
+  if (body.recipient !== undefined) {
+    if (!isBsuid(body.recipient)) {
+      throw new GraphError(100, `Param recipient (${body.recipient}) is not a business-scoped user ID.`);
+    }
+    return { userId: body.recipient };
+  }
+  if (body.to === undefined) throw new GraphError(100, "The parameter to or recipient is required.");
+  const waId = body.to.replace(/[\s()+-]/g, "");
+  if (!/^\d{7,15}$/.test(waId)) throw new GraphError(100, `Param to (${body.to}) is not a phone number.`);
+  return { waId };
+}
+
 export function checkSend(
   body: SendBody,
   phoneNumberId: string,
   uploads: Uploads,
-): { waId: string; summary: string } {
-  const waId = body.to.replace(/[\s()+-]/g, "");
-  if (!/^\d{7,15}$/.test(waId)) throw new GraphError(100, `Param to (${body.to}) is not a phone number.`);
+): { address: SendAddress; summary: string } {
+  const address = checkAddress(body);
   const type = body.type ?? "text";
   if (type === "text") {
     if (!body.text?.body) throw new GraphError(100, "The parameter text['body'] is required.");
     if (body.text.body.length > TEXT_BODY_LIMIT) {
       throw new GraphError(100, `Param text['body'] must be at most ${TEXT_BODY_LIMIT} characters long.`);
     }
-    return { waId, summary: "text" };
+    return { address, summary: "text" };
   }
   if (type === "template") {
     if (!body.template) throw new GraphError(100, "The parameter template is required.");
     const entry = checkTemplate(body.template, phoneNumberId, uploads);
-    return { waId, summary: `template ${entry.name}/${entry.language}` };
+    if (entry.category === "AUTHENTICATION" && "userId" in address) {
+      throw new GraphError(
+        100,
+        `Template ${entry.name} is an authentication template: send it to a phone number (to).`,
+      );
+    }
+    return { address, summary: `template ${entry.name}/${entry.language}` };
   }
   throw new GraphError(100, `Param type (${type}): the simulator accepts text and template messages.`);
 }

@@ -1,3 +1,6 @@
+import type { WireUser } from "../channel/webhook-payloads.ts";
+import { createSimUsers, type SimUsers } from "./users.ts";
+
 /** The simulator's options, and the state it keeps in memory between requests. */
 
 export type SimulatorLog = (line: string) => void;
@@ -36,6 +39,8 @@ export interface SentRecord {
   phone_number_id: string;
   /** The send body exactly as received. */
   payload: unknown;
+  /** The BSUID a send addressed by `recipient` (not `to`) went to. */
+  recipient?: string;
   received_at: string;
 }
 
@@ -51,7 +56,9 @@ export interface SimulatorState {
   /** Sends forgotten to keep memory flat (GET /_sim/sent says how many). */
   forgottenSends: number;
   /** Where each accepted send went, by wamid, for the status webhooks /_sim/status posts. */
-  accepted: Map<string, { phoneNumberId: string; waId: string }>;
+  accepted: Map<string, { phoneNumberId: string; recipient: WireUser }>;
+  /** The WhatsApp users met so far (users.ts). */
+  users: SimUsers;
   /** Uploaded media id -> the phone number id it was uploaded for. */
   uploads: Map<string, string>;
   /** Inbound media by id, oldest first: at most MEDIA_KEPT files and MEDIA_KEPT_BYTES of given ones. */
@@ -73,6 +80,7 @@ export function createSimulatorState(options: SimulatorOptions): SimulatorState 
     sent: [],
     forgottenSends: 0,
     accepted: new Map(),
+    users: createSimUsers(),
     uploads: new Map(),
     inboundMedia: new Map(),
     inboundMediaBytes: 0,
@@ -89,6 +97,7 @@ export function resetSimulatorState(state: SimulatorState): void {
   state.sent.length = 0;
   state.forgottenSends = 0;
   state.accepted.clear();
+  state.users = createSimUsers();
   state.uploads.clear();
   state.inboundMedia.clear();
   state.inboundMediaBytes = 0;

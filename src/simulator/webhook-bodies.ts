@@ -5,7 +5,11 @@ import {
   type InboundMessage,
   type StatusError,
   type WebhookAccount,
+  type WireUser,
   webhookTimestamp,
+  wireAuthor,
+  wireContact,
+  wireRecipient,
 } from "../channel/webhook-payloads.ts";
 import { ControlError, GRAPH_ERRORS } from "./errors.ts";
 import { newWamid } from "./ids.ts";
@@ -13,8 +17,12 @@ import { keepMedia } from "./media-store.ts";
 import { SAMPLE_MEDIA } from "./sample-media.ts";
 import type { InboundRequest, StatusRequest } from "./schemas.ts";
 import type { SimulatorState } from "./state.ts";
+import { inboundAuthor, wireUserOf } from "./users.ts";
 
-/** The webhook bodies the simulator posts: a customer's message, and a status of a send. */
+/**
+ * The webhook bodies the simulator posts: a customer's message, and a status of a send. Every one
+ * names the user by BSUID, and by phone only when the user shares it (DESIGN §14).
+ */
 
 // Webhooks name a business account and a display number; the simulator accepts any phone-number-id
 // without knowing either, so these stand in unless a control call gives its own.
@@ -36,7 +44,7 @@ export function webhookAccount(request: {
 export function statusUpdate(
   wamid: string,
   status: DeliveryStatus,
-  recipientId: string,
+  recipient: WireUser,
   timestamp: string,
   errors?: StatusError[],
   callbackData?: string,
@@ -45,7 +53,7 @@ export function statusUpdate(
     id: wamid,
     status,
     timestamp,
-    recipient_id: recipientId,
+    ...wireRecipient(recipient),
     ...(errors ? { errors } : {}),
     ...(callbackData ? { biz_opaque_callback_data: callbackData } : {}),
   };
@@ -65,9 +73,9 @@ export function statusErrors(given: StatusRequest["errors"]): StatusError[] {
   });
 }
 
-function inboundMessage(state: SimulatorState, request: InboundRequest, waId: string): InboundMessage {
+function inboundMessage(state: SimulatorState, request: InboundRequest, author: WireUser): InboundMessage {
   const base = {
-    from: waId,
+    ...wireAuthor(author),
     id: request.id ?? newWamid(),
     timestamp: request.timestamp === undefined ? webhookTimestamp() : String(request.timestamp),
   };
@@ -104,16 +112,14 @@ function inboundMessage(state: SimulatorState, request: InboundRequest, waId: st
 
 /** The signed inbound-message webhook of a customer's message (POST /_sim/inbound, sandbox replies). */
 export function inboundWebhook(state: SimulatorState, request: InboundRequest) {
-  const waId = request.from.replace(/^\+/, "");
-  const message = inboundMessage(state, request, waId);
+  const user = inboundAuthor(state, request);
+  const author = wireUserOf(user, request.name ?? "Sim Customer");
+  const message = inboundMessage(state, request, author);
   // The provider sends no contact profile with system messages.
-  const contacts =
-    request.type === "system"
-      ? {}
-      : { contacts: [{ profile: { name: request.name ?? "Sim Customer" }, wa_id: waId }] };
+  const contacts = request.type === "system" ? {} : { contacts: [wireContact(author)] };
   const webhook = buildWebhook(webhookAccount({ ...request, phoneNumberId: request.phone_number_id }), {
     ...contacts,
     messages: [message],
   });
-  return { webhook, message, waId };
+  return { webhook, message, author: user.phone === null ? user.userId : `+${user.phone}` };
 }

@@ -1,7 +1,12 @@
 import { randomInt } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { SIGNATURE_HEADER, signPayload } from "../channel/signature.ts";
-import { buildWebhook, type WebhookBody, webhookTimestamp } from "../channel/webhook-payloads.ts";
+import {
+  buildWebhook,
+  type WebhookBody,
+  type WireUser,
+  webhookTimestamp,
+} from "../channel/webhook-payloads.ts";
 import { ControlError, describeFailure } from "./errors.ts";
 import { FAST_STATUS_DELAY_MS, SANDBOX_REPLY_TEXT, type SandboxBehaviour } from "./sandbox.ts";
 import type { SimulatorLog, SimulatorOptions, SimulatorState } from "./state.ts";
@@ -154,7 +159,7 @@ export function createWebhookSender(options: SimulatorOptions, state: SimulatorS
   function scheduleStatuses(
     phoneNumberId: string,
     wamid: string,
-    recipientId: string,
+    recipient: WireUser,
     callbackData?: string,
     sandbox?: SandboxBehaviour,
   ) {
@@ -168,7 +173,7 @@ export function createWebhookSender(options: SimulatorOptions, state: SimulatorS
       statusUpdate(
         wamid,
         status,
-        recipientId,
+        recipient,
         webhookTimestamp(new Date(start + (step + 1) * delayMs)),
         undefined,
         callbackData,
@@ -186,14 +191,15 @@ export function createWebhookSender(options: SimulatorOptions, state: SimulatorS
       }
       if (sandbox?.kind === "replies") {
         await sleep(delayMs, undefined, { signal });
-        const { webhook, message } = inboundWebhook(state, {
+        const { webhook, message, author } = inboundWebhook(state, {
           phone_number_id: phoneNumberId,
-          from: recipientId,
+          ...(recipient.phone === null ? {} : { from: recipient.phone }),
+          user_id: recipient.userId,
           type: "text",
           text: SANDBOX_REPLY_TEXT,
           name: "Sandbox Customer",
         });
-        await postWebhookWithRetries(webhook, `sandbox reply ${message.id} from ${recipientId}`, signal);
+        await postWebhookWithRetries(webhook, `sandbox reply ${message.id} from ${author}`, signal);
       }
     })().catch((error) => {
       if (!signal.aborted) log(`status webhooks for ${wamid} stopped: ${describeFailure(error)}`);

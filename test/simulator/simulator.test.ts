@@ -12,6 +12,7 @@ import {
   webhookRetryDelayMs,
 } from "../../src/simulator/app.ts";
 import { SANDBOX_RECIPIENTS, SANDBOX_REPLY_TEXT } from "../../src/simulator/sandbox.ts";
+import { bsuidForPhone } from "../../src/simulator/users.ts";
 import {
   call,
   createTestEnv,
@@ -98,6 +99,10 @@ function post(path: string, body: unknown, headers: Record<string, string> = {},
 }
 
 const AUTH = { authorization: "Bearer any-token" };
+
+/** The BSUIDs the simulator derives for the test customers' numbers. */
+const CUSTOMER_BSUID = bsuidForPhone("14155550123");
+const ERIKA_BSUID = bsuidForPhone("4915112345678");
 
 function send(body: unknown, headers: Record<string, string> = AUTH, to = base) {
   return post(`/v21.0/${PHONE_NUMBER_ID}/messages`, body, headers, to);
@@ -195,6 +200,7 @@ describe("sending", () => {
                     status: "sent",
                     timestamp: expect.stringMatching(/^\d{10}$/),
                     recipient_id: "14155550123",
+                    recipient_user_id: CUSTOMER_BSUID,
                   },
                 ],
               },
@@ -470,7 +476,7 @@ describe("Graph errors", () => {
       "no recipient",
       { messaging_product: "whatsapp", type: "text", text: { body: "hi" } },
       100,
-      "The parameter to is required.",
+      "The parameter to or recipient is required.",
     ],
     [
       "no messaging_product",
@@ -700,14 +706,19 @@ describe("media and templates", () => {
     expect(first.paging.next).toContain(`after=${first.paging.cursors.after}`);
 
     const second = (await (await fetch(first.paging.next ?? "", { headers: AUTH })).json()) as typeof first;
-    expect(second.data.map((entry) => entry.name)).toEqual(["welcome", "summer_sale", "old_promo"]);
+    expect(second.data.map((entry) => entry.name)).toEqual([
+      "welcome",
+      "summer_sale",
+      "old_promo",
+      "login_code",
+    ]);
     expect(second.paging.next).toBeUndefined();
     expect(second.paging.cursors.before).toEqual(expect.any(String));
 
     const everything = (await (
       await fetch(`${base}/v19.0/any-waba/message_templates`, { headers: AUTH })
     ).json()) as typeof first;
-    expect(everything.data).toHaveLength(8);
+    expect(everything.data).toHaveLength(9);
   });
 
   test("a bad cursor or limit is an invalid parameter", async () => {
@@ -750,9 +761,16 @@ describe("control API", () => {
     expect(value).toEqual({
       messaging_product: "whatsapp",
       metadata: { display_phone_number: SIMULATOR_DISPLAY_PHONE_NUMBER, phone_number_id: PHONE_NUMBER_ID },
-      contacts: [{ profile: { name: "Erika Mustermann" }, wa_id: "4915112345678" }],
+      contacts: [{ profile: { name: "Erika Mustermann" }, wa_id: "4915112345678", user_id: ERIKA_BSUID }],
       messages: [
-        { from: "4915112345678", id: answer.id, timestamp: "1700000000", type: "text", text: { body: text } },
+        {
+          from: "4915112345678",
+          from_user_id: ERIKA_BSUID,
+          id: answer.id,
+          timestamp: "1700000000",
+          type: "text",
+          text: { body: text },
+        },
       ],
     });
     const message = value?.messages?.[0];
@@ -766,10 +784,13 @@ describe("control API", () => {
 
     const { id } = (await response.json()) as { id: string };
     const { value } = lastMessageWebhook();
-    expect(value?.contacts).toEqual([{ profile: { name: "Sim Customer" }, wa_id: "14155550123" }]);
+    expect(value?.contacts).toEqual([
+      { profile: { name: "Sim Customer" }, wa_id: "14155550123", user_id: CUSTOMER_BSUID },
+    ]);
     expect(value?.messages).toEqual([
       {
         from: "14155550123",
+        from_user_id: CUSTOMER_BSUID,
         id,
         timestamp: expect.stringMatching(/^\d+$/),
         type: "image",
@@ -790,6 +811,7 @@ describe("control API", () => {
     expect(lastMessageWebhook().value?.messages).toEqual([
       {
         from: "14155550123",
+        from_user_id: CUSTOMER_BSUID,
         id: "wamid.custom-1",
         timestamp: expect.any(String),
         type: "document",
@@ -831,6 +853,7 @@ describe("control API", () => {
     expect(value?.messages).toEqual([
       {
         from: "14155550123",
+        from_user_id: CUSTOMER_BSUID,
         id: expect.any(String),
         timestamp: expect.any(String),
         type: "system",
@@ -919,6 +942,7 @@ describe("control API", () => {
         status: "failed",
         timestamp: "1700000100",
         recipient_id: "14155550123",
+        recipient_user_id: CUSTOMER_BSUID,
         errors: [
           {
             code: 131047,
@@ -928,7 +952,13 @@ describe("control API", () => {
           },
         ],
       },
-      { id: wamid, status: "delivered", timestamp: expect.any(String), recipient_id: "14155550123" },
+      {
+        id: wamid,
+        status: "delivered",
+        timestamp: expect.any(String),
+        recipient_id: "14155550123",
+        recipient_user_id: CUSTOMER_BSUID,
+      },
     ]);
     expect(received.every((webhook) => webhook.signed)).toBe(true);
   });
