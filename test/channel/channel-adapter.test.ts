@@ -206,7 +206,7 @@ describe("templates", () => {
   test("lists the whole catalogue, PENDING and REJECTED included, as the provider reports it", async () => {
     const templates = await provider.listTemplates(creds);
 
-    expect(templates).toHaveLength(8);
+    expect(templates).toHaveLength(9);
     expect(
       templates.map((template) => [template.name, template.language, template.status, template.category]),
     ).toEqual([
@@ -218,6 +218,7 @@ describe("templates", () => {
       ["welcome", "en", "APPROVED", "MARKETING"],
       ["summer_sale", "en", "PENDING", "MARKETING"],
       ["old_promo", "en", "REJECTED", "MARKETING"],
+      ["login_code", "en", "APPROVED", "AUTHENTICATION"],
     ]);
     // A template as the simulator's catalogue has it: Graph's id as the providerId, the components
     // (a TEXT header, a body, a URL button, each with its example) as they came.

@@ -160,6 +160,10 @@ const APPROVED_TEMPLATES = [
   APPOINTMENT_REMINDER,
   bodyOnly("delivery_video", "en", ["1"], "Watch how we packed order {{1}}.", "video"),
   bodyOnly("invoice_ready", "en", ["1"], "Your invoice {{1}} is ready.", "document"),
+  {
+    ...bodyOnly("login_code", "en", ["1"], "{{1}} is your verification code.", "none"),
+    category: "authentication",
+  },
   bodyOnly("order_shipped", "de", ["1", "2"], "Hallo {{1}}, deine Bestellung {{2}} wurde versandt.", "none"),
   bodyOnly("order_shipped", "en", ["1", "2"], "Hi {{1}}, your order {{2}} has shipped.", "none"),
   { ...bodyOnly("welcome", "en", [], "Welcome to our service!", "none"), category: "marketing" },
@@ -203,7 +207,7 @@ describe("GET /senders/{sender_id}/templates", () => {
   test("each sender has its own template ids", async () => {
     const mine = await call(env.app, "GET", path(sender.id), { token });
     const second = await call(env.app, "GET", path(secondSender.id), { token });
-    expect(second.body.data).toHaveLength(6);
+    expect(second.body.data).toHaveLength(7);
     const ids = new Set(mine.body.data.map((t: { id: string }) => t.id));
     for (const template of second.body.data) expect(ids.has(template.id)).toBe(false);
   });
@@ -292,7 +296,7 @@ describe("operator CLI: senders and templates", () => {
         phone_number: "+15550100021",
         name: "Support",
         provider_phone_number_id: "100000000000301",
-        templates_synced: 6,
+        templates_synced: 7,
       }),
     );
     const stored = await env.deps.db
@@ -304,7 +308,7 @@ describe("operator CLI: senders and templates", () => {
     expect(stored.access_token).not.toContain("sim-access-token");
     expect(senderCredentials(env.config.providerTokenKey, stored).accessToken).toBe("sim-access-token");
     const listed = await call(env.app, "GET", `/v2/senders/${created.body.id}/templates`, { token });
-    expect(listed.body.data).toHaveLength(6);
+    expect(listed.body.data).toHaveLength(7);
 
     const deactivated = await cli(["sender", "deactivate", "--sender", created.body.id]);
     expect(deactivated).toEqual({ code: 0, body: { ...created.body, active: false } });
@@ -357,6 +361,7 @@ describe("operator CLI: senders and templates", () => {
       ["appointment_reminder", "approved"],
       ["delivery_video", "approved"],
       ["invoice_ready", "approved"],
+      ["login_code", "approved"],
       ["old_promo", "rejected"],
       ["order_shipped", "approved"],
       ["order_shipped", "approved"],
@@ -409,7 +414,7 @@ describe("operator CLI: senders and templates", () => {
         phone_number: "+15550100001",
         name: "Demo Shop",
         provider_phone_number_id: "100000000000001",
-        templates_synced: 6,
+        templates_synced: 7,
       }),
     );
   });

@@ -99,6 +99,7 @@ describe("template sync against the simulator", () => {
       ["appointment_reminder", "en", "APPROVED"],
       ["delivery_video", "en", "APPROVED"],
       ["invoice_ready", "en", "APPROVED"],
+      ["login_code", "en", "APPROVED"],
       ["old_promo", "en", "REJECTED"],
       ["order_shipped", "de", "APPROVED"],
       ["order_shipped", "en", "APPROVED"],
@@ -159,11 +160,12 @@ describe("template sync against the simulator", () => {
       "appointment_reminder/en",
       "delivery_video/en",
       "invoice_ready/en",
+      "login_code/en",
       "order_shipped/de",
       "order_shipped/en",
       "welcome/en",
     ]);
-    expect(await countApprovedTemplates(env.deps.db, tenantId, sender.id)).toBe(6);
+    expect(await countApprovedTemplates(env.deps.db, tenantId, sender.id)).toBe(7);
     const shipped = await findApprovedTemplates(env.deps.db, tenantId, sender.id, "order_shipped");
     expect(shipped.map((r) => r.language)).toEqual(["de", "en"]);
     expect(await findApprovedTemplates(env.deps.db, tenantId, sender.id, "summer_sale")).toEqual([]);
