@@ -2,6 +2,7 @@ import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import {
   normalizeProviderError,
   type OutboundPayload,
+  outboundAddress,
   type ProviderError,
   type SenderCredentials,
 } from "../../src/channel/provider.ts";
@@ -106,6 +107,54 @@ describe("sending", () => {
         type: "text",
         text: { body },
       },
+    ]);
+  });
+
+  test("to a BSUID: `recipient` instead of `to`; a phone keeps `to`, byte for byte as before", async () => {
+    await provider.sendMessage(creds, {
+      kind: "text",
+      recipient: "DE.1502576394655843",
+      body: "hi",
+      callbackData: "msg_1",
+    });
+    await provider.sendMessage(creds, {
+      ...templateSend("welcome", "en"),
+      ...outboundAddress({ userId: "US.ENT.118" }),
+    });
+    await provider.sendMessage(creds, {
+      ...HI,
+      ...outboundAddress({ phone: "+14155550123" }),
+      callbackData: "msg_2",
+    });
+
+    const answer = await fetch(`${simulatorUrl}/_sim/sent?phone_number_id=${creds.phoneNumberId}`);
+    const { data } = (await answer.json()) as { data: { payload: unknown; recipient?: string }[] };
+    expect(data.map((record) => record.recipient)).toEqual(["DE.1502576394655843", "US.ENT.118", undefined]);
+    // Key order too: the phone path's body is the one sent before BSUIDs existed.
+    expect(data.map((record) => JSON.stringify(record.payload))).toEqual([
+      JSON.stringify({
+        messaging_product: "whatsapp",
+        recipient_type: "individual",
+        recipient: "DE.1502576394655843",
+        biz_opaque_callback_data: "msg_1",
+        type: "text",
+        text: { body: "hi" },
+      }),
+      JSON.stringify({
+        messaging_product: "whatsapp",
+        recipient_type: "individual",
+        recipient: "US.ENT.118",
+        type: "template",
+        template: { name: "welcome", language: { code: "en" } },
+      }),
+      JSON.stringify({
+        messaging_product: "whatsapp",
+        recipient_type: "individual",
+        to: "14155550123",
+        biz_opaque_callback_data: "msg_2",
+        type: "text",
+        text: { body: "hi" },
+      }),
     ]);
   });
 
