@@ -991,6 +991,268 @@ describe("control API", () => {
   });
 });
 
+describe("users without a phone (DESIGN §14)", () => {
+  const lastValue = () => received.at(-1)?.body.entry[0]?.changes[0]?.value;
+  const text = (address: Record<string, string>) => ({
+    messaging_product: "whatsapp",
+    ...address,
+    type: "text",
+    text: { body: "Hello" },
+  });
+  const wamidOf = async (response: Response) =>
+    ((await response.json()) as { messages: { id: string }[] }).messages[0]?.id ?? "";
+
+  test("the BSUID derived from a phone: its country, a dot, 16 digits, the same every run", () => {
+    expect(CUSTOMER_BSUID).toMatch(/^US\.\d{16}$/);
+    expect(ERIKA_BSUID).toMatch(/^DE\.\d{16}$/);
+    expect(bsuidForPhone("14155550123")).toBe(CUSTOMER_BSUID);
+    expect(bsuidForPhone("14155550124")).not.toBe(CUSTOMER_BSUID);
+  });
+
+  test("hide_phone: the webhook has no from and no wa_id, only the BSUID and the username; remembered", async () => {
+    const first = await post("/_sim/inbound", {
+      phone_number_id: PHONE_NUMBER_ID,
+      from: "+4915112345678",
+      hide_phone: true,
+      username: "erika.m",
+      type: "text",
+      text: "hi",
+      name: "Erika",
+    });
+    expect(first.status).toBe(200);
+    const { id } = (await first.json()) as { id: string };
+    expect(lastValue()?.contacts).toEqual([
+      { profile: { name: "Erika", username: "erika.m" }, user_id: ERIKA_BSUID },
+    ]);
+    expect(lastValue()?.messages).toEqual([
+      { from_user_id: ERIKA_BSUID, id, timestamp: expect.any(String), type: "text", text: { body: "hi" } },
+    ]);
+    expect(received.at(-1)?.raw).not.toContain("4915112345678");
+
+    // The next message of the same user still withholds the phone.
+    await post("/_sim/inbound", {
+      phone_number_id: PHONE_NUMBER_ID,
+      from: "4915112345678",
+      type: "text",
+      text: "again",
+    });
+    expect(lastValue()?.messages?.[0]).not.toHaveProperty("from");
+    expect(lastValue()?.contacts?.[0]).toEqual({
+      profile: { name: "Sim Customer", username: "erika.m" },
+      user_id: ERIKA_BSUID,
+    });
+
+    // Known by BSUID alone, and by a given BSUID.
+    await post("/_sim/inbound", {
+      phone_number_id: PHONE_NUMBER_ID,
+      user_id: ERIKA_BSUID,
+      type: "text",
+      text: "3",
+    });
+    expect(lastValue()?.messages?.[0]).toMatchObject({ from_user_id: ERIKA_BSUID });
+    await post("/_sim/inbound", {
+      phone_number_id: PHONE_NUMBER_ID,
+      user_id: "BR.77",
+      hide_phone: true,
+      type: "text",
+      text: "4",
+    });
+    expect(lastValue()?.contacts).toEqual([{ profile: { name: "Sim Customer" }, user_id: "BR.77" }]);
+  });
+
+  test("inbound needs from or user_id, a well-formed BSUID, and the two naming one user", async () => {
+    const refused = async (fields: Record<string, unknown>) => {
+      const response = await post("/_sim/inbound", {
+        phone_number_id: PHONE_NUMBER_ID,
+        type: "text",
+        text: "x",
+        ...fields,
+      });
+      return {
+        status: response.status,
+        error: ((await response.json()) as { error: { message: string } }).error.message,
+      };
+    };
+    expect(await refused({})).toEqual({ status: 400, error: "give from, user_id or both" });
+    expect((await refused({ user_id: "de.1" })).error).toContain("user_id");
+    await post("/_sim/inbound", {
+      phone_number_id: PHONE_NUMBER_ID,
+      from: "14155550123",
+      type: "text",
+      text: "x",
+    });
+    expect((await refused({ from: "14155550123", user_id: "US.1" })).error).toContain(CUSTOMER_BSUID);
+    expect(received).toHaveLength(1);
+  });
+
+  test("a send by recipient is accepted; its statuses carry recipient_user_id, recipient_id only when shared", async () => {
+    await post("/_sim/inbound", {
+      phone_number_id: PHONE_NUMBER_ID,
+      from: "4915112345678",
+      hide_phone: true,
+      type: "text",
+      text: "hi",
+    });
+    received.length = 0;
+    const response = await send(text({ recipient: ERIKA_BSUID }));
+    expect(response.status).toBe(200);
+    const answer = (await response.clone().json()) as { contacts: unknown[] };
+    expect(answer.contacts).toEqual([{ input: ERIKA_BSUID, user_id: ERIKA_BSUID }]);
+    const hidden = await wamidOf(response);
+    expect((await sentRecords()).map((record) => [record.id, record.recipient])).toEqual([
+      [hidden, ERIKA_BSUID],
+    ]);
+    await waitFor(() => (statusesOf(hidden).length === 3 ? true : undefined));
+    expect(
+      statusesOf(hidden).map(({ recipient_id, recipient_user_id }) => ({ recipient_id, recipient_user_id })),
+    ).toEqual(Array(3).fill({ recipient_id: undefined, recipient_user_id: ERIKA_BSUID }));
+
+    // A user who shares the phone, reached by BSUID: the phone is in the statuses.
+    const shared = await wamidOf(await send(text({ recipient: CUSTOMER_BSUID })));
+    await waitFor(() => (statusesOf(shared).length === 3 ? true : undefined));
+    expect(statusesOf(shared)[0]).toMatchObject({ recipient_user_id: CUSTOMER_BSUID });
+    // Not known yet: the simulator met this BSUID only now, so it knows no phone.
+    expect(statusesOf(shared)[0]?.recipient_id).toBeUndefined();
+    const byPhone = await wamidOf(await send(text({ to: "14155550123" })));
+    const again = await wamidOf(await send(text({ recipient: CUSTOMER_BSUID })));
+    await waitFor(() => (statusesOf(again).length === 3 ? true : undefined));
+    expect(statusesOf(byPhone)[0]).toMatchObject({
+      recipient_id: "14155550123",
+      recipient_user_id: CUSTOMER_BSUID,
+    });
+    expect(statusesOf(again)[0]).toMatchObject({
+      recipient_id: "14155550123",
+      recipient_user_id: CUSTOMER_BSUID,
+    });
+  });
+
+  test("a malformed recipient, to and recipient together, or an authentication template by BSUID: Graph errors", async () => {
+    expect(await graphError(await send(text({ recipient: "de.123" })))).toMatchObject({
+      status: 400,
+      error: { code: 100, error_data: { details: expect.stringContaining("not a business-scoped user ID") } },
+    });
+    expect(await graphError(await send(text({ to: "14155550123", recipient: ERIKA_BSUID })))).toMatchObject({
+      status: 400,
+      error: { code: 100, error_data: { details: expect.stringContaining("not both") } },
+    });
+    const loginCode = (address: Record<string, string>) => ({
+      ...template("login_code", [bodyValues("123456")]),
+      to: undefined,
+      ...address,
+    });
+    expect(await graphError(await send(loginCode({ recipient: ERIKA_BSUID })))).toMatchObject({
+      status: 400,
+      error: { code: 100, error_data: { details: expect.stringContaining("authentication template") } },
+    });
+    expect((await send(loginCode({ to: "14155550123" }))).status).toBe(200);
+    expect((await sentRecords()).map((record) => record.recipient)).toEqual([undefined]);
+  });
+
+  test("login_code is in the catalogue: en, authentication, approved, one value", async () => {
+    const { data } = (await (
+      await fetch(`${base}/v21.0/${SIMULATOR_WABA_ID}/message_templates?limit=100`, { headers: AUTH })
+    ).json()) as { data: { name: string }[] };
+    expect(data.find((entry) => entry.name === "login_code")).toEqual({
+      id: expect.any(String),
+      name: "login_code",
+      language: "en",
+      status: "APPROVED",
+      category: "AUTHENTICATION",
+      components: [
+        { type: "BODY", text: "{{1}} is your verification code.", example: { body_text: [["123456"]] } },
+      ],
+    });
+  });
+
+  test("/_sim/users/change_number posts user_changed_number; the new phone names the same user", async () => {
+    await post("/_sim/inbound", {
+      phone_number_id: PHONE_NUMBER_ID,
+      from: "14155550123",
+      type: "text",
+      text: "hi",
+    });
+    const response = await post("/_sim/users/change_number", {
+      phone_number_id: PHONE_NUMBER_ID,
+      user_id: CUSTOMER_BSUID,
+      new_phone: "+14155550199",
+      name: "Ana",
+    });
+    expect(response.status).toBe(200);
+    const { id } = (await response.json()) as { id: string };
+    expect(received.at(-1)?.signed).toBe(true);
+    expect(lastValue()?.contacts).toBeUndefined();
+    expect(lastValue()?.messages).toEqual([
+      {
+        from: "14155550123",
+        from_user_id: CUSTOMER_BSUID,
+        id,
+        timestamp: expect.any(String),
+        type: "system",
+        system: {
+          body: "User Ana changed from 14155550123 to 14155550199",
+          wa_id: "14155550199",
+          type: "user_changed_number",
+          user_id: CUSTOMER_BSUID,
+        },
+      },
+    ]);
+    const wamid = await wamidOf(await send(text({ to: "14155550199" })));
+    await waitFor(() => (statusesOf(wamid).length > 0 ? true : undefined));
+    expect(statusesOf(wamid)[0]).toMatchObject({
+      recipient_id: "14155550199",
+      recipient_user_id: CUSTOMER_BSUID,
+    });
+    // The old number is someone else's now.
+    await post("/_sim/inbound", {
+      phone_number_id: PHONE_NUMBER_ID,
+      from: "14155550123",
+      type: "text",
+      text: "new",
+    });
+    expect(lastValue()?.messages?.[0]?.from_user_id).toBe(CUSTOMER_BSUID);
+  });
+
+  test("/_sim/users/change_user_id posts user_changed_user_id, without a phone; the new BSUID names the user", async () => {
+    await post("/_sim/inbound", {
+      phone_number_id: PHONE_NUMBER_ID,
+      from: "14155550123",
+      type: "text",
+      text: "hi",
+    });
+    const response = await post("/_sim/users/change_user_id", {
+      phone_number_id: PHONE_NUMBER_ID,
+      user_id: CUSTOMER_BSUID,
+      new_user_id: "US.42",
+    });
+    expect(response.status).toBe(200);
+    const { id } = (await response.json()) as { id: string };
+    expect(lastValue()?.messages).toEqual([
+      {
+        from_user_id: CUSTOMER_BSUID,
+        id,
+        timestamp: expect.any(String),
+        type: "system",
+        system: {
+          body: "User A user changed their business-scoped user ID",
+          type: "user_changed_user_id",
+          user_id: "US.42",
+          previous_user_id: CUSTOMER_BSUID,
+        },
+      },
+    ]);
+    const wamid = await wamidOf(await send(text({ recipient: "US.42" })));
+    await waitFor(() => (statusesOf(wamid).length > 0 ? true : undefined));
+    expect(statusesOf(wamid)[0]).toMatchObject({ recipient_id: "14155550123", recipient_user_id: "US.42" });
+
+    const bad = await post("/_sim/users/change_user_id", {
+      phone_number_id: PHONE_NUMBER_ID,
+      user_id: "US.42",
+      new_user_id: "nope",
+    });
+    expect(bad.status).toBe(400);
+  });
+});
+
 describe("sandbox recipients", () => {
   const text = (to: string) => ({ messaging_product: "whatsapp", to, type: "text", text: { body: "Hello" } });
   const failing = Object.entries(SANDBOX_RECIPIENTS).flatMap(([waId, behaviour]) =>
