@@ -35,60 +35,6 @@ export function findContact(db: Db, tenantId: string, contactId: string): Promis
   return findTenantRow(db, "contacts", tenantId, contactId);
 }
 
-/** Merges are flattened (a survivor is never merged itself), so a chain is one step; more is a guard. */
-const MERGE_HOPS_MAX = 8;
-
-/**
- * The live contact an id names (DESIGN §14): the contact itself, or, for a contact merged into
- * another, its survivor (whose `id` differs). Undefined for an unknown or another tenant's id.
- */
-export async function findLiveContact(
-  db: Db,
-  tenantId: string,
-  contactId: string,
-): Promise<ContactRow | undefined> {
-  let contact = await findContact(db, tenantId, contactId);
-  for (let hop = 0; contact?.merged_into && hop < MERGE_HOPS_MAX; hop++) {
-    contact = await findContact(db, tenantId, contact.merged_into);
-  }
-  return contact;
-}
-
-/**
- * The live contact the provider knows by this BSUID (DESIGN §14): its current one, one it had
- * before (contact_user_ids, kept after a BSUID change or a merge), or its parent BSUID.
- */
-export async function findContactByUserId(
-  db: Db,
-  tenantId: string,
-  userId: string,
-): Promise<ContactRow | undefined> {
-  const current = await db
-    .selectFrom("contacts")
-    .selectAll()
-    .where("tenant_id", "=", tenantId)
-    .where("user_id", "=", userId)
-    .where("merged_into", "is", null)
-    .executeTakeFirst();
-  if (current) return current;
-  const former = await db
-    .selectFrom("contact_user_ids")
-    .select("contact_id")
-    .where("tenant_id", "=", tenantId)
-    .where("user_id", "=", userId)
-    .executeTakeFirst();
-  if (former) return findLiveContact(db, tenantId, former.contact_id);
-  return db
-    .selectFrom("contacts")
-    .selectAll()
-    .where("tenant_id", "=", tenantId)
-    .where("parent_user_id", "=", userId)
-    .where("merged_into", "is", null)
-    .orderBy("created_at")
-    .limit(1)
-    .executeTakeFirst();
-}
-
 /** `phone` must already be E.164 (contacts are stored that way). */
 export async function findContactByPhone(
   db: Db,

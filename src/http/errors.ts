@@ -145,6 +145,14 @@ export const API_ERRORS = {
     action:
       "Do not message them until they opt back in (they answer START, or you call POST /v2/contacts/{id}/opt_in with their consent).",
   },
+  recipient_phone_required: {
+    status: 409,
+    type: "invalid_request_error",
+    meaning:
+      "An authentication template (a one-time code) was sent to a customer who has not shared their phone number: WhatsApp knows them only by their business-scoped user id (BSUID), and authentication templates go to phone numbers only. Nothing was sent.",
+    action:
+      "Reach the customer another way for the code, or send a template of another category; once they share their number (the Contact's `phone` is set), authentication templates reach them.",
+  },
   message_not_cancelable: {
     status: 409,
     type: "invalid_request_error",

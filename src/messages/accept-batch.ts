@@ -19,9 +19,12 @@ export interface AcceptRow {
   tenantId: string;
   clientId: string;
   senderId: string;
-  /** An existing contact, or the phone number of one to create (named `recipientName`). */
+  /** An existing contact, or the phone number or BSUID of one to find or create (named `recipientName`). */
   contactId: string | undefined;
-  phone: string;
+  /** E.164; null for a contact without one (DESIGN §14). */
+  phone: string | null;
+  /** The BSUID of a send to a user no contact has yet (with a null phone); null otherwise. */
+  userId: string | null;
   recipientName: string | null;
   type: "text" | "template";
   text: string;
@@ -74,6 +77,7 @@ export async function commitAcceptBatch(db: Db, rows: readonly AcceptRow[]): Pro
       direction: "outbound",
       contactId: row.contactId,
       phone: row.phone,
+      userId: row.userId,
       contactName: row.recipientName,
       windowFrom: null,
       type: row.type,

@@ -1,5 +1,5 @@
 import type { Clock } from "../clock.ts";
-import { messagingState, WINDOW_MS } from "../contacts/messaging-state.ts";
+import { type MessagingState, messagingState, WINDOW_MS } from "../contacts/messaging-state.ts";
 import type { Db } from "../db/connect.ts";
 import type { ReadDatabase } from "../db/read-replica.ts";
 import { ApiError } from "../http/errors.ts";
@@ -10,7 +10,7 @@ import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics/index.ts";
 import { nudgeSends, type Queues } from "../queues/index.ts";
 import type { RedisClient, RedisKeys } from "../redis/connect.ts";
-import { listTenantSenders } from "../senders/repository.ts";
+import { listTenantSenders, type SenderRow } from "../senders/repository.ts";
 import { chooseSender } from "../senders/resolve.ts";
 import { findApprovedTemplates } from "../templates/repository.ts";
 import { createAcceptBatcher } from "./accept-batch.ts";
@@ -23,10 +23,17 @@ import {
   requestFingerprint,
 } from "./idempotency.ts";
 import { type AcceptedMessage, acceptedMessageOf, type StoredContent } from "./presenter.ts";
-import { phoneOrRefuse, resolveRecipient } from "./recipient.ts";
+import { addressOrRefuse, type Recipient, resolveRecipient, unresolvedPhoneRecipient } from "./recipient.ts";
 import { findMessage } from "./repository.ts";
 import type { SendMessageInput } from "./schemas.ts";
-import { checkShape, optedOut, scheduledTime, windowClosed } from "./send-checks.ts";
+import {
+  checkShape,
+  isAuthenticationTemplate,
+  optedOut,
+  phoneRequired,
+  scheduledTime,
+  windowClosed,
+} from "./send-checks.ts";
 import { bindTemplate, chooseTemplate } from "./template-binding.ts";
 
 export interface AcceptDeps {
@@ -107,6 +114,11 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     ]);
   });
 
+  /**
+   * The request, checked against the tenant's directory and the recipient's state: the sender, the
+   * recipient (src/contacts/identity.ts decides who a person is), whether they may be messaged, and
+   * the content (free text, or a template bound to its values). Each step is named below.
+   */
   async function validate(
     auth: AuthContext,
     input: SendMessageInput,
@@ -115,15 +127,12 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     sendAt: Date | undefined,
   ) {
     const sender = chooseSender(await senders.get(auth.tenantId, directoryVersion), input.sender);
-    // A template to a phone number needs no lookup: the commit creates or finds the contact.
-    const recipient =
-      input.contact !== undefined || input.body !== undefined || !sender?.active
-        ? await resolveRecipient(deps.db, auth.tenantId, input)
-        : { contactId: undefined, phone: phoneOrRefuse(input.to), lastInboundAt: null, optedOut: false };
+    const recipient = await findRecipient(auth.tenantId, input, sender?.active === true);
+    const state = messagingState(recipient.lastInboundAt, now, sender?.active === true, recipient.optedOut);
+    const param = input.contact !== undefined ? "contact" : "to";
     // Opted out wins over a closed window (DESIGN §13). A send that looked up no contact is checked
     // by the statement that stores it (store.ts).
-    if (recipient.optedOut) throw optedOut(input.contact !== undefined ? "contact" : "to");
-    const state = messagingState(recipient.lastInboundAt, now, sender?.active === true, recipient.optedOut);
+    if (recipient.optedOut) throw optedOut(param);
     if (!sender?.active) {
       throw windowClosed(
         state,
@@ -131,41 +140,68 @@ export function createMessageAcceptor(deps: AcceptDeps) {
         input.sender === undefined ? "body" : "sender",
       );
     }
-    if (input.body !== undefined) {
-      if (!state.within_window) {
-        throw windowClosed(
-          state,
-          "Free text can only be sent within 24 hours of the customer's last message; send an approved template.",
-          "body",
-        );
-      }
-      // Scheduled: the window must still be open at send_at as known now (checked again then).
-      if (sendAt && recipient.lastInboundAt!.getTime() + WINDOW_MS <= sendAt.getTime()) {
-        throw windowClosed(
-          state,
-          `The 24-hour window closes at ${state.window_expires_at}, before send_at; free text can only be scheduled inside it. Send an approved template.`,
-          "send_at",
-        );
-      }
-      return {
-        sender,
-        recipient,
-        type: "text" as const,
-        text: input.body,
-        content: { kind: "text", body: input.body } satisfies StoredContent as StoredContent,
-        media: undefined,
-      };
+    const content =
+      input.body !== undefined
+        ? textContent(input.body, recipient, state, sendAt)
+        : await templateContent(auth.tenantId, sender, input.template!, directoryVersion, now);
+    if (content.authentication && recipient.phone === null) throw phoneRequired(param);
+    return { sender, recipient, ...content };
+  }
+
+  /**
+   * Who the send goes to. A template to a phone number needs no lookup (the hot path): the commit
+   * creates or finds the contact. Every other send looks its contact up: a free text needs the
+   * window, a BSUID or a `contact` may name a person known otherwise (a merged id, a former BSUID).
+   */
+  async function findRecipient(tenantId: string, input: SendMessageInput, senderActive: boolean) {
+    if (input.contact === undefined && input.body === undefined && senderActive) {
+      const address = addressOrRefuse(input.to);
+      if ("phone" in address) return unresolvedPhoneRecipient(address.phone);
     }
-    const request = input.template!;
+    return resolveRecipient(deps.db, tenantId, input);
+  }
+
+  /** Free text: only inside the 24-hour window, which must still be open at a scheduled send_at. */
+  function textContent(body: string, recipient: Recipient, state: MessagingState, sendAt: Date | undefined) {
+    if (!state.within_window) {
+      throw windowClosed(
+        state,
+        "Free text can only be sent within 24 hours of the customer's last message; send an approved template.",
+        "body",
+      );
+    }
+    // Scheduled: the window must still be open at send_at as known now (checked again then).
+    if (sendAt && recipient.lastInboundAt!.getTime() + WINDOW_MS <= sendAt.getTime()) {
+      throw windowClosed(
+        state,
+        `The 24-hour window closes at ${state.window_expires_at}, before send_at; free text can only be scheduled inside it. Send an approved template.`,
+        "send_at",
+      );
+    }
+    return {
+      type: "text" as const,
+      text: body,
+      content: { kind: "text", body } satisfies StoredContent as StoredContent,
+      media: undefined,
+      authentication: false,
+    };
+  }
+
+  /** An approved template of the sender, bound to the request's values (and its header's media). */
+  async function templateContent(
+    tenantId: string,
+    sender: SenderRow,
+    request: NonNullable<SendMessageInput["template"]>,
+    directoryVersion: string | undefined,
+    now: Date,
+  ) {
     const template = chooseTemplate(
-      await templates.get([auth.tenantId, sender.id, request.name].join("\u0000"), directoryVersion),
+      await templates.get([tenantId, sender.id, request.name].join("\u0000"), directoryVersion),
       request,
     );
     const bound = await bindTemplate({ db: deps.db, now }, sender, template, request);
     const header = bound.components.header;
     return {
-      sender,
-      recipient,
       type: "template" as const,
       text: bound.rendered,
       content: {
@@ -179,6 +215,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
         header && header.type !== "text"
           ? { type: header.type, filename: header.filename ?? null }
           : undefined,
+      authentication: isAuthenticationTemplate(template),
     };
   }
 
@@ -241,6 +278,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
         senderId: valid.sender.id,
         contactId: valid.recipient.contactId,
         phone: valid.recipient.phone,
+        userId: valid.recipient.userId,
         recipientName: input.recipient_name ?? null,
         type: valid.type,
         text: valid.text,

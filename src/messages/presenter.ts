@@ -18,7 +18,8 @@ export interface AcceptedMessage {
   id: string;
   senderId: string;
   contactId: string;
-  phone: string;
+  /** E.164; null for a contact the provider knows by its BSUID only (DESIGN §14). */
+  phone: string | null;
   content: StoredContent;
   clientReference: string | null;
   /** A scheduled send's time (it was accepted as `scheduled`). */
@@ -83,7 +84,7 @@ export function acceptedMessageOf(row: StoredMessageRow): AcceptedMessage {
     id: row.id,
     senderId: row.sender_id ?? "",
     contactId: row.contact_id,
-    phone: row.contact_phone ?? "",
+    phone: row.contact_phone,
     // An inbound message (or one stored before contents were kept) shows its text as a preview.
     content: row.direction === "outbound" && content ? content : { kind: "text", body: row.preview },
     clientReference: row.client_reference,

@@ -93,6 +93,7 @@ export function messageRoutes(sending: OutboundSending, publicBaseUrl: string) {
             "media_expired",
             "resource_missing",
             "messaging_window_closed",
+            "recipient_phone_required",
             "idempotency_key_in_use",
             "request_too_large",
             "quota_exceeded",

@@ -79,7 +79,13 @@ export const SendMessageRequest = t.Object(
     sender: t.Optional(
       t.String({ maxLength: 128, description: "`snd_` id; optional when exactly one sender is active." }),
     ),
-    to: t.Optional(t.String({ maxLength: 32, description: "Recipient phone number, E.164." })),
+    to: t.Optional(
+      t.String({
+        maxLength: 140,
+        description:
+          "The recipient: a phone number (E.164, e.g. +4915123456789) or the business-scoped user id WhatsApp gives a customer who may hide their number (BSUID, e.g. DE.1502576394655843, or a parent BSUID US.ENT.…). A customer without a phone is reached by their BSUID.",
+      }),
+    ),
     contact: t.Optional(t.String({ maxLength: 128, description: "`ctc_` id, instead of `to`." })),
     recipient_name: t.Optional(
       t.String({ minLength: 1, maxLength: 256, description: "Name for a new contact." }),
@@ -113,7 +119,7 @@ export const SendMessageRequest = t.Object(
     additionalProperties: false,
     title: "SendMessageRequest",
     description:
-      "Exactly one of `template` and `body`; `to` or `contact`; `sender` unless exactly one sender is active.",
+      "Exactly one of `template` and `body`; `to` (a phone number or a BSUID) or `contact`; `sender` unless exactly one sender is active.",
     examples: [
       {
         to: "+4915123456789",
@@ -121,6 +127,7 @@ export const SendMessageRequest = t.Object(
         template: { name: "order_shipped", language: "en", variables: { body: { "1": "Ana", "2": "A-1" } } },
       },
       { contact: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY", body: "Your parcel arrives today between 10:00 and 12:00." },
+      { to: "DE.1502576394655843", body: "Thanks, Jonas: your parcel arrives today." },
     ],
   },
 );

@@ -22,6 +22,23 @@ export function optedOut(param: "to" | "contact"): ApiError {
   );
 }
 
+/**
+ * DESIGN §14: an authentication template (a one-time code) goes to a phone number only; a contact
+ * the provider knows by its BSUID alone cannot receive one.
+ */
+export function phoneRequired(param: "to" | "contact"): ApiError {
+  return new ApiError(
+    "recipient_phone_required",
+    "Authentication templates can only be sent to a phone number, and this customer has not shared theirs (WhatsApp knows them by their business-scoped user id only); nothing was sent.",
+    { param },
+  );
+}
+
+/** Whether a template is of the authentication category (one-time codes), as the provider names it. */
+export function isAuthenticationTemplate(template: { category: string }): boolean {
+  return template.category.toUpperCase() === "AUTHENTICATION";
+}
+
 /** DESIGN §13: `send_at` from now + 60 s to now + 30 days, both ends inclusive. */
 export const SEND_AT_MIN_AHEAD_S = 60;
 export const SEND_AT_MAX_AHEAD_S = 30 * 24 * 3600;
@@ -52,14 +69,16 @@ export function checkShape(input: SendMessageInput): void {
     );
   }
   if (input.to !== undefined && input.contact !== undefined) {
-    throw new ApiError("parameter_conflict", "Give to (a phone number) or contact (a ctc_ id), not both.", {
-      param: "contact",
-    });
+    throw new ApiError(
+      "parameter_conflict",
+      "Give to (a phone number or BSUID) or contact (a ctc_ id), not both.",
+      { param: "contact" },
+    );
   }
   if (input.to === undefined && input.contact === undefined) {
     throw new ApiError(
       "parameter_missing",
-      "Give the recipient: to (E.164 phone number) or contact (a ctc_ id).",
+      "Give the recipient: to (an E.164 phone number or a business-scoped user id) or contact (a ctc_ id).",
       {
         param: "to",
       },
