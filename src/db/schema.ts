@@ -276,7 +276,8 @@ export type EventType =
   | "message.delivered"
   | "message.read"
   | "message.failed"
-  | "message.canceled";
+  | "message.canceled"
+  | "contact.merged";
 
 export interface FeedEpochTable {
   singleton: Generated<boolean>;

@@ -16,6 +16,8 @@ const EVENT_MOMENTS: Record<(typeof EVENT_TYPES)[number], string> = {
   "message.failed": "An outbound message failed; `data.failure` says why and whether sending again may help.",
   "message.canceled":
     "A scheduled or accepted message was canceled (POST /messages/{id}/cancel) before it was handed to the provider; `data.status` is `canceled`, and it is never sent.",
+  "contact.merged":
+    "Two contacts proved to be one person (one known by phone, one by business-scoped user id): the younger was merged into the older. `data` is `{survivor, merged}`: the surviving contact and the merged ids, which keep resolving to it. Its messages, conversation and opt-out moved to the survivor.",
 };
 
 const EXAMPLE_EVENT_IDS = [
@@ -31,6 +33,23 @@ const EXAMPLE_EVENT_IDS = [
 function exampleEvent(type: (typeof EVENT_TYPES)[number], index: number): Json {
   const contact = { object: "contact", id: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY", phone: "+4915123456789" };
   const created = 1767259800 + index * 60;
+  if (type === "contact.merged") {
+    const survivor = {
+      ...contact,
+      name: "Ana",
+      user_id: "DE.1502576394655843",
+      parent_user_id: null,
+      username: "ana.s",
+      channel: "whatsapp",
+    };
+    return {
+      object: "event",
+      id: EXAMPLE_EVENT_IDS[index % EXAMPLE_EVENT_IDS.length],
+      type,
+      created,
+      data: { survivor, merged: ["ctc_7Pq2Rs4Tu6Vw8Xy0Za2Bc4"] },
+    };
+  }
   const data =
     type === "message.received"
       ? {

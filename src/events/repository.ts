@@ -8,7 +8,16 @@ import type { FeedRow } from "../feed/repository.ts";
 import type { LogRead } from "../feed/service.ts";
 import { HISTORY_COLUMNS } from "../history/repository.ts";
 
+/**
+ * An event as read with its message (message.*: the FeedRow's columns) or, for an event about a
+ * contact (contact.merged), with null message columns and the contact it names.
+ */
 export interface EventRow extends FeedRow {
+  /** The contact's name and channel (an event about a contact presents the whole contact). */
+  contact_name: string | null;
+  contact_channel: string;
+  /** What an event about a contact carries (contact.merged: `{merged: [ids]}`); null otherwise. */
+  event_data: { merged: string[] } | null;
   event_seq: number;
   event_id: string;
   event_type: EventType;
@@ -22,25 +31,34 @@ export interface EventRow extends FeedRow {
  * query GET /events and the webhook delivery (src/push/) both narrow.
  */
 export function eventEntriesAfter(db: Db, tenantId: string, afterSeq: number, types?: readonly EventType[]) {
-  return db
-    .selectFrom("events")
-    .innerJoin("messages", "messages.id", "events.message_id")
-    .innerJoin("contacts", "contacts.id", "messages.contact_id")
-    .select(HISTORY_COLUMNS)
-    .select([
-      "messages.seq",
-      ...CONTACT_IDENTITY_COLUMNS,
-      "events.seq as event_seq",
-      "events.id as event_id",
-      "events.type as event_type",
-      "events.status as event_status",
-      "events.failure as event_failure",
-      "events.created_at as event_created_at",
-    ])
-    .where("events.tenant_id", "=", tenantId)
-    .where("events.seq", ">", afterSeq)
-    .$if(types !== undefined, (qb) => qb.where("events.type", "in", types ?? []))
-    .orderBy("events.seq");
+  return (
+    db
+      .selectFrom("events")
+      // An event about a contact names no message: its contact is the event's own (contact.merged).
+      .leftJoin("messages", "messages.id", "events.message_id")
+      .innerJoin("contacts", (join) =>
+        join.on(sql<boolean>`contacts.id = coalesce(messages.contact_id, events.contact_id)`),
+      )
+      .select(HISTORY_COLUMNS)
+      .select([
+        "messages.seq",
+        ...CONTACT_IDENTITY_COLUMNS,
+        "events.seq as event_seq",
+        "events.id as event_id",
+        "events.type as event_type",
+        "events.status as event_status",
+        "events.failure as event_failure",
+        "events.created_at as event_created_at",
+        "events.data as event_data",
+        "contacts.name as contact_name",
+        "contacts.channel as contact_channel",
+      ])
+      .where("events.tenant_id", "=", tenantId)
+      .where("events.seq", ">", afterSeq)
+      .$if(types !== undefined, (qb) => qb.where("events.type", "in", types ?? []))
+      .orderBy("events.seq")
+      .$castTo<EventRow>()
+  );
 }
 
 /** The tenant's events after `afterSeq`, in log order, `fetch` of them at most, with their messages. */

@@ -1,4 +1,5 @@
 import { t } from "elysia";
+import { ContactSummarySchema } from "../contacts/schemas.ts";
 import { FEED_LIMIT, FeedMessageSchema } from "../feed/schemas.ts";
 import { cursorListOf, literalUnion } from "../http/schemas.ts";
 import { queryInteger } from "../http/validation.ts";
@@ -10,6 +11,7 @@ export const EVENT_TYPES = [
   "message.read",
   "message.failed",
   "message.canceled",
+  "contact.merged",
 ] as const;
 
 export const EventTypeSchema = literalUnion(EVENT_TYPES, { description: "What happened to the message." });
@@ -30,18 +32,36 @@ export const EventQuery = t.Object({
   ),
 });
 
+/** contact.merged's `data` (DESIGN §14): two contacts proved to be one person. */
+export const ContactMergedSchema = t.Object(
+  {
+    survivor: ContactSummarySchema,
+    merged: t.Array(t.String(), {
+      description:
+        "The ids merged into the survivor: they keep resolving to it (GET /contacts/{id}, history, `contact` in a send).",
+    }),
+  },
+  {
+    title: "ContactMerged",
+    description:
+      "Two contacts turned out to be one person: the younger was merged into the older (the survivor), with its messages, conversation and opt-out.",
+  },
+);
+
 export const EventSchema = t.Object(
   {
     object: t.Literal("event"),
     id: t.String({ description: "`evt_` id: the same on every delivery of this event; de-duplicate by it." }),
     type: EventTypeSchema,
     created: t.Integer({ description: "When it happened (Unix seconds)." }),
-    data: FeedMessageSchema,
+    data: t.Union([FeedMessageSchema, ContactMergedSchema], {
+      description: "The message as the feed shows it; for `contact.merged`, a ContactMerged.",
+    }),
   },
   {
     title: "Event",
     description:
-      "Something that happened to a message: `data` is the message as the feed shows it, as the event left it (its status and failure then).",
+      "Something that happened to a message: `data` is the message as the feed shows it, as the event left it (its status and failure then); for `contact.merged`, the surviving contact and the ids merged into it.",
   },
 );
 

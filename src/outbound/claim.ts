@@ -46,7 +46,9 @@ export interface Claimed {
   send_attempts: number;
   send_throttled: number;
   prev_started_at: Date | null;
-  phone: string;
+  /** The contact's address (src/contacts/identity.ts recipientOf): its phone, else its BSUID. */
+  phone: string | null;
+  user_id: string | null;
   provider_phone_number_id: string;
   waba_id: string;
   access_token: string;
@@ -95,7 +97,7 @@ export async function claim(deps: ClaimDeps, selector: RawBuilder<unknown>, now:
     FROM candidate c, contacts ct, senders s
     WHERE m.seq = c.seq AND ct.id = m.contact_id AND s.id = m.sender_id
     RETURNING m.id, m.sender_id, m.contact_id, m.content, m.send_attempts, m.send_throttled,
-      c.prev_started_at, ct.phone, s.provider_phone_number_id, s.waba_id, s.access_token,
+      c.prev_started_at, ct.phone, ct.user_id, s.provider_phone_number_id, s.waba_id, s.access_token,
       s.active AS sender_active, s.mps,
       ct.opted_out_at IS NOT NULL AS opted_out,
       m.expires_at, COALESCE(m.expires_at <= ${now}, false) AS expired,

@@ -1,11 +1,14 @@
+import type { RecipientAddress } from "../channel/identity.ts";
 import {
   type ChannelProvider,
   failureOf,
   type OutboundPayload,
+  outboundAddress,
   ProviderError,
   type SenderCredentials,
 } from "../channel/provider.ts";
 import type { Clock } from "../clock.ts";
+import { recipientOf } from "../contacts/identity.ts";
 import type { Db } from "../db/connect.ts";
 import type { MessageFailure } from "../db/schema.ts";
 import type { Logger } from "../logger.ts";
@@ -99,11 +102,17 @@ export interface BatchReport {
   reasons: Map<string, Error>;
 }
 
-export function outboundPayload(content: StoredContent, to: string, messageId: string): OutboundPayload {
-  if (content.kind === "text") return { kind: "text", to, body: content.body, callbackData: messageId };
+/** What the provider is asked to send: to the contact's phone, or to its BSUID when it has none (recipientOf). */
+export function outboundPayload(
+  content: StoredContent,
+  address: RecipientAddress,
+  messageId: string,
+): OutboundPayload {
+  const to = outboundAddress(address);
+  if (content.kind === "text") return { kind: "text", ...to, body: content.body, callbackData: messageId };
   return {
     kind: "template",
-    to,
+    ...to,
     name: content.template_name,
     language: content.language,
     components: content.components as Extract<OutboundPayload, { kind: "template" }>["components"],
@@ -293,7 +302,7 @@ async function sendChunk(
       return { ...pairOf(row), outcome: "failed", refund: true, failure: EXPIRED };
     }
     try {
-      const payload = outboundPayload(row.content, row.phone, row.id);
+      const payload = outboundPayload(row.content, recipientOf(row), row.id);
       const { providerMessageId } = await deps.provider.sendMessage(credentials, payload);
       return { ...pairOf(row), outcome: "sent", providerMessageId };
     } catch (error) {

@@ -21,7 +21,7 @@ import { useWorld } from "../support/world.ts";
 const world = useWorld();
 
 /** A type this service does not have yet: stands for one added after an endpoint was created. */
-const NEW_TYPE = "contact.merged";
+const NEW_TYPE = "budget.threshold_reached";
 
 /** `count` events of `type` (or of `types` in turn) in the shop's log; the last position. */
 const appendEvents = (type: string | string[], count: number) =>
@@ -114,11 +114,13 @@ describe("an endpoint of every type", () => {
     expectApiError(nullOnCreate, 400, "parameter_invalid", "events");
   });
 
-  test("sql/031: a stored list of every current type becomes every type; a shorter list stays", async () => {
-    const full = await create({ events: [...EVENT_TYPES] });
-    const reordered = await create({ events: [...EVENT_TYPES].reverse() });
+  test("sql/031: a stored list of every type of then becomes every type; a shorter list stays", async () => {
+    // The types there were when sql/031 ran (contact.merged came after, sql/032).
+    const typesOf031 = EVENT_TYPES.filter((type) => type.startsWith("message."));
+    const full = await create({ events: typesOf031 });
+    const reordered = await create({ events: [...typesOf031].reverse() });
     const short = await create({ events: EVENT_TYPES.slice(0, 5) });
-    expect((await storedRow(full.id)).events).toEqual([...EVENT_TYPES]);
+    expect((await storedRow(full.id)).events).toEqual(typesOf031);
     const migration = await Bun.file(
       join(import.meta.dir, "../../sql/031_endpoint_every_event_type.sql"),
     ).text();
