@@ -118,11 +118,15 @@ describe("sending", () => {
       callbackData: "msg_1",
     });
     await provider.sendMessage(creds, {
-      ...templateSend("welcome", "en"),
+      kind: "template",
+      name: "welcome",
+      language: "en",
+      components: {},
       ...outboundAddress({ userId: "US.ENT.118" }),
     });
     await provider.sendMessage(creds, {
-      ...HI,
+      kind: "text",
+      body: "hi",
       ...outboundAddress({ phone: "+14155550123" }),
       callbackData: "msg_2",
     });

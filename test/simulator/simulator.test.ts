@@ -1152,7 +1152,7 @@ describe("users without a phone (DESIGN §14)", () => {
     const { data } = (await (
       await fetch(`${base}/v21.0/${SIMULATOR_WABA_ID}/message_templates?limit=100`, { headers: AUTH })
     ).json()) as { data: { name: string }[] };
-    expect(data.find((entry) => entry.name === "login_code")).toEqual({
+    expect(data.find((entry) => entry.name === "login_code") as unknown).toEqual({
       id: expect.any(String),
       name: "login_code",
       language: "en",
