@@ -31,7 +31,14 @@ const EXAMPLE_EVENT_IDS = [
 
 /** An example delivery of each event type (valid against the Event schema; the test checks it). */
 function exampleEvent(type: (typeof EVENT_TYPES)[number], index: number): Json {
-  const contact = { object: "contact", id: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY", phone: "+4915123456789" };
+  const contact = {
+    object: "contact",
+    id: "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
+    phone: "+4915123456789",
+    user_id: "DE.1502576394655843",
+    parent_user_id: null,
+    username: null,
+  };
   const created = 1767259800 + index * 60;
   if (type === "contact.merged") {
     const survivor = {

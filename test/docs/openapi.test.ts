@@ -231,7 +231,11 @@ describe("GET /v2/openapi.json", () => {
     expect(codesAt("post", "/messages", 400)).toEqual(
       expect.arrayContaining(["parameter_conflict", "template_not_found", "idempotency_key_reused"]),
     );
-    expect(codesAt("post", "/messages", 409)).toEqual(["messaging_window_closed", "idempotency_key_in_use"]);
+    expect(codesAt("post", "/messages", 409)).toEqual([
+      "messaging_window_closed",
+      "recipient_phone_required",
+      "idempotency_key_in_use",
+    ]);
     expect(codesAt("post", "/messages", 429)).toEqual(["rate_limit_exceeded", "quota_exceeded"]);
     expect(codesAt("post", "/messages", 413)).toEqual(["request_too_large"]);
     expect(codesAt("get", "/contacts/{contact_id}", 404)).toEqual(["resource_missing"]);
@@ -311,7 +315,9 @@ describe("GET /v2/openapi.json", () => {
     expect(param("get", "/contacts/{contact_id}/messages", "order").schema.default).toBe("asc");
     expect(param("get", "/messages", "limit").schema).toMatchObject({ maximum: 500, default: 100 });
     expect(param("get", "/messages", "since")).toMatchObject({ in: "query", required: false });
-    expect(param("get", "/contacts", "phone")).toMatchObject({ in: "query", required: true });
+    // Exactly one of phone and user_id (the service says which is missing or extra).
+    expect(param("get", "/contacts", "phone")).toMatchObject({ in: "query", required: false });
+    expect(param("get", "/contacts", "user_id")).toMatchObject({ in: "query", required: false });
     expect(param("get", "/contacts/{contact_id}", "contact_id")).toMatchObject({
       in: "path",
       required: true,
