@@ -1,5 +1,4 @@
 import type { WireUser } from "../channel/webhook-payloads.ts";
-import { createSimUsers, type SimUsers } from "./users.ts";
 
 /** The simulator's options, and the state it keeps in memory between requests. */
 
@@ -49,6 +48,25 @@ export interface StoredMedia {
   bytes: Uint8Array<ArrayBuffer>;
   mimeType: string;
   sha256: string;
+}
+
+export interface SimUser {
+  /** Digits only; null when the simulator knows the user by BSUID only. */
+  phone: string | null;
+  userId: string;
+  username: string | null;
+  /** The user withholds the phone: webhooks carry neither `from`, `wa_id` nor `recipient_id`. */
+  hidePhone: boolean;
+}
+
+export interface SimUsers {
+  byUserId: Map<string, SimUser>;
+  /** Digits -> the user who has that phone now. */
+  byPhone: Map<string, SimUser>;
+}
+
+function createSimUsers(): SimUsers {
+  return { byUserId: new Map(), byPhone: new Map() };
 }
 
 export interface SimulatorState {

@@ -2,34 +2,16 @@ import { createHash } from "node:crypto";
 import { getCountries, getCountryCallingCode, parsePhoneNumberFromString } from "libphonenumber-js/max";
 import type { WireUser } from "../channel/webhook-payloads.ts";
 import { ControlError } from "./errors.ts";
-import type { SimulatorState } from "./state.ts";
+import type { SimUser, SimulatorState } from "./state.ts";
 
 /**
  * The WhatsApp users the simulator has met (DESIGN §14): each has a BSUID, derived stably from the
  * phone when the simulator first meets the user by phone, or given by a control call; a phone, unless
  * only the BSUID is known; and may withhold the phone (then no webhook carries it) or have a
  * username. Remembered across calls (a user who hides the phone keeps hiding it), the oldest
- * forgotten past `keepSends` like the sends: a forgotten user is met again as new.
+ * forgotten past `keepSends` like the sends: a forgotten user is met again as new. (The records
+ * are in state.ts, with the rest of the simulator's memory.)
  */
-
-export interface SimUser {
-  /** Digits only; null when the simulator knows the user by BSUID only. */
-  phone: string | null;
-  userId: string;
-  username: string | null;
-  /** The user withholds the phone: webhooks carry neither `from`, `wa_id` nor `recipient_id`. */
-  hidePhone: boolean;
-}
-
-export interface SimUsers {
-  byUserId: Map<string, SimUser>;
-  /** Digits -> the user who has that phone now. */
-  byPhone: Map<string, SimUser>;
-}
-
-export function createSimUsers(): SimUsers {
-  return { byUserId: new Map(), byPhone: new Map() };
-}
 
 /** Country code used when a phone's calling code names none (ISO 3166's "unknown" code). */
 const UNKNOWN_COUNTRY = "ZZ";
