@@ -1,10 +1,8 @@
 import { sql } from "kysely";
-import type { ProviderIdentity } from "../channel/identity.ts";
 import { type ReceivedMessage, readInboundEvent } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
 import { type IdentityInput, resolveIdentities } from "../contacts/identity.ts";
 import { type OptOutChange, optOutKeyword } from "../contacts/opt-out.ts";
-import { toE164 } from "../contacts/phone.ts";
 import type { Db } from "../db/connect.ts";
 import { newId } from "../ids.ts";
 import { type NewMessage, storeMessages } from "../messages/store.ts";
@@ -200,24 +198,13 @@ async function finalizeEvents(trx: Db, clock: Clock, rows: readonly EventRow[]):
   }));
 }
 
-/** What a received message says about its author (and, for a provider's system message, a change). */
+/** What a received message says about its author (and, for a provider's notice, what changed). */
 function identityInputOf(tenantId: string, message: ReceivedMessage): IdentityInput {
-  const read = message as ReceivedMessage & {
-    identity?: ProviderIdentity;
-    identityChange?: { kind: string; newPhone?: string; newUserId?: string };
-  };
-  const identity: ProviderIdentity = read.identity ?? {
-    phone: message.from ? (toE164(message.from) ?? `+${message.from.replace(/\D/g, "")}`) : null,
-    userId: null,
-    parentUserId: null,
-    username: null,
-    name: message.profileName,
-  };
-  const change = read.identityChange;
-  if (change?.kind === "user_changed_number" && change.newPhone) {
+  const { identity, identityChange: change } = message;
+  if (change?.kind === "user_changed_number") {
     return { tenantId, identity, change: { kind: "number", newPhone: change.newPhone } };
   }
-  if (change?.kind === "user_changed_user_id" && change.newUserId) {
+  if (change?.kind === "user_changed_user_id") {
     return { tenantId, identity, change: { kind: "user_id", newUserId: change.newUserId } };
   }
   return { tenantId, identity };
