@@ -27,7 +27,11 @@ async function messageByProviderId(providerId: string) {
 
 async function simulatorUserId(phone: string): Promise<string> {
   // The simulator names every user by a BSUID derived from the phone: the webhook carries it.
-  const providerId = await customerWrites(env, shop.phoneNumberId, { from: phone, text: "hello" });
+  const providerId = await customerWrites(env, shop.phoneNumberId, {
+    from: phone,
+    type: "text",
+    text: "hello",
+  });
   const message = await messageByProviderId(providerId);
   const contact = await contactOf(message.contact_id);
   expect(contact.user_id).not.toBeNull();
@@ -41,8 +45,9 @@ describe("customers without a phone number (DESIGN §14)", () => {
       user_id: userId,
       username: "ana.s",
       hide_phone: true,
+      type: "text",
       text: "hi, no number here",
-    } as never);
+    });
     const message = await messageByProviderId(providerId);
     expect(message.text).toBe("hi, no number here");
     const contact = await contactOf(message.contact_id);
@@ -86,8 +91,9 @@ describe("customers without a phone number (DESIGN §14)", () => {
       from: phone,
       user_id: userId,
       hide_phone: true,
+      type: "text",
       text: "it's me",
-    } as never);
+    });
     const younger = (await messageByProviderId(hidden)).contact_id;
     expect(younger).not.toBe(older.id);
     expect(await contactOf(younger)).toMatchObject({ phone: null, user_id: userId });
@@ -104,8 +110,9 @@ describe("customers without a phone number (DESIGN §14)", () => {
       from: phone,
       user_id: userId,
       hide_phone: false,
+      type: "text",
       text: "here is my number",
-    } as never);
+    });
     const [outcome] = await Promise.all([
       deliverOne(env.deps, replyId),
       finalizePendingInbound(env.deps.db, env.clock),
