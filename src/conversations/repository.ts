@@ -27,17 +27,19 @@ export interface ConversationPageQuery {
 }
 
 /**
- * What the panel's list can be narrowed to: one filter, and a search of the contact by name or
- * phone. `unread` reads the summary row, `failed` the joined last message, `open` the contact's
+ * What the panel's list can be narrowed to: one filter, and a search of the contact by name,
+ * username, BSUID or phone. `unread` reads the summary row, `failed` the joined last message, `open` the contact's
  * window (`now` decides it, as messagingState does) and opt-out.
  */
 export interface ConversationNarrowing {
   filter?: "unread" | "open" | "failed";
-  /** Part of the contact's name, any case. */
+  /** Part of the contact's name, username or BSUID, any case. */
   name?: string;
+  /** One contact's conversation (the panel's open one, pinned beside a list that leaves it out). */
+  contactId?: string;
   /** A whole E.164 number: the contact with it (the (tenant_id, channel, phone) unique index). */
   phone?: string;
-  /** Digits somewhere in the contact's E.164 phone number. */
+  /** Digits somewhere in the contact's E.164 phone number, or in its BSUID (`DE.` and digits). */
   phoneDigits?: string;
   now: Date;
 }
@@ -77,13 +79,27 @@ export async function listConversationRows(db: Db, query: ConversationPageQuery)
         .where("contacts.opted_out_at", "is", null),
     )
     .$if(query.narrow?.name !== undefined, (qb) =>
-      qb.where("contacts.name", "ilike", containsPattern(query.narrow!.name!)),
+      qb.where((eb) => {
+        const pattern = containsPattern(query.narrow!.name!);
+        // A customer without a phone is found by their username or BSUID too (DESIGN §14).
+        return eb.or([
+          eb("contacts.name", "ilike", pattern),
+          eb("contacts.username", "ilike", pattern),
+          eb("contacts.user_id", "ilike", pattern),
+        ]);
+      }),
+    )
+    .$if(query.narrow?.contactId !== undefined, (qb) =>
+      qb.where("conversations.contact_id", "=", query.narrow!.contactId!),
     )
     .$if(query.narrow?.phone !== undefined, (qb) =>
       qb.where("contacts.channel", "=", "whatsapp").where("contacts.phone", "=", query.narrow!.phone!),
     )
     .$if(query.narrow?.phoneDigits !== undefined, (qb) =>
-      qb.where("contacts.phone", "like", containsPattern(query.narrow!.phoneDigits!)),
+      qb.where((eb) => {
+        const pattern = containsPattern(query.narrow!.phoneDigits!);
+        return eb.or([eb("contacts.phone", "like", pattern), eb("contacts.user_id", "like", pattern)]);
+      }),
     )
     .orderBy("conversations.last_message_at", query.order)
     .orderBy("conversations.last_message_seq", query.order)

@@ -67,8 +67,9 @@ export function listSearchOf(value: unknown): string | undefined {
  * least three digits. A whole international number ("+49 151 2345 6789") finds its contact by the
  * (tenant_id, channel, phone) unique index; a part is looked for among the digits of the tenant's
  * contacts' numbers (so "0151 123", "+49 151" and "4915" all find +4915123…; a leading 0 of a
- * national form is dropped). Anything else is part of a name, any case (ILIKE over the tenant's
- * contacts: fine for the hundreds or thousands a tenant has; a trigram index would be the next step).
+ * national form is dropped). Anything else is part of a name, a username or a BSUID, any case (ILIKE
+ * over the tenant's contacts: fine for the hundreds or thousands a tenant has; a trigram index would
+ * be the next step): a customer without a phone is found by what the panel shows of them.
  */
 export function searchTerms(q: string): { name?: string; phone?: string; phoneDigits?: string } {
   const digits = q.replace(/\D/g, "");

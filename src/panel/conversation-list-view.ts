@@ -4,6 +4,7 @@ import { type HistoryMessageRow, presentMessageFields } from "../history/present
 import type { ConversationListPage, ListFilter, ListNarrowing } from "./conversation-data.ts";
 import {
   CONVERSATIONS_PATH,
+  contactHandle,
   contactLabel,
   conversationPath,
   LIST_FRAGMENT_PATH,
@@ -141,7 +142,8 @@ function listRow(row: ConversationRow, input: ListRegionInput) {
   const isCurrent = row.contact_id === input.current;
   const pinned = row.contact_id === input.pinned;
   const unread = isCurrent ? 0 : row.unread;
-  const label = contactLabel({ name: row.contact_name, phone: row.contact_phone });
+  const handles = { phone: row.contact_phone, username: row.contact_username, user_id: row.contact_user_id };
+  const label = contactLabel({ ...handles, name: row.contact_name });
   const status = row.direction === "outbound" ? row.status : null;
   const failed = status === "failed";
   // Not sent (yet, or ever): the thread's badge, so the last line does not read as a message sent.
@@ -152,7 +154,7 @@ function listRow(row: ConversationRow, input: ListRegionInput) {
 <a class="conversation-link" id="conversation-${row.contact_id}" href="${href}"${isCurrent ? html` aria-current="page"` : ""}>
 <span class="conversation-name">${label}</span>
 <span class="conversation-time">${timeTag(row.last_message_at, input.now)}</span>
-<span class="conversation-phone">${row.contact_name?.trim() ? row.contact_phone : ""}</span>
+<span class="conversation-phone">${row.contact_name?.trim() ? contactHandle(handles) : ""}</span>
 <span class="conversation-unread">${unread > 0 ? html`<span class="badge count unread-badge">${unread}<span class="visually-hidden"> unread message${unread === 1 ? "" : "s"}</span></span>` : ""}</span>
 <span class="conversation-preview">${lastMessageLine(row)}</span>
 <span class="conversation-window">${windowBadge(messaging, input.now)}${failed ? html` <span class="badge bad failed-marker"><span aria-hidden="true">!</span> Failed<span class="visually-hidden">: the last message was not delivered</span></span>` : ""}${unsent ? html` ${statusBadge(unsent)}` : ""}${pinned ? html` <span class="pinned-note">shown because it is open</span>` : ""}</span>

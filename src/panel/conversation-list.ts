@@ -1,4 +1,3 @@
-import { findContact } from "../contacts/repository.ts";
 import type { ConversationRow } from "../conversations/repository.ts";
 import { listConversations } from "../conversations/service.ts";
 import type { Db } from "../db/connect.ts";
@@ -23,19 +22,17 @@ export interface ListRegionOptions {
   narrowing?: ListNarrowing;
 }
 
-/** One contact's conversation row (the list's own query, narrowed to the contact's number). */
+/** One contact's conversation row (the list's own query, narrowed to the contact: with a phone or without). */
 async function conversationRowOf(
   db: Db,
   tenantId: string,
   contactId: string,
   now: Date,
 ): Promise<ConversationRow | undefined> {
-  const contact = await findContact(db, tenantId, contactId);
-  if (!contact?.phone) return undefined;
   const { rows } = await listConversations(db, tenantId, {
     order: "desc",
     limit: 1,
-    narrow: { phone: contact.phone, now },
+    narrow: { contactId, now },
   });
   return rows.find((row) => row.contact_id === contactId);
 }

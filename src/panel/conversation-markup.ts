@@ -44,8 +44,19 @@ export function query(params: Record<string, string | number | undefined>): stri
   return text ? `?${text}` : "";
 }
 
-export function contactLabel(contact: { name: string | null; phone: string | null }): string {
-  return contact.name?.trim() || contact.phone || "Unknown contact";
+/** How a contact is known besides its name (DESIGN §14): its phone; without one its username, else its BSUID. */
+export interface ContactHandles {
+  phone: string | null;
+  username?: string | null;
+  user_id?: string | null;
+}
+
+export function contactHandle(contact: ContactHandles): string | null {
+  return contact.phone || contact.username || contact.user_id || null;
+}
+
+export function contactLabel(contact: ContactHandles & { name: string | null }): string {
+  return contact.name?.trim() || contactHandle(contact) || "Unknown contact";
 }
 
 /** "2026-11-26 01:40" (UTC, to the minute). */

@@ -5,7 +5,13 @@ import type { TemplateRow } from "../templates/repository.ts";
 import type { ConversationState, ListNarrowing, NewConversationView } from "./conversation-data.ts";
 import { listRegion, renderSidebar } from "./conversation-list.ts";
 import { listPath, listTitle, renderListToolbar } from "./conversation-list-view.ts";
-import { CONVERSATIONS_PATH, contactLabel, conversationPath, localTime } from "./conversation-markup.ts";
+import {
+  CONVERSATIONS_PATH,
+  contactHandle,
+  contactLabel,
+  conversationPath,
+  localTime,
+} from "./conversation-markup.ts";
 import { renderMessageDetailsBody } from "./conversation-message-view.ts";
 import type { MessageDetails, ThreadPage } from "./conversation-messages.ts";
 import {
@@ -151,7 +157,7 @@ ${renderSidebar(contact.id, narrowing, sidebar.html)}
 <p class="conversation-back"><a href="${listPath(narrowing)}"><span aria-hidden="true">←</span> All conversations</a></p>
 <header class="conversation-head">
 <h1>${name}</h1>
-<p class="conversation-contact">${contact.name?.trim() ? html`<span class="mono">${contact.phone}</span> · ` : ""}WhatsApp</p>
+<p class="conversation-contact">${contact.name?.trim() && contactHandle(contact) ? html`<span class="mono">${contactHandle(contact)}</span> · ` : ""}WhatsApp</p>
 ${renderWindowState(state, now)}
 </header>
 <section class="thread-section" aria-labelledby="thread-title">

@@ -16,6 +16,7 @@ import {
 } from "./conversation-data.ts";
 import { listRegion } from "./conversation-list.ts";
 import { titleUpdate } from "./conversation-list-view.ts";
+import { conversationPath } from "./conversation-markup.ts";
 import { inboundMediaSource, messageDetails } from "./conversation-messages.ts";
 import {
   conversationPage,
@@ -35,7 +36,7 @@ import { type Html, html } from "./html.ts";
 import { mediaResponse } from "./inbound-media.ts";
 import { PANEL_PREFIX } from "./paths.ts";
 import { renderTemplateFields } from "./template-form.ts";
-import { htmlResponse, signedIn } from "./web.ts";
+import { htmlResponse, redirect, signedIn } from "./web.ts";
 
 /**
  * Conversations (issue 6 §4): the list, one conversation's history, marking it read, replying.
@@ -158,6 +159,10 @@ export function conversationPages(deps: AppDeps, sending: OutboundSending) {
       signedIn(deps, async (ctx) => {
         const tenantId = ctx.session.tenantId;
         const contact = await pathConversationContact(ctx);
+        // A merged contact's old address (DESIGN §14): the survivor's conversation, where its messages are.
+        if (contact.id !== ctx.params.contactId) {
+          return redirect(`${conversationPath(contact.id)}${new URL(ctx.request.url).search}`, ctx.htmx);
+        }
         const now = deps.clock.now();
         const templateId = idParam(ctx.query.template, "tpl") ?? "";
         if (ctx.htmx && ctx.request.headers.get("hx-target") === "template-fields") {

@@ -516,6 +516,7 @@ describe("a closed window", () => {
       "appointment_reminder (en) · utility",
       "delivery_video (en) · utility",
       "invoice_ready (en) · utility",
+      "login_code (en) · authentication",
       "order_shipped (de) · utility",
       "order_shipped (en) · utility",
       "welcome (en) · marketing",
