@@ -8,6 +8,37 @@ const escapeHtml = (text: string) =>
 /** Inline `code` spans in catalogue prose. */
 const prose = (text: string) => escapeHtml(text).replace(/`([^`]+)`/g, "<code>$1</code>");
 
+/**
+ * DESIGN §14: WhatsApp users may adopt a username and hide their phone number; the provider then
+ * names them by a business-scoped user id (BSUID). What that changes for an integrator.
+ */
+const PHONELESS_SECTION = `<h2 id="customers-without-a-phone-number">Customers without a phone number</h2>
+<p>Since 2026 a WhatsApp user may adopt a username and withhold their phone number. WhatsApp then names them
+by a <strong>business-scoped user id</strong> (BSUID): their stable id for your business, a country code, a dot
+and up to 128 letters and digits (<code>DE.1502576394655843</code>; a parent BSUID shared by linked business
+portfolios looks like <code>US.ENT.1181…</code>). No message from such a customer is lost: it is stored and
+shown like any other.</p>
+<ul>
+<li><strong>Contact.</strong> Every Contact, and the <code>contact</code> of every FeedMessage, Conversation and
+event, carries <code>user_id</code> (the BSUID), <code>parent_user_id</code> and <code>username</code> besides
+<code>phone</code>; <code>phone</code> is <code>null</code> when the customer withholds it. A username is shown,
+never a key: customers change it.</li>
+<li><strong>Finding a contact.</strong> <code>GET /v2/contacts?user_id=DE.1502576394655843</code> finds the contact
+by its BSUID, one it had before, or its parent BSUID, as <code>?phone=</code> finds one by number (exactly one of
+the two).</li>
+<li><strong>Sending.</strong> <code>to</code> takes a phone number or a BSUID, in single sends, batch items and
+scheduled sends alike; <code>contact</code> works for every contact. A contact with a phone is reached by phone;
+one without, by its BSUID. <strong>Authentication templates</strong> (one-time codes) go to phone numbers only:
+one to a contact without a phone is refused with <a href="#recipient_phone_required"><code>recipient_phone_required</code></a>.</li>
+<li><strong>One person, one contact.</strong> When the customer later shares their number, or a contact known by
+phone turns out to have the BSUID of another, the two are merged: the older contact survives and keeps its id,
+the younger's messages, conversation and opt-out move to it, and a <code>contact.merged</code> event
+<code>{survivor, merged}</code> is sent. A merged id keeps working: <code>GET /v2/contacts/{id}</code>, its
+history and <code>contact</code> in a send resolve to the survivor (whose <code>id</code> differs).</li>
+<li><strong>Changes.</strong> A changed number replaces the contact's <code>phone</code> (the old number no longer
+finds it); a changed BSUID replaces <code>user_id</code>, and the old one still finds the contact.</li>
+</ul>`;
+
 /** `{base_url}/docs`: one anchor per error code (the `doc_url` of every error points here). */
 export function renderDocsPage(baseUrl: string): string {
   const apiRows = Object.entries(API_ERRORS)
@@ -56,6 +87,7 @@ code{background:#f2f2f2;padding:0 .25rem;border-radius:3px}.meta{color:#555;marg
 <code>{"error": {"type", "code", "message", "param", "request_id", "doc_url"}}</code>. Branch on <code>code</code>;
 <code>message</code> is for people. Quote <code>request_id</code> (also the <code>Request-Id</code> header) when you contact support.
 The machine-readable reference is <a href="${escapeHtml(baseUrl)}/openapi.json">openapi.json</a>.</p>
+${PHONELESS_SECTION}
 <h2>API error codes</h2>
 ${apiRows}
 ${renderFailureSection()}

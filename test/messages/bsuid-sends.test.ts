@@ -187,3 +187,15 @@ describe("authentication templates need a phone", () => {
     expect((await delivered(accepted.body.id)).to).toBe("4915100200009");
   });
 });
+
+describe("/v2/docs", () => {
+  test("has the section on customers without a phone number and the new code's anchor", async () => {
+    const docs = await call(world.env.app, "GET", "/v2/docs");
+    expect(docs.status).toBe(200);
+    expect(docs.text).toContain(
+      '<h2 id="customers-without-a-phone-number">Customers without a phone number</h2>',
+    );
+    expect(docs.text).toContain('<section id="recipient_phone_required">');
+    expect(docs.text).toContain('<a href="#customers-without-a-phone-number">');
+  });
+});
