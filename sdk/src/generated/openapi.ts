@@ -12,8 +12,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Find a contact by phone number
-         * @description The contact with this phone number (E.164; spaces and a missing `+` are tolerated), as a single Contact object, not a list. 404 when there is none.
+         * Find a contact by phone number or user id
+         * @description The contact with this phone number (`phone`, E.164; spaces and a missing `+` are tolerated) or this business-scoped user id (`user_id`: the BSUID WhatsApp names the customer by, one the customer had before, or a parent BSUID), as a single Contact object, not a list. Exactly one of `phone` and `user_id`. 404 when there is none.
          *
          *     Requires the scope `messaging:read`.
          */
@@ -466,6 +466,41 @@ export interface paths {
     };
 }
 export interface webhooks {
+    "contact.merged": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `contact.merged` event
+         * @description Two contacts proved to be one person (one known by phone, one by business-scoped user id): the younger was merged into the older. `data` is `{survivor, merged}`: the surviving contact and the merged ids, which keep resolving to it. Its messages, conversation and opt-out moved to the survivor.
+         *
+         *     Posted to each enabled webhook endpoint subscribed to this type, signed per Standard Webhooks
+         *     (standardwebhooks.com) with the endpoint's `secret`. Verify the signature over the raw body before you parse it (the
+         *     SDK's `client.webhooks.verify`, or any Standard Webhooks library); see docs/webhooks.md for a receiver step by step.
+         *
+         *     - **Acknowledge** with any 2xx within 10 seconds; do the work afterwards. The answer's body is ignored.
+         *     - **Retries.** Anything else (another status, a timeout, a refused connection) is retried with exponential backoff and
+         *       jitter: 5 seconds, doubling up to 1 hour between attempts, for 3 days; then the endpoint is disabled
+         *       (`disabled_reason: "failing"`). A 410 disables it at once (`"gone"`). Enabled again (`PATCH /webhook_endpoints/{endpoint_id}`),
+         *       it resumes where it stopped: nothing is lost.
+         *     - **Order.** Events of one contact come one at a time, in order: the next is posted only after the previous one was
+         *       acknowledged. Different contacts are posted in parallel.
+         *     - **At least once.** An event may come more than once (a lost acknowledgement, a replay): de-duplicate by `webhook-id`.
+         *     - **Catching up.** An endpoint's `delivery.cursor` is an `evc_` cursor of `GET /events`: read what is pending there,
+         *       or `POST /webhook_endpoints/{endpoint_id}/replay` to have it posted again.
+         */
+        post: operations["contactMergedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "message.canceled": {
         parameters: {
             query?: never;
@@ -733,6 +768,26 @@ export interface components {
          *       "id": "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
          *       "name": "Ana Silva",
          *       "phone": "+4915123456789",
+         *       "user_id": "DE.1502576394655843",
+         *       "parent_user_id": null,
+         *       "username": null,
+         *       "channel": "whatsapp",
+         *       "messaging": {
+         *         "sendable": true,
+         *         "within_window": true,
+         *         "window_expires_at": "2026-01-02T09:30:00Z",
+         *         "requires_template": false,
+         *         "opted_out": false
+         *       }
+         *     }
+         * @example {
+         *       "object": "contact",
+         *       "id": "ctc_5Mn7Pq9Rs1Tu3Vw5Xy7Za9",
+         *       "name": "Jonas",
+         *       "phone": null,
+         *       "user_id": "DE.1781122334455667",
+         *       "parent_user_id": null,
+         *       "username": "jonas.k",
          *       "channel": "whatsapp",
          *       "messaging": {
          *         "sendable": true,
@@ -752,8 +807,23 @@ export interface components {
             name: string | null;
             /** @constant */
             object: "contact";
-            /** @description E.164. */
+            /** @description The parent BSUID shared by linked business portfolios (`CC.ENT.…`), when enabled. */
+            parent_user_id: string | null;
+            /** @description E.164. Null when the customer withholds it (a WhatsApp user with a username): the contact is known by `user_id`. */
             phone: string | null;
+            /** @description The business-scoped user id (BSUID, `CC.` + letters and digits) WhatsApp knows the customer by for your business; null until the provider has named it. */
+            user_id: string | null;
+            /** @description The customer's WhatsApp username, when they adopted one: shown, never a key (they may change it). */
+            username: string | null;
+        };
+        /**
+         * ContactMerged
+         * @description Two contacts turned out to be one person: the younger was merged into the older (the survivor), with its messages, conversation and opt-out.
+         */
+        ContactMerged: {
+            /** @description The ids merged into the survivor: they keep resolving to it (GET /contacts/{id}, history, `contact` in a send). */
+            merged: string[];
+            survivor: components["schemas"]["ContactSummary"];
         };
         /**
          * ContactRef
@@ -769,7 +839,7 @@ export interface components {
             id: string;
             /** @constant */
             object: "contact";
-            /** @description E.164. */
+            /** @description E.164; null when the customer withholds it. */
             phone: string | null;
         };
         /**
@@ -780,6 +850,9 @@ export interface components {
          *       "id": "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
          *       "name": "Ana Silva",
          *       "phone": "+4915123456789",
+         *       "user_id": "DE.1502576394655843",
+         *       "parent_user_id": null,
+         *       "username": null,
          *       "channel": "whatsapp"
          *     }
          */
@@ -791,8 +864,14 @@ export interface components {
             name: string | null;
             /** @constant */
             object: "contact";
-            /** @description E.164. */
+            /** @description The parent BSUID shared by linked business portfolios (`CC.ENT.…`), when enabled. */
+            parent_user_id: string | null;
+            /** @description E.164. Null when the customer withholds it (a WhatsApp user with a username): the contact is known by `user_id`. */
             phone: string | null;
+            /** @description The business-scoped user id (BSUID, `CC.` + letters and digits) WhatsApp knows the customer by for your business; null until the provider has named it. */
+            user_id: string | null;
+            /** @description The customer's WhatsApp username, when they adopted one: shown, never a key (they may change it). */
+            username: string | null;
         };
         /**
          * Conversation
@@ -804,6 +883,9 @@ export interface components {
          *         "id": "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
          *         "name": "Ana Silva",
          *         "phone": "+4915123456789",
+         *         "user_id": "DE.1502576394655843",
+         *         "parent_user_id": null,
+         *         "username": null,
          *         "channel": "whatsapp"
          *       },
          *       "last_message": {
@@ -878,12 +960,13 @@ export interface components {
         };
         /**
          * Event
-         * @description Something that happened to a message: `data` is the message as the feed shows it, as the event left it (its status and failure then).
+         * @description Something that happened to a message: `data` is the message as the feed shows it, as the event left it (its status and failure then); for `contact.merged`, the surviving contact and the ids merged into it.
          */
         Event: {
             /** @description When it happened (Unix seconds). */
             created: number;
-            data: components["schemas"]["FeedMessage"];
+            /** @description The message as the feed shows it; for `contact.merged`, a ContactMerged. */
+            data: components["schemas"]["FeedMessage"] | components["schemas"]["ContactMerged"];
             /** @description `evt_` id: the same on every delivery of this event; de-duplicate by it. */
             id: string;
             /** @constant */
@@ -892,7 +975,7 @@ export interface components {
              * @description What happened to the message.
              * @enum {string}
              */
-            type: "message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled";
+            type: "message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled" | "contact.merged";
         };
         /**
          * EventList
@@ -908,6 +991,32 @@ export interface components {
             object: "list";
             /** @description The request path. */
             url: string;
+        };
+        /**
+         * FeedContact
+         * @description The contact of a message: its id, phone, BSUID and username.
+         * @example {
+         *       "object": "contact",
+         *       "id": "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
+         *       "phone": "+4915123456789",
+         *       "user_id": "DE.1502576394655843",
+         *       "parent_user_id": null,
+         *       "username": null
+         *     }
+         */
+        FeedContact: {
+            /** @description `ctc_` id. */
+            id: string;
+            /** @constant */
+            object: "contact";
+            /** @description The parent BSUID shared by linked business portfolios (`CC.ENT.…`), when enabled. */
+            parent_user_id: string | null;
+            /** @description E.164. Null when the customer withholds it (a WhatsApp user with a username): the contact is known by `user_id`. */
+            phone: string | null;
+            /** @description The business-scoped user id (BSUID, `CC.` + letters and digits) WhatsApp knows the customer by for your business; null until the provider has named it. */
+            user_id: string | null;
+            /** @description The customer's WhatsApp username, when they adopted one: shown, never a key (they may change it). */
+            username: string | null;
         };
         /**
          * FeedMessage
@@ -927,14 +1036,17 @@ export interface components {
          *       "contact": {
          *         "object": "contact",
          *         "id": "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
-         *         "phone": "+4915123456789"
+         *         "phone": "+4915123456789",
+         *         "user_id": "DE.1502576394655843",
+         *         "parent_user_id": null,
+         *         "username": null
          *       }
          *     }
          */
         FeedMessage: {
             /** @description The `client_reference` the send gave; null when none (and for inbound messages). */
             client_reference: string | null;
-            contact: components["schemas"]["ContactRef"];
+            contact: components["schemas"]["FeedContact"];
             /** @description Unix epoch seconds. */
             created: number;
             /** @enum {string} */
@@ -1286,13 +1398,13 @@ export interface components {
             /** @description `snd_` id; optional when exactly one sender is active. */
             sender?: string;
             template?: components["schemas"]["SendMessageTemplate"];
-            /** @description Recipient phone number, E.164. */
+            /** @description The recipient: a phone number (E.164, e.g. +4915123456789) or the business-scoped user id WhatsApp gives a customer who may hide their number (BSUID, e.g. DE.1502576394655843, or a parent BSUID US.ENT.…). A customer without a phone is reached by their BSUID. */
             to?: string;
             /** @description Seconds (1-86,400) the message may wait to be handed to the provider after acceptance (after `send_at` when scheduled); past that it fails with `failure.code` `expired` and is never sent late. */
             valid_for?: number;
         } & (({
             contact?: never;
-            /** @description Recipient phone number, E.164. */
+            /** @description The recipient: a phone number (E.164, e.g. +4915123456789) or the business-scoped user id WhatsApp gives a customer who may hide their number (BSUID, e.g. DE.1502576394655843, or a parent BSUID US.ENT.…). A customer without a phone is reached by their BSUID. */
             to: string;
         } | {
             /** @description `ctc_` id, instead of `to`. */
@@ -1387,7 +1499,7 @@ export interface components {
         };
         /**
          * SendMessageRequest
-         * @description Exactly one of `template` and `body`; `to` or `contact`; `sender` unless exactly one sender is active.
+         * @description Exactly one of `template` and `body`; `to` (a phone number or a BSUID) or `contact`; `sender` unless exactly one sender is active.
          * @example {
          *       "to": "+4915123456789",
          *       "recipient_name": "Ana Silva",
@@ -1406,6 +1518,10 @@ export interface components {
          *       "contact": "ctc_2Hj8Kl4mNp6Qr8St0UvWxY",
          *       "body": "Your parcel arrives today between 10:00 and 12:00."
          *     }
+         * @example {
+         *       "to": "DE.1502576394655843",
+         *       "body": "Thanks, Jonas: your parcel arrives today."
+         *     }
          */
         SendMessageRequest: {
             /** @description Free text, 1 to 4096 characters; only inside the 24-hour window. */
@@ -1421,13 +1537,13 @@ export interface components {
             /** @description `snd_` id; optional when exactly one sender is active. */
             sender?: string;
             template?: components["schemas"]["SendMessageTemplate"];
-            /** @description Recipient phone number, E.164. */
+            /** @description The recipient: a phone number (E.164, e.g. +4915123456789) or the business-scoped user id WhatsApp gives a customer who may hide their number (BSUID, e.g. DE.1502576394655843, or a parent BSUID US.ENT.…). A customer without a phone is reached by their BSUID. */
             to?: string;
             /** @description Seconds (1-86,400) the message may wait to be handed to the provider after acceptance (after `send_at` when scheduled); past that it fails with `failure.code` `expired` and is never sent late. */
             valid_for?: number;
         } & (({
             contact?: never;
-            /** @description Recipient phone number, E.164. */
+            /** @description The recipient: a phone number (E.164, e.g. +4915123456789) or the business-scoped user id WhatsApp gives a customer who may hide their number (BSUID, e.g. DE.1502576394655843, or a parent BSUID US.ENT.…). A customer without a phone is reached by their BSUID. */
             to: string;
         } | {
             /** @description `ctc_` id, instead of `to`. */
@@ -1672,7 +1788,7 @@ export interface components {
             /** @description Why delivery stopped by itself: `failing` (an event could not be delivered for 3 days) or `gone` (the receiver answered 410). Null when enabled or disabled by you. */
             disabled_reason: string | null;
             /** @description The event types posted to this endpoint. For an endpoint of every type (`all_events`), every type there is now. */
-            events: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
+            events: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled" | "contact.merged")[];
             /** @description `we_` id. */
             id: string;
             /** @constant */
@@ -1726,7 +1842,7 @@ export interface components {
             /** @description Why delivery stopped by itself: `failing` (an event could not be delivered for 3 days) or `gone` (the receiver answered 410). Null when enabled or disabled by you. */
             disabled_reason: string | null;
             /** @description The event types posted to this endpoint. For an endpoint of every type (`all_events`), every type there is now. */
-            events: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
+            events: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled" | "contact.merged")[];
             /** @description `we_` id. */
             id: string;
             /** @constant */
@@ -1776,9 +1892,11 @@ export type $defs = Record<string, never>;
 export interface operations {
     findContactByPhone: {
         parameters: {
-            query: {
+            query?: {
                 /** @description E.164 phone number, e.g. +4915123456789 */
-                phone: string;
+                phone?: string;
+                /** @description A business-scoped user id (BSUID, e.g. `DE.1502576394655843`) or a parent BSUID (`US.ENT.…`): the contact the provider knows by it, now or before. */
+                user_id?: string;
             };
             header?: never;
             path?: never;
@@ -1805,6 +1923,7 @@ export interface operations {
             };
             /**
              * @description - `parameter_missing`: A required parameter is missing, or is ambiguous without it (for example `sender` when several senders are active).
+             *     - `parameter_conflict`: Parameters that exclude each other were given together, or neither of a required pair was given (for example both or neither of `template` and `body`).
              *     - `parameter_invalid`: A parameter has the wrong type, format or range.
              *     - `parameter_unknown`: The request carries a parameter this endpoint does not take (often a typo).
              */
@@ -2531,7 +2650,7 @@ export interface operations {
                 limit?: number;
                 /** @description an `evc_` cursor: the `next_cursor` of the previous page; absent = the oldest retained event */
                 since?: string;
-                /** @description comma-separated event types to return (default all): message.received, message.sent, message.delivered, message.read, message.failed, message.canceled. A call looks at up to 5,000 events of the log; `has_more` says when more is there, even after an empty page. */
+                /** @description comma-separated event types to return (default all): message.received, message.sent, message.delivered, message.read, message.failed, message.canceled, contact.merged. A call looks at up to 5,000 events of the log; `has_more` says when more is there, even after an empty page. */
                 types?: string;
             };
             header?: never;
@@ -2966,6 +3085,7 @@ export interface operations {
             };
             /**
              * @description - `messaging_window_closed`: Free text can only be sent within 24 hours of the customer's last message, and only through an active sender.
+             *     - `recipient_phone_required`: An authentication template (a one-time code) was sent to a customer who has not shared their phone number: WhatsApp knows them only by their business-scoped user id (BSUID), and authentication templates go to phone numbers only. Nothing was sent.
              *     - `idempotency_key_in_use`: A request with this `Idempotency-Key` is still being processed.
              */
             409: {
@@ -3798,7 +3918,7 @@ export interface operations {
                     /** @description Your note on what this endpoint is for. */
                     description?: string | null;
                     /** @description The event types posted to this endpoint: at least one, each once. Omit it for every type. */
-                    events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[];
+                    events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled" | "contact.merged")[];
                     /** @description Where events are posted: `https` to a public host (a name resolving to a private, loopback or link-local address is refused). */
                     url: string;
                 };
@@ -4150,7 +4270,7 @@ export interface operations {
                     /** @description Your note on what this endpoint is for. */
                     description?: string | null;
                     /** @description The event types posted to this endpoint: at least one, each once. Omit it for every type. */
-                    events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled")[] | null;
+                    events?: ("message.received" | "message.sent" | "message.delivered" | "message.read" | "message.failed" | "message.canceled" | "contact.merged")[] | null;
                     /**
                      * @description `enabled` resumes delivery from the endpoint's cursor; `disabled` stops it.
                      * @enum {string}
@@ -4512,6 +4632,50 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
+            };
+        };
+    };
+    contactMergedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's `evt_` id, the same on every attempt and replay of it: de-duplicate by it (keep the ids you handled for at least 3 days). A test event sent from the panel has an `evt_test_` id and made-up data. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the base64-decoded part of the endpoint's `secret` after `whsec_`. While a secret is being rotated (24 hours) two signatures come, separated by a space: accept the delivery when either matches. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+                /** @description When this attempt was signed, in Unix seconds. Refuse a delivery whose timestamp is more than 5 minutes from your clock (a replayed request). */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The `contact.merged` event, as JSON (`content-type: application/json`); the bytes the signature covers. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Event"];
+            };
+        };
+        responses: {
+            /** @description Acknowledged: this event is done for this endpoint, and the next one of the contact is posted. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled at once (`disabled_reason: "gone"`); nothing more is posted. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not acknowledged (as is a timeout after 10 seconds or a failed connection): retried with backoff, 5 seconds doubling to 1 hour, for 3 days. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
