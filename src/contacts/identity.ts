@@ -105,6 +105,46 @@ export async function resolveIdentity(db: Db, input: IdentityInput): Promise<str
   return id!;
 }
 
+/**
+ * A status's recipient that the message's contact does not carry yet (src/outbound/status.ts finds
+ * them): the BSUID it names is not the contact's, or it shares a phone the contact has not.
+ */
+export interface StatusRecipientRow {
+  tenant_id: string;
+  /** The phone of the message's contact: the send went to it. */
+  contact_phone: string | null;
+  /** The BSUID of the message's contact: it names the contact when the status names none. */
+  contact_user_id: string | null;
+  /** The status's `recipient_id`, when the user shares it. */
+  phone: string | null;
+  user_id: string | null;
+  parent_user_id: string | null;
+}
+
+/**
+ * "Statuses that carry `recipient_user_id` attach it to the message's contact by the same rule"
+ * (DESIGN §14): each recipient is resolved as the identity (the phone the send went to, else the one
+ * the status shares; its BSUID, else the contact's): the contact found by phone gains the BSUID
+ * (rule 2), one found by BSUID gains the phone (rule 1), or the contact that has the phone and the
+ * one that has the BSUID are merged (rule 4). In the caller's transaction if `db` is one.
+ */
+export async function attachStatusRecipients(db: Db, rows: readonly StatusRecipientRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await resolveIdentities(
+    db,
+    rows.map((row) => ({
+      tenantId: row.tenant_id,
+      identity: {
+        phone: row.contact_phone ?? row.phone,
+        userId: row.user_id ?? row.contact_user_id,
+        parentUserId: row.parent_user_id,
+        username: null,
+        name: null,
+      },
+    })),
+  );
+}
+
 /** A contact as the resolution sees and changes it. */
 interface Person {
   id: string;

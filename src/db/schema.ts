@@ -195,6 +195,10 @@ export interface StatusEventsTable {
   client_reference: string | null;
   /** The sender of the webhook's phone_number_id; null on events stored before 006. */
   sender_id: string | null;
+  /** Who the provider says received it (DESIGN §14); null on events stored before 033. */
+  recipient_phone: string | null;
+  recipient_user_id: string | null;
+  recipient_parent_user_id: string | null;
   received_at: CreatedAt;
 }
 

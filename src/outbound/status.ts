@@ -1,6 +1,11 @@
 import { sql } from "kysely";
 import { statusFailure } from "../channel/webhook-events.ts";
 import { type Clock, DAY_MS } from "../clock.ts";
+import {
+  attachStatusRecipients,
+  type ProviderIdentity,
+  type StatusRecipientRow,
+} from "../contacts/identity.ts";
 import { OPTED_OUT_FAILURE, optOutContactsCtes } from "../contacts/opt-out.ts";
 import type { Expiry } from "../db/batched-delete.ts";
 import type { Db } from "../db/connect.ts";
@@ -29,7 +34,12 @@ export interface StatusEventInput {
   senderId: string | null;
   /** Tie-break after `at`: arrival order (a webhook batch's own order, or a stored event's id). */
   order: number;
+  /** Who the provider says received it (DESIGN §14); null fields when it did not say. */
+  recipient: StatusRecipient;
 }
+
+/** The recipient a status names: its phone when shared, its BSUID and parent BSUID. */
+export type StatusRecipient = Pick<ProviderIdentity, "phone" | "userId" | "parentUserId">;
 
 /**
  * The common head of the statements that apply statuses: `ev` (the events), `known` (their
@@ -39,6 +49,12 @@ export interface StatusEventInput {
  * the log); a message failed because the customer opted out (131050) opts its contact out. An
  * event of another sender than its message's is settled without effect: a webhook for number B
  * cannot move number A's messages. The caller adds what becomes of the events.
+ *
+ * `unattached` (read by the webhook store only; an unread CTE costs nothing): the recipients of
+ * known messages whose BSUID the message's contact does not carry (DESIGN §14), for
+ * attachStatusRecipients once the statement has committed. Rare (the first status of a contact known
+ * by phone, or one proving two contacts one person); the common case costs one probe of contacts by
+ * id per message.
  *
  * `behindWaiting` (the webhook store): a message that still has events waiting in status_events is
  * left out of `known`, so the new events are stored to wait behind them. Applied directly, a `read`
@@ -65,17 +81,22 @@ export function statusStatementHead(
         ${events.map(failureOf)}::jsonb[],
         ${events.map((e) => e.clientReference)}::text[],
         ${events.map((e) => e.senderId)}::text[],
-        ${events.map((e) => e.order)}::bigint[]
-      ) AS v(pid, status, at, errors, failure, client_reference, sender_id, ord)
+        ${events.map((e) => e.order)}::bigint[],
+        ${events.map((e) => e.recipient.phone)}::text[],
+        ${events.map((e) => e.recipient.userId)}::text[],
+        ${events.map((e) => e.recipient.parentUserId)}::text[]
+      ) AS v(pid, status, at, errors, failure, client_reference, sender_id, ord,
+             recipient_phone, recipient_user_id, recipient_parent_user_id)
     ), found AS MATERIALIZED (
       -- By provider id alone (unique), outbound checked after: with direction in this WHERE the
       -- planner may AND in the index of every outbound message, a scan that grows with the table.
       -- Not locked yet: see target.
-      SELECT m.seq, m.provider_message_id, m.status, m.direction
+      SELECT m.seq, m.provider_message_id, m.status, m.direction, m.tenant_id, m.contact_id, m.sender_id
       FROM messages m
       WHERE m.provider_message_id = ANY(${providerIds}::text[])
     ), known AS (
-      SELECT f.seq, f.provider_message_id, f.status FROM found f WHERE f.direction = 'outbound'
+      SELECT f.seq, f.provider_message_id, f.status, f.tenant_id, f.contact_id, f.sender_id
+      FROM found f WHERE f.direction = 'outbound'
       ${
         behindWaiting
           ? sql`-- A message with statuses still waiting (a drain may hold them right now) is not
@@ -99,6 +120,20 @@ export function statusStatementHead(
       ))
       ORDER BY m.seq
       FOR UPDATE
+    ), unattached AS (
+      -- One probe of contacts per contact and recipient (a batch's sent, delivered and read of a
+      -- message name one), not per event.
+      SELECT r.tenant_id, c.phone AS contact_phone, c.user_id AS contact_user_id, r.recipient_phone AS phone,
+             r.recipient_user_id AS user_id, r.recipient_parent_user_id AS parent_user_id
+      FROM (SELECT DISTINCT k.tenant_id, k.contact_id, e.recipient_phone, e.recipient_user_id,
+                   e.recipient_parent_user_id
+            FROM known k
+            JOIN ev e ON e.pid = k.provider_message_id
+                     AND (e.recipient_user_id IS NOT NULL OR e.recipient_phone IS NOT NULL)
+                     AND (e.sender_id IS NULL OR e.sender_id = k.sender_id)) AS r
+      JOIN contacts c ON c.id = r.contact_id
+      WHERE (r.recipient_user_id IS NOT NULL AND c.user_id IS DISTINCT FROM r.recipient_user_id)
+         OR (c.phone IS NULL AND r.recipient_phone IS NOT NULL)
     ), grouped AS (
       SELECT k.seq, k.id, k.tenant_id, k.contact_id, k.status, k.failure,
              array_agg(e.status ORDER BY e.at, e.ord) AS statuses,
@@ -160,6 +195,9 @@ interface ClaimedEvent {
   errors: unknown[] | null;
   sender_id: string | null;
   provider_timestamp: Date;
+  recipient_phone: string | null;
+  recipient_user_id: string | null;
+  recipient_parent_user_id: string | null;
 }
 
 /** What one batch (one transaction) did. */
@@ -202,7 +240,17 @@ export async function applyStatusEvents(
     // messages): the one lock order keeps the two from deadlocking.
     const events = await trx
       .selectFrom("status_events")
-      .select(["id", "provider_message_id", "status", "errors", "sender_id", "provider_timestamp"])
+      .select([
+        "id",
+        "provider_message_id",
+        "status",
+        "errors",
+        "sender_id",
+        "provider_timestamp",
+        "recipient_phone",
+        "recipient_user_id",
+        "recipient_parent_user_id",
+      ])
       .where("provider_message_id", "in", ids)
       .orderBy("id")
       .forUpdate()
@@ -251,7 +299,8 @@ export async function applyPendingStatusEvents(
   return db.transaction().execute(async (trx) => {
     const adopted = await adoptEchoedProviderIds(trx, clock);
     const { rows: events } = await sql<ClaimedEvent>`
-      SELECT e.id, e.provider_message_id, e.status, e.errors, e.sender_id, e.provider_timestamp
+      SELECT e.id, e.provider_message_id, e.status, e.errors, e.sender_id, e.provider_timestamp,
+             e.recipient_phone, e.recipient_user_id, e.recipient_parent_user_id
       FROM status_events e
       -- A scalar subquery, not EXISTS: it stays one index probe per unapplied event. As a semi
       -- join the planner may hash every outbound message instead, a cost that grows with the
@@ -330,9 +379,36 @@ async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
 }
 
 /**
+ * The recipients of claimed events that their message's contact does not carry (as the webhook
+ * store's `unattached`), attached before the events are applied: in the drain's transaction, so a
+ * drain killed in between leaves the events to the next one, and before the messages are locked, so
+ * the drain takes its locks in the identity module's order (advisory locks, contacts, messages)
+ * like inbound finalize, and a merge and a drain cannot deadlock. One statement per batch (none when
+ * no event names a recipient); the common case costs one probe of messages and of contacts per event.
+ */
+async function attachClaimedRecipients(trx: Db, events: readonly ClaimedEvent[]): Promise<void> {
+  const named = events.filter((e) => e.recipient_user_id !== null || e.recipient_phone !== null);
+  if (named.length === 0) return;
+  const { rows } = await sql<StatusRecipientRow>`
+    SELECT DISTINCT m.tenant_id, c.phone AS contact_phone, c.user_id AS contact_user_id,
+           e.phone, e.user_id, e.parent_user_id
+    FROM unnest(${named.map((e) => e.provider_message_id)}::text[], ${named.map((e) => e.sender_id)}::text[],
+                ${named.map((e) => e.recipient_phone)}::text[], ${named.map((e) => e.recipient_user_id)}::text[],
+                ${named.map((e) => e.recipient_parent_user_id)}::text[])
+      AS e(pid, sender_id, phone, user_id, parent_user_id)
+    JOIN messages m ON m.provider_message_id = e.pid
+    JOIN contacts c ON c.id = m.contact_id
+    WHERE m.direction = 'outbound' AND (e.sender_id IS NULL OR e.sender_id = m.sender_id)
+      AND ((e.user_id IS NOT NULL AND c.user_id IS DISTINCT FROM e.user_id)
+           OR (c.phone IS NULL AND e.phone IS NOT NULL))`.execute(trx);
+  await attachStatusRecipients(trx, rows);
+}
+
+/**
  * Applies events the caller has locked, one statement: their messages are moved (statusStatementHead)
  * and the events of known messages deleted, applied or not (applied events are not kept: sql/011).
- * Events of a message not known by its provider id are left as they are.
+ * Events of a message not known by its provider id are left as they are. Their recipients are
+ * attached to their messages' contacts first (attachClaimedRecipients).
  */
 async function applyClaimed(
   trx: Db,
@@ -340,6 +416,7 @@ async function applyClaimed(
   events: readonly ClaimedEvent[],
 ): Promise<{ applied: number; messages: number }> {
   if (events.length === 0) return { applied: 0, messages: 0 };
+  await attachClaimedRecipients(trx, events);
   const input: StatusEventInput[] = events.map((e) => ({
     providerMessageId: e.provider_message_id,
     status: e.status,
@@ -348,6 +425,11 @@ async function applyClaimed(
     clientReference: null,
     senderId: e.sender_id,
     order: Number(e.id),
+    recipient: {
+      phone: e.recipient_phone,
+      userId: e.recipient_user_id,
+      parentUserId: e.recipient_parent_user_id,
+    },
   }));
   const { rows } = await sql<{ applied: number; messages: number }>`
     WITH ${statusStatementHead(input, clock.now())}, settled AS (

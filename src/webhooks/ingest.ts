@@ -1,11 +1,12 @@
 import { sql } from "kysely";
 import { parseWebhook, type WebhookChange } from "../channel/webhook-events.ts";
 import type { Clock } from "../clock.ts";
+import { attachStatusRecipients, type StatusRecipientRow } from "../contacts/identity.ts";
 import type { Db } from "../db/connect.ts";
 import { createGroupCommit, type GroupCommit } from "../db/group-commit.ts";
 import { ttlCache } from "../lib/ttl-cache.ts";
 import type { Logger } from "../logger.ts";
-import { statusStatementHead } from "../outbound/status.ts";
+import { type StatusRecipient, statusStatementHead } from "../outbound/status.ts";
 import { nudgeDrain } from "../queues/drain-nudge.ts";
 import type { Queues } from "../queues/index.ts";
 import { findSenderByProviderPhoneNumberId } from "../senders/repository.ts";
@@ -43,6 +44,7 @@ interface StatusRow {
   errors: string | null;
   client_reference: string | null;
   sender_id: string;
+  recipient: StatusRecipient;
 }
 
 type SenderRef = { id: string; tenant_id: string };
@@ -82,6 +84,11 @@ function rowsOf(changes: WebhookChange[], senderByNumber: Map<string, SenderRef>
         client_reference: status.clientReference,
         // A status may move only this sender's messages (src/outbound/status.ts).
         sender_id: sender.id,
+        recipient: {
+          phone: status.identity.phone,
+          userId: status.identity.userId,
+          parentUserId: status.identity.parentUserId,
+        },
       });
     }
   }
@@ -189,6 +196,7 @@ export async function commitWebhooks(
       clientReference: r.client_reference,
       senderId: r.sender_id,
       order,
+      recipient: r.recipient,
     })),
     deps.clock.now(),
     { behindWaiting: true },
@@ -196,8 +204,10 @@ export async function commitWebhooks(
   const storeWaiting = sql`
     waiting AS (
       INSERT INTO status_events
-        (provider_message_id, status, provider_timestamp, errors, client_reference, sender_id)
-      SELECT e.pid, e.status, e.at, e.errors, e.client_reference, e.sender_id
+        (provider_message_id, status, provider_timestamp, errors, client_reference, sender_id,
+         recipient_phone, recipient_user_id, recipient_parent_user_id)
+      SELECT e.pid, e.status, e.at, e.errors, e.client_reference, e.sender_id,
+             e.recipient_phone, e.recipient_user_id, e.recipient_parent_user_id
       FROM ev e
       WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.provider_message_id = e.pid)
       ORDER BY e.pid, e.status, e.sender_id
@@ -206,11 +216,18 @@ export async function commitWebhooks(
     )`;
   let waiting = 0;
   if (statuses.length > 0) {
-    const { rows } = await sql<{ waiting: number }>`
+    const { rows } = await sql<{ waiting: number; unattached: StatusRecipientRow[] | null }>`
       WITH ${inbound.length > 0 ? sql`stored_inbound AS (${insertInbound}),` : sql``}
         ${statusHead}, ${storeWaiting}
-      SELECT (SELECT count(*) FROM waiting)::int AS waiting`.execute(deps.db);
+      SELECT (SELECT count(*) FROM waiting)::int AS waiting,
+             (SELECT json_agg(u) FROM unattached u) AS unattached`.execute(deps.db);
     waiting = rows[0]?.waiting ?? 0;
+    // Recipients their message's contact does not carry yet (rare): attached by the identity rule
+    // (DESIGN §14) in a transaction of its own, after the statement, whose locks on messages would
+    // otherwise be held while it waits for the identity module's (a merge takes those first, then
+    // the messages: a deadlock). Before the webhook is acknowledged: if this fails or the process
+    // dies here, the provider delivers the statuses again, and they find the same recipients.
+    await attachStatusRecipients(deps.db, rows[0]?.unattached ?? []);
   } else if (inbound.length > 0) {
     await insertInbound.execute(deps.db);
   }
