@@ -121,19 +121,16 @@ export function statusStatementHead(
       ORDER BY m.seq
       FOR UPDATE
     ), unattached AS (
-      -- One probe of contacts per contact and recipient (a batch's sent, delivered and read of a
-      -- message name one), not per event.
-      SELECT r.tenant_id, c.phone AS contact_phone, c.user_id AS contact_user_id, r.recipient_phone AS phone,
-             r.recipient_user_id AS user_id, r.recipient_parent_user_id AS parent_user_id
-      FROM (SELECT DISTINCT k.tenant_id, k.contact_id, e.recipient_phone, e.recipient_user_id,
-                   e.recipient_parent_user_id
-            FROM known k
-            JOIN ev e ON e.pid = k.provider_message_id
-                     AND (e.recipient_user_id IS NOT NULL OR e.recipient_phone IS NOT NULL)
-                     AND (e.sender_id IS NULL OR e.sender_id = k.sender_id)) AS r
-      JOIN contacts c ON c.id = r.contact_id
-      WHERE (r.recipient_user_id IS NOT NULL AND c.user_id IS DISTINCT FROM r.recipient_user_id)
-         OR (c.phone IS NULL AND r.recipient_phone IS NOT NULL)
+      -- From each known message to its contact by primary key (a nested loop: one probe per
+      -- message), compared before anything is grouped: only the rare mismatches are made distinct.
+      SELECT DISTINCT k.tenant_id, c.phone AS contact_phone, c.user_id AS contact_user_id,
+             e.recipient_phone AS phone, e.recipient_user_id AS user_id,
+             e.recipient_parent_user_id AS parent_user_id
+      FROM known k
+      JOIN contacts c ON c.id = k.contact_id
+      JOIN ev e ON e.pid = k.provider_message_id AND (e.sender_id IS NULL OR e.sender_id = k.sender_id)
+      WHERE (e.recipient_user_id IS NOT NULL AND c.user_id IS DISTINCT FROM e.recipient_user_id)
+         OR (c.phone IS NULL AND e.recipient_phone IS NOT NULL)
     ), grouped AS (
       SELECT k.seq, k.id, k.tenant_id, k.contact_id, k.status, k.failure,
              array_agg(e.status ORDER BY e.at, e.ord) AS statuses,
