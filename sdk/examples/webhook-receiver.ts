@@ -54,8 +54,15 @@ function handle(event: WebhookEvent, via: "push" | "catch-up"): Promise<void> {
   }
   work = work
     .then(() => {
+      if (event.type === "contact.merged") {
+        // One person seen as two: their ids now answer the survivor (keep it, or map the merged ones).
+        console.log(
+          `${event.id} contact.merged ${event.data.merged.join(",")} -> ${event.data.survivor.id} (${via})`,
+        );
+        return;
+      }
       const message = event.data;
-      const who = message.contact.phone ?? message.contact.id;
+      const who = message.contact.phone ?? message.contact.user_id ?? message.contact.id;
       const what = event.type === "message.failed" ? (message.failure?.code ?? "failed") : message.preview;
       console.log(`${event.id} ${event.type} ${message.id} ${who} ${what} (${via})`);
     })

@@ -53,14 +53,26 @@ export type TokenResponse = Schemas["TokenResponse"];
 export type ErrorBody = Schemas["ErrorResponse"]["error"];
 export type OAuthErrorBody = Schemas["OAuthError"];
 
-/** An event of the log (DESIGN §12): from `client.events.consume`, or a push `client.webhooks.verify` checked. */
-export type WebhookEvent = Schemas["Event"];
-export type EventPage = Schemas["EventList"];
 /**
  * `message.received`, `message.sent`, `message.delivered`, `message.read`, `message.failed`,
- * `message.canceled`.
+ * `message.canceled`, `contact.merged`.
  */
-export type EventType = WebhookEvent["type"];
+export type EventType = Schemas["Event"]["type"];
+/** `contact.merged`'s data: the contact that survives, and the ids merged into it (they keep resolving to it). */
+export type ContactMerged = Schemas["ContactMerged"];
+type EventOf<Type extends EventType, Data> = Omit<Schemas["Event"], "type" | "data"> & {
+  type: Type;
+  data: Data;
+};
+/** An event about a message: its `data` is the message as the feed shows it. */
+export type MessageEvent = EventOf<Exclude<EventType, "contact.merged">, FeedMessage>;
+export type ContactMergedEvent = EventOf<"contact.merged", ContactMerged>;
+/**
+ * An event of the log (DESIGN §12): from `client.events.consume`, or a push `client.webhooks.verify`
+ * checked. Its `type` says what `data` is: test it (`event.type === "contact.merged"`) to narrow.
+ */
+export type WebhookEvent = MessageEvent | ContactMergedEvent;
+export type EventPage = Omit<Schemas["EventList"], "data"> & { data: WebhookEvent[] };
 
 /** Where events are pushed, and how far delivery has come (`delivery`). */
 export type WebhookEndpoint = Schemas["WebhookEndpoint"];

@@ -19,7 +19,7 @@ import {
   type TestEnv,
   type WorkerProcess,
 } from "../../test/support/index.ts";
-import { MessagingClient, type WebhookEvent } from "../src/index.ts";
+import { type MessageEvent, MessagingClient } from "../src/index.ts";
 import { stubEventsClient } from "./stub-events.ts";
 
 describe("the SDK (stub fetch, no service)", () => {
@@ -171,7 +171,7 @@ describe("the webhook-receiver example", () => {
       await customerWrites(env, tenant.phoneNumberId, { from: phone, type: "text", text });
     const events = await eventually(async () => {
       const page = await call(env.app, "GET", "/v2/events", { token: tenant.token });
-      const data = page.body.data as WebhookEvent[];
+      const data = page.body.data as MessageEvent[];
       return data.length === texts.length ? data : undefined;
     }, 30_000);
 

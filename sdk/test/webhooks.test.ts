@@ -7,14 +7,20 @@
 import { describe, expect, test } from "bun:test";
 import { Webhook } from "standardwebhooks";
 import { newEndpointSecret, signDelivery } from "../../src/push/signature.ts";
-import { MessagingClient, verifyWebhook, type WebhookEvent, WebhookVerificationError } from "../src/index.ts";
+import {
+  type FeedMessage,
+  MessagingClient,
+  verifyWebhook,
+  type WebhookEvent,
+  WebhookVerificationError,
+} from "../src/index.ts";
 
 const event: WebhookEvent = {
   object: "event",
   id: "evt_2Hj8Kl4mNp6Qr8St0UvWxY",
   type: "message.delivered",
   created: 1_800_000_000,
-  data: { id: "msg_1", object: "message" } as unknown as WebhookEvent["data"],
+  data: { id: "msg_1", object: "message" } as unknown as FeedMessage,
 };
 const body = JSON.stringify(event);
 
