@@ -32,6 +32,7 @@ import { createEventPartitions, dropExpiredEventPartitions } from "../src/events
 import { inPool } from "../src/outbound/pacing.ts";
 import { queuePrefix } from "../src/queues/index.ts";
 import { createRedis } from "../src/redis/connect.ts";
+import { bsuidForPhone } from "../src/simulator/users.ts";
 import { describeEndpointBacklog, markLogs, newWarnings } from "./lib/fault-diagnostics.ts";
 import { waitHttp } from "./lib/net.ts";
 import { createShop } from "./lib/shop.ts";
@@ -55,6 +56,7 @@ const SCENARIOS = [
   "receiver-down-60s",
   "event-partitions",
   "scheduled-redis-kill",
+  "identity-redis-restart",
   "failover-queue-master",
   "failover-tenant-master",
 ] as const;
@@ -628,6 +630,15 @@ interface Row {
     duplicates: number;
     settleMs: number | undefined;
   };
+  /** identity-redis-restart: people and their contacts at the end (DESIGN §14). */
+  identity?: {
+    persons: number;
+    /** People found as more than one live contact, or as none. */
+    split: number;
+    /** Messages left on a contact that was merged into another. */
+    onMerged: number;
+    merged: number;
+  };
   /** scheduled-redis-kill: cancels answered 200, and what must never happen to sends (DESIGN §13). */
   scheduled?: {
     canceled: number;
@@ -957,6 +968,164 @@ async function inboundScenario(db: Db, index: number): Promise<Row> {
     recoverMs: recoverMs(tally, end),
     settleMs,
     notes: ["inbound: rows are messages, not-read are unfinalized events"],
+  };
+}
+
+/**
+ * Identity under load (DESIGN §14). Every customer writes twice without a phone (`hide_phone`: known
+ * by a BSUID alone). Between the two, every other one is sent a template by phone: that makes a
+ * second contact, known by phone alone, until the send's status names the BSUID and proves them one
+ * person (merged, or the BSUID attached when the status came first). Redis is killed and restarted
+ * empty at 30 %. 0 lost, 0 duplicated, one live contact per person, no message on a merged contact.
+ */
+async function identityScenario(db: Db, index: number): Promise<Row> {
+  const shop = await openShop(db, index);
+  const deathsBefore = deaths.length;
+  const persons = Math.max(2, Math.floor(opts.n / 4));
+  const phone = (p: number) => `4916${String(index).padStart(2, "0")}${String(p).padStart(7, "0")}`;
+  // The BSUID the simulator gives the number (stable, derived from it).
+  const userId = (p: number) => bsuidForPhone(phone(p));
+  const wamid = (p: number, k: number) => `wamid.identity-${index}-${p}-${k}`;
+  const everyone = Array.from({ length: persons }, (_, p) => p);
+  type Step = { person: number; write: number } | { person: number; send: true };
+  const steps: Step[] = [
+    ...everyone.map((person) => ({ person, write: 0 })),
+    ...everyone.filter((p) => p % 2 === 1).map((person) => ({ person, send: true as const })),
+    ...everyone.map((person) => ({ person, write: 1 })),
+  ];
+  const { tally, faultEnd } = await load(
+    steps.length,
+    async (t, i) => {
+      const step = steps[i] as Step;
+      if ("send" in step) {
+        const body = JSON.stringify({
+          to: `+${phone(step.person)}`,
+          template: { name: "order_shipped", language: "en", variables: { body: ["Ada", `#${i}`] } },
+        });
+        const headers = {
+          authorization: `Bearer ${shop.token}`,
+          "content-type": "application/json",
+          "idempotency-key": `identity-${index}-${step.person}`,
+        };
+        await attempt(
+          t,
+          i,
+          () =>
+            fetch(`${apiUrl}/v2/messages`, {
+              method: "POST",
+              headers,
+              body,
+              signal: AbortSignal.timeout(20_000),
+            }),
+          messageIdOf,
+        );
+        return;
+      }
+      const body = JSON.stringify({
+        phone_number_id: shop.phoneNumberId,
+        from: phone(step.person),
+        hide_phone: true,
+        type: "text",
+        text: `hello ${step.write}`,
+        id: wamid(step.person, step.write),
+      });
+      await attempt(
+        t,
+        i,
+        async () => {
+          const response = await fetch(`${simulatorUrl}/_sim/inbound`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body,
+            signal: AbortSignal.timeout(20_000),
+          });
+          // The simulator says what the api answered its webhook: that is the client-visible status.
+          const answer = (await response.json()) as { webhook_status: number | null };
+          return new Response(null, { status: answer.webhook_status ?? 599 });
+        },
+        async () => wamid(step.person, step.write),
+      );
+    },
+    { at: 0.3, run: restartRedisEmpty },
+  );
+  const end = await faultEnd;
+  const sent = steps.filter((step) => "send" in step).length;
+  const unfinalized = async () =>
+    (
+      await db
+        .selectFrom("inbound_events")
+        .select(sql<number>`count(*)::int`.as("n"))
+        .where("tenant_id", "=", shop.tenantId)
+        .where("finalized_at", "is", null)
+        .executeTakeFirstOrThrow()
+    ).n;
+  const settleMs = await settleOutbound(db, shop, sent);
+  const finalizeBy = Date.now() + opts.settleTimeoutMs;
+  while ((await unfinalized().catch(() => 1)) > 0 && Date.now() < finalizeBy) await Bun.sleep(1000);
+
+  const messages = await db
+    .selectFrom("messages")
+    .select(["id", "direction", "status", "provider_message_id", "contact_id"])
+    .where("tenant_id", "=", shop.tenantId)
+    .execute();
+  const inbound = messages.filter((m) => m.direction === "inbound");
+  const outbound = messages.filter((m) => m.direction === "outbound");
+  const perWamid = new Map<string, number>();
+  for (const m of inbound)
+    perWamid.set(m.provider_message_id ?? "", (perWamid.get(m.provider_message_id ?? "") ?? 0) + 1);
+  const sends = await providerSends(shop.phoneNumberId);
+  const acknowledged = [...new Set(tally.ids.values())];
+  const outboundIds = new Set(outbound.map((m) => m.id ?? ""));
+  const lost =
+    acknowledged.filter((id) => id.startsWith("wamid.") && !perWamid.has(id)).length +
+    acknowledged.filter((id) => !id.startsWith("wamid.") && !outboundIds.has(id)).length +
+    outbound.filter((m) => !sends.has(m.id ?? "")).length;
+
+  // Who each person is now: the live contacts found by their phone, their BSUID, or a BSUID they had.
+  const contacts = await db
+    .selectFrom("contacts")
+    .select(["id", "phone", "user_id", "merged_into"])
+    .where("tenant_id", "=", shop.tenantId)
+    .execute();
+  const formerIds = await db
+    .selectFrom("contact_user_ids")
+    .select(["user_id", "contact_id"])
+    .where("tenant_id", "=", shop.tenantId)
+    .execute();
+  const byId = new Map(contacts.map((c) => [c.id, c]));
+  const live = (id: string): string => {
+    let contact = byId.get(id);
+    for (let hops = 0; contact?.merged_into && hops < 10; hops++) contact = byId.get(contact.merged_into);
+    return contact?.id ?? id;
+  };
+  let split = 0;
+  for (const p of everyone) {
+    const found = new Set<string>();
+    for (const c of contacts)
+      if (!c.merged_into && (c.phone === `+${phone(p)}` || c.user_id === userId(p))) found.add(c.id);
+    for (const f of formerIds) if (f.user_id === userId(p)) found.add(live(f.contact_id));
+    if (found.size !== 1) split++;
+  }
+  const mergedIds = new Set(contacts.filter((c) => c.merged_into).map((c) => c.id));
+  return {
+    scenario: "identity-redis-restart",
+    n: steps.length,
+    ...loadFigures(tally, deathsBefore),
+    rows: messages.length,
+    sends: [...sends.values()].reduce((a, b) => a + b, 0),
+    duplicates: repeats(perWamid.values()) + repeats(sends.values()),
+    lost,
+    notRead: outbound.filter((m) => m.status !== "read").length + (await unfinalized()),
+    stalled: tally.stalled,
+    recoverMs: recoverMs(tally, end),
+    settleMs,
+    notes: [`identity: ${persons} people, ${mergedIds.size} contacts merged into another`],
+    identity: {
+      persons,
+      split,
+      onMerged: messages.filter((m) => mergedIds.has(m.contact_id)).length,
+      merged: mergedIds.size,
+    },
   };
 }
 
@@ -1330,6 +1499,10 @@ function failures(row: Row): string[] {
     if (s.sentLate > 0) problems.push(`${s.sentLate} sent past valid_for`);
     if (s.failedOtherwise > 0) problems.push(`${s.failedOtherwise} failed other than expired`);
   }
+  if (row.identity) {
+    if (row.identity.split > 0) problems.push(`${row.identity.split} person(s) not exactly one live contact`);
+    if (row.identity.onMerged > 0) problems.push(`${row.identity.onMerged} message(s) on a merged contact`);
+  }
   for (const note of row.notes)
     if (note.startsWith("not every") || note.startsWith("late:")) problems.push(note);
   return problems;
@@ -1475,6 +1648,9 @@ async function main(): Promise<number> {
           break;
         case "scheduled-redis-kill":
           row = await scheduledScenario(db, index);
+          break;
+        case "identity-redis-restart":
+          row = await identityScenario(db, index);
           break;
         case "failover-queue-master":
           // Every send job's key: the send queue's hash tag.
