@@ -1,5 +1,5 @@
 import type { Clock } from "../clock.ts";
-import { type MessagingState, messagingState, WINDOW_MS } from "../contacts/messaging-state.ts";
+import { messagingState } from "../contacts/messaging-state.ts";
 import type { Db } from "../db/connect.ts";
 import type { ReadDatabase } from "../db/read-replica.ts";
 import { ApiError } from "../http/errors.ts";
@@ -13,7 +13,8 @@ import type { RedisClient, RedisKeys } from "../redis/connect.ts";
 import { listTenantSenders, type SenderRow } from "../senders/repository.ts";
 import { chooseSender } from "../senders/resolve.ts";
 import { findApprovedTemplates } from "../templates/repository.ts";
-import { createAcceptBatcher } from "./accept-batch.ts";
+import { type AcceptRow, createAcceptBatcher } from "./accept-batch.ts";
+import { type SendContent, templateContent, textContent } from "./content.ts";
 import {
   claimFromAdmission,
   claimIdempotencyKey,
@@ -22,18 +23,11 @@ import {
   replayVerdict,
   requestFingerprint,
 } from "./idempotency.ts";
-import { type AcceptedMessage, acceptedMessageOf, type StoredContent } from "./presenter.ts";
+import { type AcceptedMessage, acceptedMessageOf } from "./presenter.ts";
 import { addressOrRefuse, type Recipient, resolveRecipient, unresolvedPhoneRecipient } from "./recipient.ts";
 import { findMessage } from "./repository.ts";
 import type { SendMessageInput } from "./schemas.ts";
-import {
-  checkShape,
-  isAuthenticationTemplate,
-  optedOut,
-  phoneRequired,
-  scheduledTime,
-  windowClosed,
-} from "./send-checks.ts";
+import { checkShape, optedOut, phoneRequired, scheduledTime, windowClosed } from "./send-checks.ts";
 import { bindTemplate, chooseTemplate } from "./template-binding.ts";
 
 export interface AcceptDeps {
@@ -117,7 +111,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
   /**
    * The request, checked against the tenant's directory and the recipient's state: the sender, the
    * recipient (src/contacts/identity.ts decides who a person is), whether they may be messaged, and
-   * the content (free text, or a template bound to its values). Each step is named below.
+   * the content (free text, or a template bound to its values).
    */
   async function validate(
     auth: AuthContext,
@@ -125,7 +119,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     now: Date,
     directoryVersion: string | undefined,
     sendAt: Date | undefined,
-  ) {
+  ): Promise<ValidSend> {
     const sender = chooseSender(await senders.get(auth.tenantId, directoryVersion), input.sender);
     const recipient = await findRecipient(auth.tenantId, input, sender?.active === true);
     const state = messagingState(recipient.lastInboundAt, now, sender?.active === true, recipient.optedOut);
@@ -143,7 +137,7 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     const content =
       input.body !== undefined
         ? textContent(input.body, recipient, state, sendAt)
-        : await templateContent(auth.tenantId, sender, input.template!, directoryVersion, now);
+        : await boundTemplate(auth.tenantId, sender, input.template!, directoryVersion, now);
     if (content.authentication && recipient.phone === null) throw phoneRequired(param);
     return { sender, recipient, ...content };
   }
@@ -161,76 +155,47 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     return resolveRecipient(deps.db, tenantId, input);
   }
 
-  /** Free text: only inside the 24-hour window, which must still be open at a scheduled send_at. */
-  function textContent(body: string, recipient: Recipient, state: MessagingState, sendAt: Date | undefined) {
-    if (!state.within_window) {
-      throw windowClosed(
-        state,
-        "Free text can only be sent within 24 hours of the customer's last message; send an approved template.",
-        "body",
-      );
-    }
-    // Scheduled: the window must still be open at send_at as known now (checked again then).
-    if (sendAt && recipient.lastInboundAt!.getTime() + WINDOW_MS <= sendAt.getTime()) {
-      throw windowClosed(
-        state,
-        `The 24-hour window closes at ${state.window_expires_at}, before send_at; free text can only be scheduled inside it. Send an approved template.`,
-        "send_at",
-      );
-    }
-    return {
-      type: "text" as const,
-      text: body,
-      content: { kind: "text", body } satisfies StoredContent as StoredContent,
-      media: undefined,
-      authentication: false,
-    };
-  }
-
-  /** An approved template of the sender, bound to the request's values (and its header's media). */
-  async function templateContent(
+  /** An approved template of the sender (cached per directory version), bound to the request's values. */
+  async function boundTemplate(
     tenantId: string,
     sender: SenderRow,
     request: NonNullable<SendMessageInput["template"]>,
     directoryVersion: string | undefined,
     now: Date,
-  ) {
+  ): Promise<SendContent> {
     const template = chooseTemplate(
       await templates.get([tenantId, sender.id, request.name].join("\u0000"), directoryVersion),
       request,
     );
-    const bound = await bindTemplate({ db: deps.db, now }, sender, template, request);
-    const header = bound.components.header;
-    return {
-      type: "template" as const,
-      text: bound.rendered,
-      content: {
-        kind: "template",
-        template_id: template.id,
-        template_name: template.name,
-        language: template.language,
-        components: bound.components as Record<string, unknown>,
-      } satisfies StoredContent as StoredContent,
-      media:
-        header && header.type !== "text"
-          ? { type: header.type, filename: header.filename ?? null }
-          : undefined,
-      authentication: isAuthenticationTemplate(template),
-    };
+    return templateContent(template, await bindTemplate({ db: deps.db, now }, sender, template, request));
   }
 
-  /** A refused request that repeats a key whose message exists is a replay, not a refusal. */
-  async function replayInstead(auth: AuthContext, key: string, fingerprint: Buffer, now: Date) {
-    const durable = await findIdempotencyRecord(deps.db, auth.clientId, key, now);
+  /** The key claimed in Redis: from this send's admission when it reserved it, else claimed here. */
+  async function claimKey(auth: AuthContext, key: SendKey, reservation: IdempotencyReservation | undefined) {
+    return reservation?.key === key.name
+      ? claimFromAdmission(deps.redis, reservation, key.fingerprint)
+      : await claimIdempotencyKey(deps, auth, key.name, key.fingerprint);
+  }
+
+  /**
+   * The key's message as Postgres has it (Redis may have forgotten a finished key, or a twin with the
+   * same key committed first): the replay, with the claim completed; undefined when there is none.
+   */
+  async function replayFromPostgres(auth: AuthContext, key: SendKey, claim: IdempotencyClaim, now: Date) {
+    const durable = await findIdempotencyRecord(deps.db, auth.clientId, key.name, now);
     if (!durable) return undefined;
-    replayVerdict(durable, fingerprint);
-    return replayOf(deps.db, auth.tenantId, durable.messageId);
+    replayVerdict(durable, key.fingerprint);
+    const replay = await replayOf(deps.db, auth.tenantId, durable.messageId);
+    if (claim.kind === "new") await claim.complete(replay.message.id);
+    return replay;
   }
 
   /**
    * `directoryVersion`: the tenant's, from this send's admission (SendAdmission); undefined only for
    * a caller without one, which then accepts cached senders and templates up to DIRECTORY_CACHE_MS old.
    * `reservation`: the Idempotency-Key as that admission claimed it; without one, it is claimed here.
+   * The steps: the request's shape, the key's claim (a replay ends here), the checks against the
+   * directory and the recipient (a refusal of a key Postgres knows is a replay), the group commit.
    */
   return async function acceptOutboundMessage(
     auth: AuthContext,
@@ -243,64 +208,31 @@ export function createMessageAcceptor(deps: AcceptDeps) {
     checkShape(input);
     const now = deps.clock.now();
     const sendAt = scheduledTime(input, now);
-    const fingerprint = idempotencyKey === undefined ? undefined : requestFingerprint(input);
-    let claim: IdempotencyClaim | undefined;
-    if (idempotencyKey !== undefined && fingerprint) {
-      claim =
-        reservation?.key === idempotencyKey
-          ? claimFromAdmission(deps.redis, reservation, fingerprint)
-          : await claimIdempotencyKey(deps, auth, idempotencyKey, fingerprint);
-      if (claim.kind === "replay") return replayOf(deps.db, auth.tenantId, claim.messageId);
-    }
+    const key =
+      idempotencyKey === undefined
+        ? undefined
+        : { name: idempotencyKey, fingerprint: requestFingerprint(input) };
+    const claim = key && (await claimKey(auth, key, reservation));
+    if (claim?.kind === "replay") return replayOf(deps.db, auth.tenantId, claim.messageId);
 
     try {
-      let valid: Awaited<ReturnType<typeof validate>>;
+      let valid: ValidSend;
       try {
         valid = await validate(auth, input, now, directoryVersion, sendAt);
       } catch (error) {
-        // Redis may have forgotten a finished key: Postgres decides before we refuse a replay.
         const replay =
-          idempotencyKey !== undefined && fingerprint && error instanceof ApiError
-            ? await replayInstead(auth, idempotencyKey, fingerprint, now)
+          key && claim && error instanceof ApiError
+            ? await replayFromPostgres(auth, key, claim, now)
             : undefined;
-        if (replay) {
-          if (claim?.kind === "new") await claim.complete(replay.message.id);
-          return replay;
-        }
+        if (replay) return replay;
         throw error;
       }
-
       const messageId = newId("msg");
-      const committed = await commit({
-        messageId,
-        tenantId: auth.tenantId,
-        clientId: auth.clientId,
-        senderId: valid.sender.id,
-        contactId: valid.recipient.contactId,
-        phone: valid.recipient.phone,
-        userId: valid.recipient.userId,
-        recipientName: input.recipient_name ?? null,
-        type: valid.type,
-        text: valid.text,
-        mediaType: valid.media?.type ?? null,
-        mediaFilename: valid.media?.filename ?? null,
-        content: JSON.stringify(valid.content),
-        clientReference: input.client_reference ?? null,
-        sendAt: sendAt ?? null,
-        validFor: input.valid_for ?? null,
-        expiresAt:
-          input.valid_for === undefined ? null : new Date((sendAt ?? now).getTime() + input.valid_for * 1000),
-        createdAt: now,
-        idempotency:
-          idempotencyKey !== undefined && fingerprint
-            ? { key: idempotencyKey, fingerprint, marker: claim?.kind === "new" ? claim.marker : undefined }
-            : undefined,
-      });
+      const committed = await commit(acceptRow({ auth, input, valid, messageId, now, sendAt, key, claim }));
       if (committed.kind === "idempotency-taken") {
         // A twin with the same key committed first (Redis had lost the key): answer with its message.
-        const replay = await replayInstead(auth, idempotencyKey!, fingerprint!, now);
+        const replay = await replayFromPostgres(auth, key!, claim!, now);
         if (!replay) throw new Error("idempotency record vanished after a conflict");
-        if (claim?.kind === "new") await claim.complete(replay.message.id);
         return replay;
       }
       if (committed.kind === "opted-out") throw optedOut("to");
@@ -308,22 +240,86 @@ export function createMessageAcceptor(deps: AcceptDeps) {
       deps.metrics.messagesAccepted.inc({ type: valid.type });
       return {
         replayed: false,
-        message: {
-          id: messageId,
-          senderId: valid.sender.id,
-          contactId: committed.contactId,
-          phone: valid.recipient.phone,
-          content: valid.content,
-          clientReference: input.client_reference ?? null,
-          sendAt: sendAt ?? null,
-          validFor: input.valid_for ?? null,
-          createdAt: now,
-        },
+        message: acceptedMessage(input, valid, messageId, committed.contactId, now, sendAt),
       };
     } catch (error) {
       if (claim?.kind === "new") await claim.release();
       throw error;
     }
+  };
+}
+
+/** An Idempotency-Key and the fingerprint of the request that carries it. */
+interface SendKey {
+  name: string;
+  fingerprint: Buffer;
+}
+
+/** A send that passed its checks: its sender, its recipient and what it says. */
+interface ValidSend extends SendContent {
+  sender: SenderRow;
+  recipient: Recipient;
+}
+
+/** The row the group commit stores for a checked send. */
+function acceptRow(send: {
+  auth: AuthContext;
+  input: SendMessageInput;
+  valid: ValidSend;
+  messageId: string;
+  now: Date;
+  sendAt: Date | undefined;
+  key: SendKey | undefined;
+  claim: IdempotencyClaim | undefined;
+}): AcceptRow {
+  const { auth, input, valid, key, claim, now, sendAt } = send;
+  return {
+    messageId: send.messageId,
+    tenantId: auth.tenantId,
+    clientId: auth.clientId,
+    senderId: valid.sender.id,
+    contactId: valid.recipient.contactId,
+    phone: valid.recipient.phone,
+    userId: valid.recipient.userId,
+    recipientName: input.recipient_name ?? null,
+    type: valid.type,
+    text: valid.text,
+    mediaType: valid.media?.type ?? null,
+    mediaFilename: valid.media?.filename ?? null,
+    content: JSON.stringify(valid.content),
+    clientReference: input.client_reference ?? null,
+    sendAt: sendAt ?? null,
+    validFor: input.valid_for ?? null,
+    expiresAt:
+      input.valid_for === undefined ? null : new Date((sendAt ?? now).getTime() + input.valid_for * 1000),
+    createdAt: now,
+    idempotency: key && {
+      key: key.name,
+      fingerprint: key.fingerprint,
+      marker: claim?.kind === "new" ? claim.marker : undefined,
+    },
+  };
+}
+
+/** The Message a new send answers with. */
+function acceptedMessage(
+  input: SendMessageInput,
+  valid: ValidSend,
+  messageId: string,
+  contactId: string,
+  now: Date,
+  sendAt: Date | undefined,
+): AcceptedMessage {
+  return {
+    id: messageId,
+    senderId: valid.sender.id,
+    contactId,
+    phone: valid.recipient.phone,
+    content: valid.content,
+    clientReference: input.client_reference ?? null,
+    sendAt: sendAt ?? null,
+    validFor: input.valid_for ?? null,
+    createdAt: now,
   };
 }
 
