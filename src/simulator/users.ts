@@ -26,23 +26,45 @@ function countryOf(digits: string): string {
   return getCountries().find((country) => getCountryCallingCode(country) === callingCode) ?? UNKNOWN_COUNTRY;
 }
 
-/** The BSUID the simulator gives a phone (digits): `<country>.` and 16 digits of a hash, stable across runs. */
-export function bsuidForPhone(digits: string): string {
-  const hash = createHash("sha256").update(`bsuid:${digits}`).digest();
+/**
+ * The BSUID the simulator gives a phone (digits): `<country>.` and 16 digits of a hash, stable across
+ * runs. `owner` counts the people who had the number before (a number that changed hands names
+ * someone else, with a BSUID of their own).
+ */
+export function bsuidForPhone(digits: string, owner = 0): string {
+  const hash = createHash("sha256")
+    .update(owner === 0 ? `bsuid:${digits}` : `bsuid:${digits}:${owner}`)
+    .digest();
   const number = hash.readBigUInt64BE(0) % 10n ** 16n;
   return `${countryOf(digits)}.${number.toString().padStart(16, "0")}`;
 }
 
-/** The user with this phone (digits): the one remembered, else a new one with the derived BSUID. */
+/**
+ * The user with this phone (digits): the one remembered, else a new one with the derived BSUID (or,
+ * when a user the simulator remembers holds that BSUID, having moved to another number, the next one).
+ */
 export function userByPhone(state: SimulatorState, digits: string): SimUser {
   return (
     state.users.byPhone.get(digits) ?? {
       phone: digits,
-      userId: bsuidForPhone(digits),
+      userId: newUserIdFor(state, digits),
       username: null,
       hidePhone: false,
     }
   );
+}
+
+/**
+ * The BSUID of a user first met by `digits`: the one derived from the number, unless a remembered
+ * user who moved to another number holds it (the number changed hands: its new owner is someone
+ * else). A holder whose phone the simulator never learned is the number's owner, met by BSUID first.
+ */
+function newUserIdFor(state: SimulatorState, digits: string): string {
+  for (let owner = 0; ; owner++) {
+    const userId = bsuidForPhone(digits, owner);
+    const holder = state.users.byUserId.get(userId);
+    if (!holder || holder.phone === null || holder.phone === digits) return userId;
+  }
 }
 
 /** The user with this BSUID: the one remembered, else one the simulator knows by the BSUID only. */
@@ -98,7 +120,7 @@ export function inboundAuthor(
   }
   const user = known ?? {
     phone,
-    userId: request.user_id ?? bsuidForPhone(phone!),
+    userId: request.user_id ?? newUserIdFor(state, phone!),
     username: null,
     hidePhone: false,
   };

@@ -98,7 +98,7 @@ describe("panel: senders and templates", () => {
       'data-label="Header"><div class="cell">Video</div>',
       "<code>summer_sale</code>",
     ]);
-    expect(plain(page.text)).toContain("6 of 8 approved");
+    expect(plain(page.text)).toContain("7 of 9 approved");
   });
 
   test("template text from the provider is escaped before variables are marked", async () => {

@@ -55,6 +55,7 @@ describe("webhook endpoints", () => {
         "message.read",
         "message.failed",
         "message.canceled",
+        "contact.merged",
       ],
       // Every type, new ones included (created without events).
       all_events: true,
