@@ -131,8 +131,14 @@ export function createDb(databaseUrl: string, options: DbOptions = {}): Db {
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool: createPool(databaseUrl, options) }) });
 }
 
-/** Creates the database named in the URL when it does not exist yet (safe if two processes race). */
-export async function ensureDatabase(databaseUrl: string): Promise<void> {
+/**
+ * Creates the database named in the URL when it does not exist yet (safe if two processes race);
+ * `template`: as a copy of that database (the tests' migrated template, scripts/test-template.ts).
+ */
+export async function ensureDatabase(
+  databaseUrl: string,
+  options: { template?: string } = {},
+): Promise<void> {
   const url = new URL(databaseUrl);
   const name = decodeURIComponent(url.pathname.slice(1));
   if (!name) throw new Error("DATABASE_URL names no database");
@@ -144,7 +150,8 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
     const found = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
     if (found.rowCount === 0) {
       try {
-        await client.query(`CREATE DATABASE ${quoteIdentifier(name)}`);
+        const template = options.template ? ` TEMPLATE ${quoteIdentifier(options.template)}` : "";
+        await client.query(`CREATE DATABASE ${quoteIdentifier(name)}${template}`);
       } catch (error) {
         // 42P04 duplicate_database, 23505 unique_violation: another process won the race.
         const code = (error as { code?: string }).code;

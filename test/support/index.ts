@@ -73,7 +73,8 @@ export async function createTestEnv(options: TestEnvOptions = {}): Promise<TestE
     ...(simulator && { WHATSAPP_GRAPH_URL: simulator.url }),
     ...options.env,
   });
-  await ensureDatabase(config.databaseUrl);
+  // A copy of the migrated template `bun run test` prepares (scripts/test-template.ts), when it did.
+  await ensureDatabase(config.databaseUrl, { template: process.env.TEST_TEMPLATE_DATABASE || undefined });
   const clock = new ManualClock();
   // Every request of a test comes from one address: the per-IP limits of the token endpoint, panel
   // and ops would otherwise pace whole files. Tests of those limits set their own.
