@@ -73,8 +73,12 @@ export async function createTestEnv(options: TestEnvOptions = {}): Promise<TestE
     ...(simulator && { WHATSAPP_GRAPH_URL: simulator.url }),
     ...options.env,
   });
-  // A copy of the migrated template `bun run test` prepares (scripts/test-template.ts), when it did.
-  await ensureDatabase(config.databaseUrl, { template: process.env.TEST_TEMPLATE_DATABASE || undefined });
+  // A copy of the migrated template `bun run test` prepares on PG_BASE (scripts/test-template.ts),
+  // when it did; a test on a server of its own (a replica's primary) migrates its database itself.
+  const template = config.databaseUrl.startsWith(`${PG_BASE}/`)
+    ? process.env.TEST_TEMPLATE_DATABASE
+    : undefined;
+  await ensureDatabase(config.databaseUrl, { template: template || undefined });
   const clock = new ManualClock();
   // Every request of a test comes from one address: the per-IP limits of the token endpoint, panel
   // and ops would otherwise pace whole files. Tests of those limits set their own.
