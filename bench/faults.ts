@@ -892,6 +892,21 @@ async function flushallReplay(db: Db, index: number): Promise<Row> {
   return row;
 }
 
+/**
+ * A customer's message through the simulator's POST /_sim/inbound: answered with the status the api
+ * gave the simulator's webhook (what the provider would see), so that `attempt` retries a refusal.
+ */
+async function customerWrites(body: string): Promise<Response> {
+  const response = await fetch(`${simulatorUrl}/_sim/inbound`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+    signal: AbortSignal.timeout(20_000),
+  });
+  const answer = (await response.json()) as { webhook_status: number | null };
+  return new Response(null, { status: answer.webhook_status ?? 599 });
+}
+
 /** Inbound webhooks from the simulator (retried by the client until the api took them). */
 async function inboundScenario(db: Db, index: number): Promise<Row> {
   const shop = await openShop(db, index);
@@ -911,17 +926,7 @@ async function inboundScenario(db: Db, index: number): Promise<Row> {
       await attempt(
         t,
         i,
-        async () => {
-          const response = await fetch(`${simulatorUrl}/_sim/inbound`, {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            body,
-            signal: AbortSignal.timeout(20_000),
-          });
-          // The simulator says what the api answered its webhook: that is the client-visible status.
-          const answer = (await response.json()) as { webhook_status: number | null };
-          return new Response(null, { status: answer.webhook_status ?? 599 });
-        },
+        () => customerWrites(body),
         async () => wamid(i),
       );
     },
@@ -1032,17 +1037,7 @@ async function identityScenario(db: Db, index: number): Promise<Row> {
       await attempt(
         t,
         i,
-        async () => {
-          const response = await fetch(`${simulatorUrl}/_sim/inbound`, {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            body,
-            signal: AbortSignal.timeout(20_000),
-          });
-          // The simulator says what the api answered its webhook: that is the client-visible status.
-          const answer = (await response.json()) as { webhook_status: number | null };
-          return new Response(null, { status: answer.webhook_status ?? 599 });
-        },
+        () => customerWrites(body),
         async () => wamid(step.person, step.write),
       );
     },
