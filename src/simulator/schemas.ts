@@ -135,23 +135,25 @@ export const StatusRequest = t.Object({
 });
 export type StatusRequest = Static<typeof StatusRequest>;
 
-export const ChangeNumberRequest = t.Object({
+/** What both user-change calls take besides the change itself: the sender, and the webhook's envelope. */
+const userChangeFields = () => ({
   phone_number_id: t.String({ minLength: 1 }),
-  user_id: Bsuid("the user whose number changes"),
-  new_phone: Phone("the user's new number"),
   name: t.Optional(t.String()),
   waba_id: t.Optional(t.String({ minLength: 1 })),
   display_phone_number: t.Optional(t.String({ minLength: 1 })),
 });
+
+export const ChangeNumberRequest = t.Object({
+  ...userChangeFields(),
+  user_id: Bsuid("the user whose number changes"),
+  new_phone: Phone("the user's new number"),
+});
 export type ChangeNumberRequest = Static<typeof ChangeNumberRequest>;
 
 export const ChangeUserIdRequest = t.Object({
-  phone_number_id: t.String({ minLength: 1 }),
+  ...userChangeFields(),
   user_id: Bsuid("the user's BSUID until now"),
   new_user_id: Bsuid("the user's new BSUID"),
-  name: t.Optional(t.String()),
-  waba_id: t.Optional(t.String({ minLength: 1 })),
-  display_phone_number: t.Optional(t.String({ minLength: 1 })),
 });
 export type ChangeUserIdRequest = Static<typeof ChangeUserIdRequest>;
 
