@@ -331,6 +331,8 @@ interface Shop {
 interface Receiver {
   url: string;
   arrivals: string[];
+  /** Each event's contact as the post named it (`data.contact`, or a merge's survivor). */
+  contactOf: Map<string, string>;
   down(): Promise<void>;
   up(): void;
   stop(): Promise<void>;
@@ -338,9 +340,15 @@ interface Receiver {
 
 function startReceiver(): Receiver {
   const arrivals: string[] = [];
+  const contactOf = new Map<string, string>();
   const handle = async (request: Request) => {
-    await request.arrayBuffer();
-    arrivals.push(request.headers.get("webhook-id") ?? "");
+    const id = request.headers.get("webhook-id") ?? "";
+    const event = JSON.parse(await request.text()) as {
+      data?: { contact?: { id?: string }; survivor?: { id?: string } };
+    };
+    const contact = event.data?.contact?.id ?? event.data?.survivor?.id;
+    if (contact && !contactOf.has(id)) contactOf.set(id, contact);
+    arrivals.push(id);
     return new Response(null, { status: 204 });
   };
   let server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: handle });
@@ -348,6 +356,7 @@ function startReceiver(): Receiver {
   return {
     url: `http://127.0.0.1:${port}/hooks`,
     arrivals,
+    contactOf,
     down: () => server.stop(true),
     up() {
       server = Bun.serve({ port, hostname: "127.0.0.1", fetch: handle });
@@ -1126,15 +1135,18 @@ async function identityScenario(db: Db, index: number): Promise<Row> {
 
 /**
  * The shop's webhook deliveries, once the scenario is over: waits (bounded) until its receiver has
- * had every event of the log, then counts the events it never got, the contacts whose events did not
- * first arrive in log order, and the repeats (at least once: allowed, counted).
+ * had every event of the log (events about a contact, `contact.merged`, included), then counts the
+ * events it never got, the contacts whose events did not first arrive in log order, and the repeats
+ * (at least once: allowed, counted). A contact is the one each post named: two contacts merged
+ * later (DESIGN §14) were two ordered streams until then, posted side by side.
  */
 async function webhookFigures(db: Db, shop: Shop): Promise<NonNullable<Row["webhook"]>> {
   const from = Date.now();
   const events = async () =>
     (
       await sql<{ id: string; seq: number; contact_id: string }>`
-        SELECT e.id, e.seq, m.contact_id FROM events e JOIN messages m ON m.id = e.message_id
+        SELECT e.id, e.seq, coalesce(m.contact_id, e.contact_id) AS contact_id
+        FROM events e LEFT JOIN messages m ON m.id = e.message_id
         WHERE e.tenant_id = ${shop.tenantId} ORDER BY e.seq`.execute(db)
     ).rows;
   let log = await events().catch(() => []);
@@ -1159,8 +1171,9 @@ async function webhookFigures(db: Db, shop: Shop): Promise<NonNullable<Row["webh
     const event = seqOf.get(id);
     if (!event || seen.has(id)) continue;
     seen.add(id);
-    if ((lastSeq.get(event.contact_id) ?? 0) > event.seq) disordered.add(event.contact_id);
-    lastSeq.set(event.contact_id, event.seq);
+    const contact = shop.receiver.contactOf.get(id) ?? event.contact_id;
+    if ((lastSeq.get(contact) ?? 0) > event.seq) disordered.add(contact);
+    lastSeq.set(contact, event.seq);
   }
   return {
     events: log.length,
