@@ -116,13 +116,63 @@ export async function nextPositions(
   return rows[0] ?? { from_seq: afterSeq, to_seq: afterSeq, head: afterSeq };
 }
 
+/** eventEntriesAfter's query, as a caller of eventsInNextPositions narrows it. */
+export type EventEntriesQuery = ReturnType<typeof eventEntriesAfter>;
+
+/** A query of event entries, narrowed or not: limited, then run. */
+interface LimitableQuery<R> {
+  limit(count: number): { execute(): Promise<R[]> };
+}
+
+/** A read bounded by positions: `fetch` events at most among the next `positions` after `afterSeq`. */
+export interface PositionsRead {
+  afterSeq: number;
+  positions: number;
+  fetch: number;
+  /** Only events of these types; all when undefined. */
+  types: readonly EventType[] | undefined;
+}
+
 /**
- * The tenant's events of `types` among the next EVENT_SCAN_ROWS positions after `afterSeq`, `fetch` of
- * them at most, and the last position examined.
+ * The tenant's events among the read's next positions (nextPositions), with that range. `narrow` adds
+ * to the query (src/push/delivery-store.ts: each event's delivery state, unacknowledged ones only).
  *
  * Two statements, the range first: every position up to the head it read is committed (the head
  * moves in the transaction that numbers them), so the second statement, which may see later
  * commits, sees all of the range.
+ */
+export function eventsInNextPositions(
+  db: Db,
+  tenantId: string,
+  read: PositionsRead,
+): Promise<{ range: PositionRange; rows: EventRow[] }>;
+export function eventsInNextPositions<R>(
+  db: Db,
+  tenantId: string,
+  read: PositionsRead,
+  narrow: (entries: EventEntriesQuery) => LimitableQuery<R>,
+): Promise<{ range: PositionRange; rows: R[] }>;
+export async function eventsInNextPositions(
+  db: Db,
+  tenantId: string,
+  read: PositionsRead,
+  narrow: (entries: EventEntriesQuery) => LimitableQuery<unknown> = (entries) => entries,
+): Promise<{ range: PositionRange; rows: unknown[] }> {
+  const range = await nextPositions(db, tenantId, read.afterSeq, read.positions);
+  const rows =
+    range.to_seq > range.from_seq
+      ? await narrow(
+          eventEntriesAfter(db, tenantId, range.from_seq, read.types).where("events.seq", "<=", range.to_seq),
+        )
+          .limit(read.fetch)
+          .execute()
+      : [];
+  return { range, rows };
+}
+
+/**
+ * The tenant's events of `types` among the next EVENT_SCAN_ROWS positions after `afterSeq`, `fetch` of
+ * them at most, and the last position examined (eventsInNextPositions).
  */
 export async function readEventsOfTypes(
   db: Db,
@@ -131,14 +181,12 @@ export async function readEventsOfTypes(
   fetch: number,
   types: readonly EventType[],
 ): Promise<LogRead<EventRow>> {
-  const range = await nextPositions(db, tenantId, afterSeq, EVENT_SCAN_ROWS);
-  const rows =
-    range.to_seq > range.from_seq
-      ? await eventEntriesAfter(db, tenantId, range.from_seq, types)
-          .where("events.seq", "<=", range.to_seq)
-          .limit(fetch)
-          .execute()
-      : [];
+  const { range, rows } = await eventsInNextPositions(db, tenantId, {
+    afterSeq,
+    positions: EVENT_SCAN_ROWS,
+    fetch,
+    types,
+  });
   return { rows, examinedTo: range.to_seq, stoppedShort: range.to_seq < range.head };
 }
 

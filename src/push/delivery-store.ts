@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import type { Db } from "../db/connect.ts";
-import { EVENT_SCAN_ROWS, eventEntriesAfter, nextPositions } from "../events/repository.ts";
+import { EVENT_SCAN_ROWS, eventsInNextPositions } from "../events/repository.ts";
 import type { Item } from "./delivery-window.ts";
 import type { EndpointRow } from "./repository.ts";
 
@@ -22,22 +22,18 @@ export const RUN_SCAN_POSITIONS = EVENT_SCAN_ROWS;
  * one retention kept onward). `examinedTo`: every such event up to it is in `rows` (the last row's
  * position when `limit` of them came, else the end of the range), so the next read starts there and
  * the cursor may move past it. `head`: the log's last position when the range was taken; every
- * position up to it is committed (the range is read first, as in readEventsOfTypes).
+ * position up to it is committed (eventsInNextPositions reads the range first).
  */
 export async function unacknowledgedEvents(db: Db, endpoint: EndpointRow, afterSeq: number, limit: number) {
-  const range = await nextPositions(db, endpoint.tenant_id, afterSeq, RUN_SCAN_POSITIONS);
-  const rows =
-    range.to_seq > range.from_seq
-      ? await eventEntriesAfter(db, endpoint.tenant_id, range.from_seq, endpoint.events ?? undefined)
-          .where("events.seq", "<=", range.to_seq)
-          .leftJoin("webhook_deliveries as d", (join) =>
-            join.on("d.endpoint_id", "=", endpoint.id).onRef("d.seq", "=", "events.seq"),
-          )
-          .select(["d.attempts", "d.first_failed_at", "d.next_attempt_at"])
-          .where((eb) => eb.or([eb("d.acknowledged", "is", null), eb("d.acknowledged", "=", false)]))
-          .limit(limit)
-          .execute()
-      : [];
+  const read = { afterSeq, positions: RUN_SCAN_POSITIONS, fetch: limit, types: endpoint.events ?? undefined };
+  const { range, rows } = await eventsInNextPositions(db, endpoint.tenant_id, read, (entries) =>
+    entries
+      .leftJoin("webhook_deliveries as d", (join) =>
+        join.on("d.endpoint_id", "=", endpoint.id).onRef("d.seq", "=", "events.seq"),
+      )
+      .select(["d.attempts", "d.first_failed_at", "d.next_attempt_at"])
+      .where((eb) => eb.or([eb("d.acknowledged", "is", null), eb("d.acknowledged", "=", false)])),
+  );
   const last = rows.at(-1);
   const examinedTo = rows.length < limit ? Math.max(afterSeq, range.to_seq) : (last?.event_seq ?? afterSeq);
   return { rows, examinedTo, head: range.head };

@@ -1,6 +1,8 @@
 import { Elysia, t } from "elysia";
 import {
   buildWebhook,
+  type InboundMessage,
+  type MessageStamp,
   userChangedNumberMessage,
   userChangedUserIdMessage,
   type WireUser,
@@ -19,7 +21,7 @@ import {
   StatusRequest,
   TYPE_SPECIFIC_FIELDS,
 } from "./schemas.ts";
-import { resetSimulatorState, type SimulatorLog, type SimulatorState } from "./state.ts";
+import { resetSimulatorState, type SimUser, type SimulatorLog, type SimulatorState } from "./state.ts";
 import { changeNumber, changeUserId, userByPhone, userByUserId, wireUserOf } from "./users.ts";
 import { inboundWebhook, statusErrors, statusUpdate, webhookAccount } from "./webhook-bodies.ts";
 import type { WebhookSender } from "./webhook-sender.ts";
@@ -49,6 +51,31 @@ function statusRecipient(
 }
 
 export function controlRoutes(state: SimulatorState, webhooks: WebhookSender, log: SimulatorLog) {
+  /**
+   * A user-change call (/users/change_number, /users/change_user_id): the user's message, built as
+   * the webhook names them before the change; the change (which may refuse it, posting nothing); the
+   * message posted once.
+   */
+  const postUserChange = async (
+    body: ChangeNumberRequest | ChangeUserIdRequest,
+    buildMessage: (user: WireUser, stamp: MessageStamp) => InboundMessage,
+    change: (user: SimUser) => void,
+    description: string,
+  ) => {
+    const user = userByUserId(state, body.user_id);
+    const message = buildMessage(wireUserOf(user, body.name), {
+      id: newWamid(),
+      timestamp: webhookTimestamp(),
+    });
+    change(user);
+    const webhook = buildWebhook(webhookAccount({ ...body, phoneNumberId: body.phone_number_id }), {
+      messages: [message],
+    });
+    const outcome = await webhooks.postWebhookOnce(webhook, body.phone_number_id);
+    log(`${description}: webhook answered ${outcome.webhook_status ?? outcome.webhook_error}`);
+    return { id: message.id, ...outcome };
+  };
+
   return new Elysia({ prefix: "/_sim" })
     .onError(({ code, error }) => {
       if (error instanceof ControlError) return controlErrorResponse(error.message, error.status);
@@ -105,43 +132,26 @@ export function controlRoutes(state: SimulatorState, webhooks: WebhookSender, lo
     )
     .post(
       "/users/change_number",
-      async ({ body }) => {
-        const user = userByUserId(state, body.user_id);
+      ({ body }) => {
         const newPhone = body.new_phone.replace(/^\+/, "");
-        const message = userChangedNumberMessage(wireUserOf(user, body.name), newPhone, {
-          id: newWamid(),
-          timestamp: webhookTimestamp(),
-        });
-        changeNumber(state, user, newPhone);
-        const webhook = buildWebhook(webhookAccount({ ...body, phoneNumberId: body.phone_number_id }), {
-          messages: [message],
-        });
-        const outcome = await webhooks.postWebhookOnce(webhook, body.phone_number_id);
-        log(
-          `user ${user.userId} changed number to +${newPhone}: webhook answered ${outcome.webhook_status ?? outcome.webhook_error}`,
+        return postUserChange(
+          body,
+          (user, stamp) => userChangedNumberMessage(user, newPhone, stamp),
+          (user) => changeNumber(state, user, newPhone),
+          `user ${body.user_id} changed number to +${newPhone}`,
         );
-        return { id: message.id, ...outcome };
       },
       { body: ChangeNumberRequest },
     )
     .post(
       "/users/change_user_id",
-      async ({ body }) => {
-        const user = userByUserId(state, body.user_id);
-        const message = userChangedUserIdMessage(wireUserOf(user, body.name), body.new_user_id, {
-          id: newWamid(),
-          timestamp: webhookTimestamp(),
-        });
-        changeUserId(state, user, body.new_user_id);
-        const webhook = buildWebhook(webhookAccount({ ...body, phoneNumberId: body.phone_number_id }), {
-          messages: [message],
-        });
-        const outcome = await webhooks.postWebhookOnce(webhook, body.phone_number_id);
-        log(
-          `user ${body.user_id} changed BSUID to ${body.new_user_id}: webhook answered ${outcome.webhook_status ?? outcome.webhook_error}`,
-        );
-        return { id: message.id, ...outcome };
-      },
+      ({ body }) =>
+        postUserChange(
+          body,
+          (user, stamp) => userChangedUserIdMessage(user, body.new_user_id, stamp),
+          (user) => changeUserId(state, user, body.new_user_id),
+          `user ${body.user_id} changed BSUID to ${body.new_user_id}`,
+        ),
       { body: ChangeUserIdRequest },
     )
     .get(

@@ -106,13 +106,11 @@ export function inboundAuthor(
   if (phone === null && request.user_id === undefined) throw new ControlError("give from, user_id or both");
   const byId = request.user_id === undefined ? undefined : state.users.byUserId.get(request.user_id);
   const byPhone = phone === null ? undefined : state.users.byPhone.get(phone);
-  if (byId && byPhone && byId !== byPhone) {
+  // The phone is another user's, whether the BSUID names a remembered user or a new one.
+  if (byPhone && request.user_id !== undefined && byPhone.userId !== request.user_id) {
     throw new ControlError(`from +${phone} is the user ${byPhone.userId}, not ${request.user_id}`);
   }
   const known = byId ?? byPhone;
-  if (known && request.user_id !== undefined && known.userId !== request.user_id) {
-    throw new ControlError(`from +${phone} is the user ${known.userId}, not ${request.user_id}`);
-  }
   if (known?.phone && phone !== null && known.phone !== phone) {
     throw new ControlError(
       `user_id ${known.userId} has the phone +${known.phone}: change it with POST /_sim/users/change_number`,
