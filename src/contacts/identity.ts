@@ -1,10 +1,10 @@
-import { type Selectable, sql } from "kysely";
+import { sql } from "kysely";
 import type { ProviderIdentity, RecipientAddress } from "../channel/identity.ts";
 import { CHANNEL } from "../channel/provider.ts";
 import type { Db } from "../db/connect.ts";
 import { ADVISORY_LOCKS } from "../db/locks.ts";
-import type { ContactsTable } from "../db/schema.ts";
 import { newId } from "../ids.ts";
+import { type ContactRow, findContact } from "./repository.ts";
 
 /**
  * Who a person is (DESIGN §14): the ONE home of the rule that maps what the provider says about a
@@ -30,8 +30,6 @@ import { newId } from "../ids.ts";
 
 export type { ProviderIdentity, RecipientAddress };
 
-export type ContactRow = Selectable<ContactsTable>;
-
 /** One identity to resolve in a batch; `change` applies a provider's system message. */
 export interface IdentityInput {
   tenantId: string;
@@ -46,21 +44,24 @@ export function recipientOf(contact: { phone: string | null; user_id: string | n
   throw new Error("recipientOf: a contact without a phone or a user id");
 }
 
-/** The live contact id `contactId` names (a merged one resolves to its survivor); undefined if none. */
+/** The live contact `contactId` names (a merged one's id names its survivor); undefined if none. */
+export async function findLiveContact(
+  db: Db,
+  tenantId: string,
+  contactId: string,
+): Promise<ContactRow | undefined> {
+  const contact = await findContact(db, tenantId, contactId);
+  // Merges keep chains flat (a survivor merged later takes its merged contacts along): one hop.
+  return contact?.merged_into ? findContact(db, tenantId, contact.merged_into) : contact;
+}
+
+/** The live contact id `contactId` names; undefined if none. For the tests: code reads findLiveContact. */
 export async function resolveContactRef(
   db: Db,
   tenantId: string,
   contactId: string,
 ): Promise<string | undefined> {
-  const row = await db
-    .selectFrom("contacts")
-    .select(["id", "merged_into"])
-    .where("tenant_id", "=", tenantId)
-    .where("id", "=", contactId)
-    .executeTakeFirst();
-  if (!row) return undefined;
-  // Merges keep chains flat (a survivor merged later takes its merged contacts along): one hop.
-  return row.merged_into ?? row.id;
+  return (await findLiveContact(db, tenantId, contactId))?.id;
 }
 
 /** The live contact that has, had, or shares as parent, this user id; undefined if none. */
@@ -270,6 +271,8 @@ async function resolveOnce(trx: Db, inputs: readonly IdentityInput[]): Promise<s
     while (p?.mergedInto) p = people.get(p.mergedInto);
     return p;
   };
+  /** The id of the contact `id` is now (itself, or the survivor it was merged into). */
+  const liveId = (id: string): string => live(people.get(id))?.id ?? id;
 
   const setPhone = (person: Person, phone: string) => {
     if (person.phone === phone) return;
@@ -408,29 +411,21 @@ async function resolveOnce(trx: Db, inputs: readonly IdentityInput[]): Promise<s
     resolved.push(person.id);
   }
 
-  await writeResolution(trx, [...people.values()], merges, [...learnedUserIds.values()]);
-  return resolved.map((id) => live(people.get(id))?.id ?? id);
+  await writeResolution(trx, [...people.values()], liveId, merges, [...learnedUserIds.values()]);
+  return resolved.map(liveId);
 }
 
 async function writeResolution(
   trx: Db,
   people: Person[],
+  liveId: (id: string) => string,
   merges: Merge[],
   learned: { tenantId: string; userId: string; person: Person }[],
 ): Promise<void> {
-  const final = (id: string) => {
-    let person = people.find((p) => p.id === id);
-    while (person?.mergedInto) {
-      const next = people.find((p) => p.id === person!.mergedInto);
-      if (!next) break;
-      person = next;
-    }
-    return person?.id ?? id;
-  };
   if (merges.length > 0)
     await writeMerges(
       trx,
-      merges.map((m) => ({ ...m, survivor: final(m.survivor) })),
+      merges.map((m) => ({ ...m, survivor: liveId(m.survivor) })),
     );
 
   const changed = people.filter((p) => p.changed && !p.isNew && !p.mergedInto);
@@ -472,12 +467,11 @@ async function writeResolution(
       RETURNING id`.execute(trx);
     if (rows.length < created.length) throw new LostRace("a contact's phone was taken meanwhile");
   }
-  const userIds = learned;
-  if (userIds.length > 0) {
+  if (learned.length > 0) {
     await sql`
       INSERT INTO contact_user_ids (tenant_id, user_id, contact_id)
-      SELECT * FROM unnest(${userIds.map((l) => l.tenantId)}::text[], ${userIds.map((l) => l.userId)}::text[],
-                  ${userIds.map((l) => final(l.person.id))}::text[])
+      SELECT * FROM unnest(${learned.map((l) => l.tenantId)}::text[], ${learned.map((l) => l.userId)}::text[],
+                  ${learned.map((l) => liveId(l.person.id))}::text[])
       ORDER BY 1, 2
       ON CONFLICT (tenant_id, user_id) DO UPDATE SET contact_id = excluded.contact_id`.execute(trx);
   }

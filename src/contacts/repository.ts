@@ -30,7 +30,7 @@ export interface ContactIdentityRow {
   contact_username: string | null;
 }
 
-/** The contact with this id, merged or not (see findLiveContact). */
+/** The contact with this id, merged or not (see findLiveContact, identity.ts). */
 export function findContact(db: Db, tenantId: string, contactId: string): Promise<ContactRow | undefined> {
   return findTenantRow(db, "contacts", tenantId, contactId);
 }

@@ -2,17 +2,11 @@ import { isBsuid } from "../channel/identity.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
-import { findContactByUserId, resolveContactRef } from "./identity.ts";
+import { findContactByUserId, findLiveContact } from "./identity.ts";
 import { type MessagingState, messagingState } from "./messaging-state.ts";
 import type { OptOutChange } from "./opt-out.ts";
 import { toE164 } from "./phone.ts";
-import {
-  type ContactRow,
-  findContact,
-  findContactByPhone,
-  setOptOut,
-  tenantHasActiveSender,
-} from "./repository.ts";
+import { type ContactRow, findContactByPhone, setOptOut, tenantHasActiveSender } from "./repository.ts";
 
 export interface ContactWithState {
   contact: ContactRow;
@@ -29,8 +23,7 @@ interface ReadDeps {
  * another tenant's ids are both 404 (ids are case-sensitive).
  */
 export async function requireContact(db: Db, tenantId: string, contactId: string): Promise<ContactRow> {
-  const liveId = await resolveContactRef(db, tenantId, contactId);
-  const contact = liveId === undefined ? undefined : await findContact(db, tenantId, liveId);
+  const contact = await findLiveContact(db, tenantId, contactId);
   if (!contact) {
     throw new ApiError("resource_missing", `No such contact: ${contactId}.`, { param: "contact_id" });
   }

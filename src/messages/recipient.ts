@@ -1,6 +1,6 @@
 import { CompiledQuery } from "kysely";
 import { isBsuid, type RecipientAddress } from "../channel/identity.ts";
-import { findContactByUserId, resolveContactRef } from "../contacts/identity.ts";
+import { findContactByUserId } from "../contacts/identity.ts";
 import { toE164 } from "../contacts/phone.ts";
 import type { Db } from "../db/connect.ts";
 import { ApiError } from "../http/errors.ts";
@@ -76,11 +76,9 @@ async function byContactId(db: Db, tenantId: string, contactId: string): Promise
   let contact = isId(contactId, "ctc")
     ? await lookup<ContactRow>(db, CONTACT_BY_ID, [tenantId, contactId])
     : undefined;
-  if (contact?.merged_into) {
-    const liveId = await resolveContactRef(db, tenantId, contactId);
-    contact =
-      liveId === undefined ? undefined : await lookup<ContactRow>(db, CONTACT_BY_ID, [tenantId, liveId]);
-  }
+  // Merges keep chains flat: the survivor is one hop away (as findLiveContact reads it).
+  if (contact?.merged_into)
+    contact = await lookup<ContactRow>(db, CONTACT_BY_ID, [tenantId, contact.merged_into]);
   if (!contact)
     throw new ApiError("resource_missing", `No such contact: ${contactId}.`, { param: "contact" });
   return known(contact);
