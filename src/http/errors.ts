@@ -1,3 +1,5 @@
+import { capText } from "./paths.ts";
+
 /**
  * Every error the service can answer, in one catalogue: the renderer, the /docs page and the
  * OpenAPI document all read it, so a code cannot exist in one and be missing from another.
@@ -300,6 +302,15 @@ export function oauthErrorBody(error: OAuthError, requestId: string) {
 /** The answer to what failed on our side (logged by the caller): the same words wherever it is given. */
 export function internalError(): ApiError {
   return new ApiError("internal_error", "An internal error occurred. It has been logged.");
+}
+
+/**
+ * An unexpected error as the log takes it before its internal_error is answered: type, message and
+ * stack, capped (a message may quote request data of any size).
+ */
+export function loggableError(error: unknown): { type: string; message: string; stack?: string } {
+  if (!(error instanceof Error)) return { type: typeof error, message: capText(String(error)) };
+  return { type: error.name, message: capText(error.message), stack: capText(error.stack ?? "", 4000) };
 }
 
 /** What any path that does not exist answers (the ops endpoints reuse it for theirs). */

@@ -1,8 +1,7 @@
 import { t } from "elysia";
 import { toE164 } from "../contacts/phone.ts";
 import { isDependencyDown, serviceUnavailable } from "../http/dependency-faults.ts";
-import { ApiError, internalError } from "../http/errors.ts";
-import { capText } from "../http/paths.ts";
+import { ApiError, internalError, loggableError } from "../http/errors.ts";
 import type { AuthContext, IdempotencyReservation } from "../http/request-state.ts";
 import { withExclusivePairs } from "../http/schemas.ts";
 import { bodyValidationProblem, PATTERN_MEANS_KEY } from "../http/validation.ts";
@@ -160,14 +159,7 @@ function failureOf(error: unknown, logger: Logger, requestId: string, index?: nu
   if (error instanceof ApiError) return error;
   if (isDependencyDown(error)) return serviceUnavailable();
   logger.error(
-    {
-      request_id: requestId,
-      item: index,
-      error:
-        error instanceof Error
-          ? { type: error.name, message: capText(error.message), stack: capText(error.stack ?? "", 4000) }
-          : { type: typeof error, message: capText(String(error)) },
-    },
+    { request_id: requestId, item: index, error: loggableError(error) },
     "unhandled error in a batch item",
   );
   return internalError();

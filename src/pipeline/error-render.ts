@@ -1,8 +1,9 @@
-import { isDependencyDown } from "../http/dependency-faults.ts";
+import { isDependencyDown, serviceUnavailable } from "../http/dependency-faults.ts";
 import {
   ApiError,
   apiErrorBody,
   internalError,
+  loggableError,
   OAuthError,
   oauthErrorBody,
   unknownPathError,
@@ -55,9 +56,7 @@ export function errorRenderer(
         { request_id: requestId, err: errorSummary(cause ?? error) },
         "dependency unavailable",
       );
-      failure = new ApiError("service_unavailable", "The service is briefly unavailable. Retry shortly.", {
-        headers: { "retry-after": "2" },
-      });
+      failure = serviceUnavailable();
     } else if (code === "PARSE")
       failure = new ApiError("parameter_invalid", "The request body could not be parsed.");
     else {
@@ -128,10 +127,4 @@ function toOAuthError(error: ApiError): OAuthError {
 
 function errorSummary(error: unknown): string {
   return capText(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
-}
-
-/** An error for the log with its stack, both capped (a message may quote request data of any size). */
-function loggableError(error: unknown): { type: string; message: string; stack?: string } {
-  if (!(error instanceof Error)) return { type: typeof error, message: capText(String(error)) };
-  return { type: error.name, message: capText(error.message), stack: capText(error.stack ?? "", 4000) };
 }
