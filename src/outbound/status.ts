@@ -1,4 +1,4 @@
-import { sql } from "kysely";
+import { type RawBuilder, sql } from "kysely";
 import { statusFailure } from "../channel/webhook-events.ts";
 import { type Clock, DAY_MS } from "../clock.ts";
 import {
@@ -123,14 +123,10 @@ export function statusStatementHead(
     ), unattached AS (
       -- From each known message to its contact by primary key (a nested loop: one probe per
       -- message), compared before anything is grouped: only the rare mismatches are made distinct.
-      SELECT DISTINCT k.tenant_id, c.phone AS contact_phone, c.user_id AS contact_user_id,
-             e.recipient_phone AS phone, e.recipient_user_id AS user_id,
-             e.recipient_parent_user_id AS parent_user_id
-      FROM known k
-      JOIN contacts c ON c.id = k.contact_id
-      JOIN ev e ON e.pid = k.provider_message_id AND (e.sender_id IS NULL OR e.sender_id = k.sender_id)
-      WHERE (e.recipient_user_id IS NOT NULL AND c.user_id IS DISTINCT FROM e.recipient_user_id)
-         OR (c.phone IS NULL AND e.recipient_phone IS NOT NULL)
+      ${unattachedRecipients(sql`
+        FROM known k
+        JOIN contacts c ON c.id = k.contact_id
+        JOIN ev e ON e.pid = k.provider_message_id`)}
     ), grouped AS (
       SELECT k.seq, k.id, k.tenant_id, k.contact_id, k.status, k.failure,
              array_agg(e.status ORDER BY e.at, e.ord) AS statuses,
@@ -162,6 +158,24 @@ export function statusStatementHead(
           WHERE status = 'failed' AND was IS DISTINCT FROM 'failed' AND failure->>'code' = ${OPTED_OUT_FAILURE}`,
       now,
     )}`;
+}
+
+/**
+ * Which statuses' recipients their message's contact does not carry yet (DESIGN §14), as
+ * StatusRecipientRow: the one rule of the webhook store's `unattached` and attachClaimedRecipients.
+ * `from` joins `e` (events: pid, sender_id, recipient_phone, recipient_user_id,
+ * recipient_parent_user_id) to `k` (their outbound messages) and `c` (those messages' contacts).
+ * An event of another sender than its message's attaches nothing, as it moves nothing.
+ */
+function unattachedRecipients(from: RawBuilder<unknown>): RawBuilder<StatusRecipientRow> {
+  return sql<StatusRecipientRow>`
+    SELECT DISTINCT k.tenant_id, c.phone AS contact_phone, c.user_id AS contact_user_id,
+           e.recipient_phone AS phone, e.recipient_user_id AS user_id,
+           e.recipient_parent_user_id AS parent_user_id
+    ${from}
+    WHERE (e.sender_id IS NULL OR e.sender_id = k.sender_id)
+      AND ((e.recipient_user_id IS NOT NULL AND c.user_id IS DISTINCT FROM e.recipient_user_id)
+           OR (c.phone IS NULL AND e.recipient_phone IS NOT NULL))`;
 }
 
 /**
@@ -376,28 +390,24 @@ async function adoptEchoedProviderIds(trx: Db, clock: Clock): Promise<number> {
 }
 
 /**
- * The recipients of claimed events that their message's contact does not carry (as the webhook
- * store's `unattached`), attached before the events are applied: in the drain's transaction, so a
- * drain killed in between leaves the events to the next one, and before the messages are locked, so
- * the drain takes its locks in the identity module's order (advisory locks, contacts, messages)
- * like inbound finalize, and a merge and a drain cannot deadlock. One statement per batch (none when
- * no event names a recipient); the common case costs one probe of messages and of contacts per event.
+ * The recipients of claimed events that their message's contact does not carry (unattachedRecipients,
+ * the webhook store's `unattached` rule), attached before the events are applied: in the drain's
+ * transaction, so a drain killed in between leaves the events to the next one, and before the
+ * messages are locked, so the drain takes its locks in the identity module's order (advisory locks,
+ * contacts, messages) like inbound finalize, and a merge and a drain cannot deadlock. One statement
+ * per batch (none when no event names a recipient); the common case costs one probe of messages and
+ * of contacts per event.
  */
 async function attachClaimedRecipients(trx: Db, events: readonly ClaimedEvent[]): Promise<void> {
   const named = events.filter((e) => e.recipient_user_id !== null || e.recipient_phone !== null);
   if (named.length === 0) return;
-  const { rows } = await sql<StatusRecipientRow>`
-    SELECT DISTINCT m.tenant_id, c.phone AS contact_phone, c.user_id AS contact_user_id,
-           e.phone, e.user_id, e.parent_user_id
+  const { rows } = await unattachedRecipients(sql`
     FROM unnest(${named.map((e) => e.provider_message_id)}::text[], ${named.map((e) => e.sender_id)}::text[],
                 ${named.map((e) => e.recipient_phone)}::text[], ${named.map((e) => e.recipient_user_id)}::text[],
                 ${named.map((e) => e.recipient_parent_user_id)}::text[])
-      AS e(pid, sender_id, phone, user_id, parent_user_id)
-    JOIN messages m ON m.provider_message_id = e.pid
-    JOIN contacts c ON c.id = m.contact_id
-    WHERE m.direction = 'outbound' AND (e.sender_id IS NULL OR e.sender_id = m.sender_id)
-      AND ((e.user_id IS NOT NULL AND c.user_id IS DISTINCT FROM e.user_id)
-           OR (c.phone IS NULL AND e.phone IS NOT NULL))`.execute(trx);
+      AS e(pid, sender_id, recipient_phone, recipient_user_id, recipient_parent_user_id)
+    JOIN messages k ON k.provider_message_id = e.pid AND k.direction = 'outbound'
+    JOIN contacts c ON c.id = k.contact_id`).execute(trx);
   await attachStatusRecipients(trx, rows);
 }
 
