@@ -131,7 +131,7 @@ describe("customers without a phone number (DESIGN §14)", () => {
         .executeTakeFirstOrThrow();
       return row.contact_id === older.id && (row.status === "delivered" || row.status === "read");
     });
-    // GET /contacts/{merged} resolves to the survivor (I3's route, through resolveContactRef).
+    // GET /contacts/{merged} answers the survivor (src/contacts/identity.ts findLiveContact).
     const lookup = await call(env.app, "GET", `/v2/contacts/${younger}`, { token: shop.token });
     expect(lookup.status).toBe(200);
   });
